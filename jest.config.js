@@ -1,0 +1,10 @@
+/** @type {import('jest').Config} */
+module.exports = {
+  preset: 'ts-jest',
+  testEnvironment: 'node',
+  roots: ['<rootDir>/spec'],
+  testMatch: ['**/*.spec.ts'],
+  globalSetup: '<rootDir>/spec/support/global-setup.ts',
+  globalTeardown: '<rootDir>/spec/support/global-teardown.ts',
+  testTimeout: 30000,
+};

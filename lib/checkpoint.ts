@@ -1,0 +1,28 @@
+/**
+ * Named points between the protocol's Redis steps. Production code never sets a hook; the crash
+ * tests do (see spec/support/crash-worker.js), to stop a real process exactly between two steps and
+ * kill it there.
+ */
+export type CheckpointHook = (step: CheckpointStep) => void | Promise<void>;
+
+export type CheckpointStep =
+  | 'lock:before-try' // nothing sent yet
+  | 'lock:granted' // the token is recorded as held (fast path or claim)
+  | 'lock:before-wait' // tryLock missed; the blocking pipeline is not sent yet
+  | 'lock:waiting' // prepareWait, BLMOVE and claim are sent
+  | 'unlock:before' // holding; release not sent yet
+  | 'unlock:after' // release done
+  | 'signal:before'
+  | 'refresh:before'
+  | 'reclaim:before';
+
+let hook: CheckpointHook | undefined;
+
+export function setCheckpointHook(next: CheckpointHook | undefined): void {
+  hook = next;
+}
+
+/** Returns a promise only when a hook is set, so the hot path pays no extra tick. */
+export function checkpoint(step: CheckpointStep): void | Promise<void> {
+  return hook?.(step);
+}

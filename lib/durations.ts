@@ -1,0 +1,38 @@
+/**
+ * Every duration in the API is in milliseconds; this module is the one place that checks them and
+ * turns them into what Redis takes.
+ */
+
+/** Throws unless `value` is a finite number ≥ 0 (or > 0 when `positive`). */
+export function assertDuration(name: string, value: unknown, positive = false): asserts value is number {
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw new TypeError(`Expected \`${name}\` to be a number of milliseconds, got ${describe(value)}`);
+  }
+  if (!Number.isFinite(value) || value < 0 || (positive && value === 0)) {
+    throw new RangeError(
+      `Expected \`${name}\` to be a finite number of milliseconds ${positive ? '> 0' : '≥ 0'}, got ${value}`,
+    );
+  }
+}
+
+/** Milliseconds as decimal seconds, the unit of BLMOVE timeouts and of this library's Lua scripts. */
+export function toSeconds(ms: number): string {
+  return (ms / 1000).toFixed(3);
+}
+
+/** Milliseconds as the whole number PEXPIRE takes ('' when off, which the scripts read as "none"). */
+export function toExpireArgument(ms: number | null): string {
+  return ms === null ? '' : String(Math.max(1, Math.ceil(ms)));
+}
+
+/** The local clock as the decimal seconds GRABBED stores, for `useLocalTime` ('' means Redis TIME). */
+export function localTimeArgument(useLocalTime: boolean): string {
+  return useLocalTime ? (Date.now() / 1000).toFixed(6) : '';
+}
+
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' || typeof value === 'function' ? `a ${typeof value}` : `${typeof value} ${String(value)}`;
+}

@@ -1,0 +1,42 @@
+/** The base of every error this library rejects with, except bad arguments (`TypeError`, `RangeError`). */
+export class SemaphoreError extends Error {
+  override readonly name: string = 'SemaphoreError';
+  /** The name of the semaphore the failed call was made on. */
+  readonly semaphore: string;
+
+  constructor(semaphore: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.semaphore = semaphore;
+  }
+}
+
+/** `lock(timeout, fn)` (the callback form) got no token within `timeout`; `fn` did not run. */
+export class LockTimeoutError extends SemaphoreError {
+  override readonly name = 'LockTimeoutError';
+  /** The timeout that ran out, in milliseconds. */
+  readonly timeout: number;
+
+  constructor(semaphore: string, timeout: number) {
+    super(semaphore, `No token of semaphore "${semaphore}" became available within ${timeout} ms`);
+    this.timeout = timeout;
+  }
+}
+
+/** A Redis command failed; `cause` holds the error node-redis reported. */
+export class SemaphoreRedisError extends SemaphoreError {
+  override readonly name = 'SemaphoreRedisError';
+
+  constructor(semaphore: string, operation: string, cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(semaphore, `${operation} on semaphore "${semaphore}" failed: ${reason}`, { cause });
+  }
+}
+
+/** The semaphore was closed, before or while the call was waiting. */
+export class SemaphoreClosedError extends SemaphoreError {
+  override readonly name = 'SemaphoreClosedError';
+
+  constructor(semaphore: string) {
+    super(semaphore, `Semaphore "${semaphore}" is closed`);
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Key names. The first four are the Ruby gem's (redis-semaphore 0.3.x), so Ruby and Node processes
+ * can share a semaphore by name; the others are this library's, under the same prefix, so a hash tag
+ * in the name (`{jobs}`) keeps every key of a semaphore in one cluster slot.
+ */
+export interface SemaphoreKeys {
+  /** List of free tokens (and signalled jobs). */
+  readonly available: string;
+  /** Hash token → acquisition time in decimal seconds (`"1763800000.123456"`). */
+  readonly grabbed: string;
+  /** `"1"` once the semaphore has been created. */
+  readonly exists: string;
+  /** `"1"`, the gem's format version. */
+  readonly version: string;
+  /** Hash token → id of the grant (one acquisition) that holds it. */
+  readonly owners: string;
+  /** Sorted set of waiter registrations, scored by lease end (seconds). */
+  readonly waiting: string;
+  /** The gem's guard key for `release_stale_locks!`; only ever deleted here. */
+  readonly gemReleaseGuard: string;
+  /** The six keys every script receives first, in the order `lib/scripts/includes/keys.lua` names them. */
+  readonly scriptKeys: readonly string[];
+  /** The list a blocked waiter's BLMOVE moves its token into. */
+  inbox(grantId: string): string;
+}
+
+export function semaphoreKeys(name: string): SemaphoreKeys {
+  const prefix = `SEMAPHORE:${name}:`;
+  const available = `${prefix}AVAILABLE`;
+  const grabbed = `${prefix}GRABBED`;
+  const exists = `${prefix}EXISTS`;
+  const version = `${prefix}VERSION`;
+  const owners = `${prefix}OWNERS`;
+  const waiting = `${prefix}WAITING`;
+  return {
+    available,
+    grabbed,
+    exists,
+    version,
+    owners,
+    waiting,
+    gemReleaseGuard: `${prefix}release_locks`,
+    scriptKeys: [available, grabbed, exists, version, owners, waiting],
+    inbox: (grantId) => `${prefix}INBOX:${grantId}`,
+  };
+}
+
+/** A registration in WAITING is `<grant id>`, or `~<grant id>` once abandoned (see recover-7.lua). */
+export function grantIdOfRegistration(registration: string): string {
+  return registration.startsWith('~') ? registration.slice(1) : registration;
+}

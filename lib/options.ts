@@ -1,0 +1,111 @@
+import type { RedisClientLike } from './redis-client';
+import { assertDuration, describe } from './durations';
+
+export interface SemaphoreOptions {
+  /**
+   * A connected node-redis v4 client (`createClient()`), used for every non-blocking step; blocking
+   * waits run on connections duplicated from it. The semaphore never closes it.
+   * When absent, the semaphore creates its own from `url`, and `close()` quits it.
+   */
+  readonly redis?: RedisClientLike;
+  /**
+   * Where to connect when `redis` is absent.
+   * @default process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+   */
+  readonly url?: string;
+  /**
+   * How many holders may hold the semaphore at once (the number of tokens created).
+   * @default 1
+   */
+  readonly resources?: number;
+  /**
+   * A holder is considered dead once its token has been held (since acquisition or the last
+   * `refresh`) for longer than this, in milliseconds; `lock` and `releaseStaleLocks` then return the
+   * token to the pool. `null` (the default) never reclaims.
+   * @default null
+   */
+  readonly staleClientTimeout?: number | null;
+  /**
+   * Take timestamps from this process's clock instead of Redis `TIME`. Only safe when every client's
+   * clock agrees; kept for parity with the Ruby gem.
+   * @default false
+   */
+  readonly useLocalTime?: boolean;
+  /**
+   * Every key of the semaphore expires this many milliseconds after its last use, but only while no
+   * token is held and nobody waits. `null` (the default) never expires.
+   * @default null
+   */
+  readonly expiration?: number | null;
+  /**
+   * Blocking waits are cut into BLMOVE calls of at most this many milliseconds, so a dead connection
+   * is noticed and stale holders are reclaimed while waiting. Longer slices keep FIFO order across
+   * processes for longer waits (a waiter that re-arms joins the back of Redis' queue).
+   * @default 10000
+   */
+  readonly waitSlice?: number;
+  /**
+   * Most connections this semaphore opens for blocking waits; further concurrent waiters in this
+   * process queue locally, in arrival order, for a free one.
+   * @default 10
+   */
+  readonly maxBlockingConnections?: number;
+}
+
+export interface ResolvedOptions {
+  readonly redis: RedisClientLike | undefined;
+  readonly url: string;
+  readonly resources: number;
+  readonly staleClientTimeout: number | null;
+  readonly useLocalTime: boolean;
+  readonly expiration: number | null;
+  readonly waitSlice: number;
+  readonly maxBlockingConnections: number;
+}
+
+export function assertName(name: unknown): asserts name is string {
+  if (typeof name !== 'string' || name.length === 0) {
+    throw new TypeError(`Expected the semaphore name to be a non-empty string, got ${describe(name)}`);
+  }
+}
+
+export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`Expected options to be an object, got ${describe(options)}`);
+  }
+  const {
+    redis,
+    url = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
+    resources = 1,
+    staleClientTimeout = null,
+    useLocalTime = false,
+    expiration = null,
+    waitSlice = 10_000,
+    maxBlockingConnections = 10,
+  } = options;
+  if (redis !== undefined && (typeof redis !== 'object' || redis === null || typeof redis.sendCommand !== 'function')) {
+    throw new TypeError(`Expected \`redis\` to be a node-redis client, got ${describe(redis)}`);
+  }
+  if (typeof url !== 'string' || url.length === 0) {
+    throw new TypeError(`Expected \`url\` to be a Redis URL string, got ${describe(url)}`);
+  }
+  assertPositiveInteger('resources', resources);
+  if (staleClientTimeout !== null) assertDuration('staleClientTimeout', staleClientTimeout, true);
+  if (typeof useLocalTime !== 'boolean') {
+    throw new TypeError(`Expected \`useLocalTime\` to be a boolean, got ${describe(useLocalTime)}`);
+  }
+  if (expiration !== null) assertDuration('expiration', expiration, true);
+  assertDuration('waitSlice', waitSlice, true);
+  if (waitSlice < 10) throw new RangeError(`Expected \`waitSlice\` to be at least 10 ms, got ${waitSlice}`);
+  assertPositiveInteger('maxBlockingConnections', maxBlockingConnections);
+  return { redis, url, resources, staleClientTimeout, useLocalTime, expiration, waitSlice, maxBlockingConnections };
+}
+
+function assertPositiveInteger(name: string, value: unknown): asserts value is number {
+  if (typeof value !== 'number') {
+    throw new TypeError(`Expected \`${name}\` to be a positive integer, got ${describe(value)}`);
+  }
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`Expected \`${name}\` to be a positive safe integer, got ${value}`);
+  }
+}

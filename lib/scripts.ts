@@ -1,0 +1,57 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RedisClientLike } from './redis-client';
+
+/** A Lua script from `lib/scripts/`, with its includes expanded, loaded once per process. */
+export interface Script {
+  readonly name: string;
+  readonly source: string;
+  readonly sha1: string;
+}
+
+const SCRIPTS_DIR = join(__dirname, 'scripts');
+const INCLUDE = /^--- @include (\w+)[ \t]*$/gm;
+
+function loadScript(file: string): Script {
+  const source = readFileSync(join(SCRIPTS_DIR, file), 'utf8').replace(INCLUDE, (_, include: string) =>
+    readFileSync(join(SCRIPTS_DIR, 'includes', `${include}.lua`), 'utf8'),
+  );
+  return { name: file.replace(/(-\d+)?\.lua$/, ''), source, sha1: createHash('sha1').update(source).digest('hex') };
+}
+
+export const scripts = {
+  tryLock: loadScript('tryLock-6.lua'),
+  prepareWait: loadScript('prepareWait-6.lua'),
+  claim: loadScript('claim-7.lua'),
+  recover: loadScript('recover-7.lua'),
+  reapWaiters: loadScript('reapWaiters.lua'),
+  release: loadScript('release-6.lua'),
+  refresh: loadScript('refresh-6.lua'),
+  signal: loadScript('signal-6.lua'),
+  releaseStale: loadScript('releaseStale-6.lua'),
+  create: loadScript('create-6.lua'),
+  inspect: loadScript('inspect-6.lua'),
+} as const;
+
+/** `EVAL` with the script's text: never fails with NOSCRIPT (used where a failed step must not be skipped). */
+export function evalArguments(script: Script, keys: readonly string[], args: readonly string[]): string[] {
+  return ['EVAL', script.source, String(keys.length), ...keys, ...args];
+}
+
+/** Runs a script by SHA1, falling back to EVAL (which also caches it) when Redis answers NOSCRIPT. */
+export async function runScript(
+  client: RedisClientLike,
+  script: Script,
+  keys: readonly string[],
+  args: readonly string[],
+): Promise<unknown> {
+  try {
+    return await client.sendCommand(['EVALSHA', script.sha1, String(keys.length), ...keys, ...args]);
+  } catch (error) {
+    if (error instanceof Error && error.message.startsWith('NOSCRIPT')) {
+      return client.sendCommand(evalArguments(script, keys, args));
+    }
+    throw error;
+  }
+}

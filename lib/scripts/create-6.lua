@@ -1,0 +1,14 @@
+--[[
+  existsOrCreate: creates the semaphore if it does not exist (see includes/ensure.lua).
+  Input:
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
+    ARGV[1] resources
+    ARGV[2] expiration in milliseconds, or '' for none
+  Output: 1 when it created the semaphore, 0 when it existed
+]]
+--- @include keys
+--- @include ensure
+--- @include expiry
+local created = ensure(tonumber(ARGV[1]))
+touch_expiry(ARGV[2])
+return created

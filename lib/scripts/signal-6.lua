@@ -1,0 +1,22 @@
+--[[
+  signal: puts a token, or any string (a job), on AVAILABLE; Redis hands it to the longest-blocked
+  waiter right after this script. Creates the semaphore first if needed, so a later creation can
+  never wipe it. If the token was held, its holder record goes, and that holder's unlock then
+  changes nothing (no token is ever pushed twice by one grant).
+  Input:
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
+    ARGV[1] token
+    ARGV[2] resources
+    ARGV[3] expiration in milliseconds, or '' for none
+  Output: the new length of AVAILABLE
+]]
+--- @include keys
+--- @include ensure
+--- @include expiry
+local token = ARGV[1]
+ensure(tonumber(ARGV[2]))
+redis.call('HDEL', K_GRABBED, token)
+redis.call('HDEL', K_OWNERS, token)
+local available = redis.call('LPUSH', K_AVAILABLE, token)
+touch_expiry(ARGV[3])
+return available
