@@ -74,7 +74,7 @@ export class Semaphore {
 
   /** Blocks until a token is free and resolves it. */
   lock(): Promise<string>;
-  /** Resolves a token, or `null` if none came within `timeout` ms; `0` never blocks, `null` waits forever. */
+  /** Resolves a token, or `null` if none came within `timeout` ms; `0` never blocks; `null`, `undefined` and `Infinity` wait forever. */
   lock(timeout: number | null | undefined): Promise<string | null>;
   /** Runs `fn(token)` while holding a token and releases it afterwards, whatever happens; resolves what `fn` resolves. */
   lock<T>(fn: Holder<T>): Promise<Awaited<T>>;
@@ -82,15 +82,17 @@ export class Semaphore {
   lock<T>(timeout: number | null | undefined, fn: Holder<T>): Promise<Awaited<T>>;
   lock<T>(...args: [] | [number | null | undefined | Holder<T>] | [number | null | undefined, Holder<T>]) {
     const [first, second] = args;
-    if (typeof first === 'function') return this.#track(this.#withToken(null, first));
-    const timeout = checkTimeout(first);
-    if (args.length >= 2) {
+    try {
+      if (typeof first === 'function') return this.#track(this.#withToken(null, first));
+      const timeout = checkTimeout(first);
+      if (args.length < 2) return this.#track(this.#acquire(timeout, false).then((grant) => grant?.token ?? null));
       if (typeof second !== 'function') {
         throw new TypeError(`Expected the second argument of lock to be a function, got ${describe(second)}`);
       }
       return this.#track(this.#withToken(timeout, second));
+    } catch (error) {
+      return Promise.reject(error);
     }
-    return this.#track(this.#acquire(timeout, false).then((grant) => grant?.token ?? null));
   }
 
   /**
@@ -526,7 +528,7 @@ export interface Semaphore {
 Semaphore.prototype.wait = Semaphore.prototype.lock;
 
 function checkTimeout(timeout: unknown): number | null {
-  if (timeout === null || timeout === undefined) return null;
+  if (timeout === null || timeout === undefined || timeout === Infinity) return null;
   assertDuration('timeout', timeout);
   return timeout;
 }

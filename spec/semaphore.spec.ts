@@ -1,21 +1,13 @@
-import { Semaphore, Mutex, LockTimeoutError } from '../lib';
-import { blockedClients, closeAll, connectClient, sleep, uniqueName, until, type Client } from './support/redis';
+import { Mutex, LockTimeoutError } from '../lib';
+import { useFixture } from './support/fixture';
+import { blockedClients, sleep, uniqueName, until, type Client } from './support/redis';
 
+const fixture = useFixture();
+const semaphore = fixture.semaphore.bind(fixture);
 let redis: Client;
-const opened: Semaphore[] = [];
-function semaphore(options: ConstructorParameters<typeof Semaphore>[1] = {}, name = uniqueName()): Semaphore {
-  const sem = new Semaphore(name, { redis, ...options });
-  opened.push(sem);
-  return sem;
-}
-
-beforeAll(async () => {
-  redis = await connectClient();
+beforeAll(() => {
+  redis = fixture.redis;
 });
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((sem) => sem.close()));
-});
-afterAll(closeAll);
 
 describe('lock and unlock', () => {
   test('lock resolves a token and unlock resolves the new available count', async () => {
@@ -134,10 +126,13 @@ describe('callback form', () => {
 describe('Mutex', () => {
   test('has exactly one resource', async () => {
     const mutex = new Mutex(uniqueName(), { redis });
-    opened.push(mutex);
-    expect(mutex.resources).toBe(1);
-    expect(await mutex.lock(0)).toBe('0');
-    expect(await mutex.lock(0)).toBeNull();
+    try {
+      expect(mutex.resources).toBe(1);
+      expect(await mutex.lock(0)).toBe('0');
+      expect(await mutex.lock(0)).toBeNull();
+    } finally {
+      await mutex.close();
+    }
     expect(() => new Mutex('x', { redis, resources: 2 } as never)).toThrow(TypeError);
   });
 });

@@ -1,8 +1,9 @@
 --[[
   lock's first step: takes a free token at once and records its holder, or reports a miss.
   Creates the semaphore if needed and, with a stale timeout, first reclaims stale holders.
-  Takes a token only if one was free before the reclaim: a reclaimed token goes to the
-  longest-blocked waiter, so this path never jumps ahead of anyone blocked in BLMOVE.
+  Never jumps ahead of a waiter blocked in BLMOVE: a free token means nobody is blocked (Redis
+  serves them the moment a token is pushed), and a token this script reclaims is left for the
+  longest-blocked waiter unless no waiter is registered.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
     ARGV[1] resources
@@ -20,12 +21,12 @@
 local resources, grant, stale_s, expiration = tonumber(ARGV[1]), ARGV[2], ARGV[4], ARGV[5]
 local now, stamp = clock(ARGV[3])
 ensure(resources)
-local had_free = redis.call('LLEN', K_AVAILABLE) > 0
-if stale_s ~= '' then
-  reclaim_stale(now, tonumber(stale_s))
+local may_take = redis.call('LLEN', K_AVAILABLE) > 0
+if stale_s ~= '' and reclaim_stale(now, tonumber(stale_s)) > 0 and not may_take then
+  may_take = redis.call('ZCOUNT', K_WAITING, now, '+inf') == 0
 end
 local token = false
-if had_free then
+if may_take then
   token = redis.call('LPOP', K_AVAILABLE)
   redis.call('HSET', K_GRABBED, token, stamp)
   redis.call('HSET', K_OWNERS, token, grant)

@@ -1,0 +1,57 @@
+import { Semaphore, type SemaphoreOptions } from '../../lib';
+import { closeAll, connectClient, uniqueName, type Client } from './redis';
+
+export interface Fixture {
+  /** A client on the run's Redis, for inspecting keys directly. */
+  readonly redis: Client;
+  /** A semaphore on that client (a fresh unique name unless given), closed after each test. */
+  semaphore(options?: SemaphoreOptions, name?: string): Semaphore;
+}
+
+/** Registers the hooks a spec file needs and hands out semaphores that are closed after each test. */
+export function useFixture(): Fixture {
+  const opened: Semaphore[] = [];
+  let redis: Client | undefined;
+  beforeAll(async () => {
+    redis = await connectClient();
+  });
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((sem) => sem.close()));
+  });
+  afterAll(closeAll);
+  return {
+    get redis() {
+      if (!redis) throw new Error('the fixture connects in beforeAll');
+      return redis;
+    },
+    semaphore(options = {}, name = uniqueName()) {
+      const sem = new Semaphore(name, { redis: this.redis, ...options });
+      opened.push(sem);
+      return sem;
+    },
+  };
+}
+
+/** Every key and value of a semaphore, for asserting exact Redis state. */
+export async function snapshot(redis: Client, name: string) {
+  const prefix = `SEMAPHORE:${name}:`;
+  const waiting = await redis.zRange(`${prefix}WAITING`, 0, -1);
+  const inboxes: Record<string, string[]> = {};
+  for (const registration of waiting) {
+    const key = `${prefix}INBOX:${registration.replace(/^~/, '')}`;
+    const tokens = await redis.lRange(key, 0, -1);
+    if (tokens.length > 0) inboxes[key] = tokens;
+  }
+  return {
+    available: await redis.lRange(`${prefix}AVAILABLE`, 0, -1),
+    grabbed: await redis.hGetAll(`${prefix}GRABBED`),
+    owners: await redis.hGetAll(`${prefix}OWNERS`),
+    waiting,
+    inboxes,
+    keys: (await redis.keys(`${escapeGlob(prefix)}*`)).sort(),
+  };
+}
+
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}
