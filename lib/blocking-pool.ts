@@ -91,7 +91,10 @@ export class BlockingPool {
 
   /** Opens a connection in a slot the caller has already counted in `#creating`. */
   async #connect(): Promise<RedisClientLike> {
-    const connection = this.#source.duplicate({ disableOfflineQueue: true });
+    // No offline queue and no reconnection: a connection that drops is discarded and replaced, and a
+    // command can never wait offline to run later for a caller who has gone.
+    const socket = { ...this.#source.options?.socket, reconnectStrategy: false as const };
+    const connection = this.#source.duplicate({ disableOfflineQueue: true, socket });
     // A dropped connection emits 'error'; without a listener Node would crash the process. The
     // waiter that was using it sees its command reject and recovers on the main connection.
     connection.on('error', () => undefined);

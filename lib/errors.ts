@@ -27,7 +27,8 @@ export class SemaphoreRedisError extends SemaphoreError {
   override readonly name = 'SemaphoreRedisError';
 
   constructor(semaphore: string, operation: string, cause: unknown) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    const message = (cause as { message?: unknown } | null)?.message;
+    const reason = typeof message === 'string' ? message : String(cause);
     super(semaphore, `${operation} on semaphore "${semaphore}" failed: ${reason}`, { cause });
   }
 }

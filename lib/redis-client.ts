@@ -5,7 +5,9 @@
 export interface RedisClientLike {
   sendCommand(args: Array<string>): Promise<unknown>;
   /** A new, unconnected client with the same options; used for the connections blocking waits run on. */
-  duplicate(overrides?: { disableOfflineQueue?: boolean }): RedisClientLike;
+  duplicate(overrides?: { disableOfflineQueue?: boolean; socket?: object }): RedisClientLike;
+  /** The options the client was made with (node-redis v4 exposes them); `socket` is copied to duplicates. */
+  readonly options?: { readonly socket?: object } | undefined;
   connect(): Promise<unknown>;
   quit(): Promise<unknown>;
   disconnect(): Promise<unknown>;
@@ -21,6 +23,12 @@ const CONNECTION_ERROR =
 
 /** Errors that say the connection failed, not the command: the command may or may not have run. */
 export function isConnectionError(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  return CONNECTION_ERROR.test(`${error.message} ${(error as { code?: string }).code ?? ''}`);
+  const { message, code } = (error ?? {}) as { message?: unknown; code?: unknown };
+  return CONNECTION_ERROR.test(`${String(message)} ${String(code)}`);
+}
+
+/** Redis' reply error code (`NOSCRIPT`, `WRONGTYPE`…). Read by shape, not instanceof: errors may come from another realm. */
+export function replyErrorCode(error: unknown): string | undefined {
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === 'string' ? /^[A-Z]+/.exec(message)?.[0] : undefined;
 }

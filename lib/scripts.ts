@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RedisClientLike } from './redis-client';
+import { replyErrorCode, type RedisClientLike } from './redis-client';
 
 /** A Lua script from `lib/scripts/`, with its includes expanded, loaded once per process. */
 export interface Script {
@@ -49,7 +49,7 @@ export async function runScript(
   try {
     return await client.sendCommand(['EVALSHA', script.sha1, String(keys.length), ...keys, ...args]);
   } catch (error) {
-    if (error instanceof Error && error.message.startsWith('NOSCRIPT')) {
+    if (replyErrorCode(error) === 'NOSCRIPT') {
       return client.sendCommand(evalArguments(script, keys, args));
     }
     throw error;

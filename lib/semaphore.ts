@@ -30,6 +30,9 @@ interface Grant {
 
 type Holder<T> = (token: string) => T | PromiseLike<T>;
 
+/** How often a semaphore's own client retries its first connection before the call fails. */
+const INITIAL_CONNECT_RETRIES = 3;
+
 /** A blocking wait gave up on its connection after this many failures in a row. */
 const MAX_CONNECTION_FAILURES = 5;
 
@@ -65,9 +68,7 @@ export class Semaphore {
     if (this.#options.redis) {
       this.#client = this.#options.redis;
     } else {
-      const client = createClient({ url: this.#options.url }) as unknown as RedisClientLike;
-      client.on('error', () => undefined); // failures reach callers as rejected calls
-      this.#client = client;
+      this.#client = createOwnClient(this.#options.url);
     }
     this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections);
   }
@@ -537,6 +538,28 @@ function assertToken(token: unknown, operation: string): asserts token is string
   if (typeof token !== 'string') {
     throw new TypeError(`Expected the token given to ${operation} to be a string, got ${describe(token)}`);
   }
+}
+
+/**
+ * The client a semaphore makes when given none. It fails fast rather than hang: commands sent while
+ * disconnected reject at once, and a first connection that cannot be made gives up after a few tries
+ * (the next call tries again). Once connected, it reconnects with backoff for as long as it is open.
+ */
+function createOwnClient(url: string): RedisClientLike {
+  let connected = false;
+  const client = createClient({
+    url,
+    disableOfflineQueue: true,
+    socket: {
+      // A new Error, not `cause`: node-redis tells "give up" from a delay with instanceof, and `cause`
+      // may come from another realm (a socket error under jest's VM) and not pass.
+      reconnectStrategy: (retries: number, cause: Error) =>
+        connected || retries < INITIAL_CONNECT_RETRIES ? Math.min(2000, 50 * 2 ** retries) : new Error(cause.message),
+    },
+  });
+  client.on('ready', () => (connected = true));
+  client.on('error', () => undefined); // failures reach callers as rejected calls
+  return client as unknown as RedisClientLike;
 }
 
 function sleep(ms: number): Promise<void> {
