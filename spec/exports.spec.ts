@@ -1,0 +1,25 @@
+import * as api from '../lib';
+
+test('the public exports are exactly these', () => {
+  expect(Object.keys(api).sort()).toEqual([
+    'LockTimeoutError',
+    'Mutex',
+    'Semaphore',
+    'SemaphoreClosedError',
+    'SemaphoreError',
+    'SemaphoreRedisError',
+  ]);
+});
+
+test('every error is a SemaphoreError with a literal name', () => {
+  const errors = [
+    new api.LockTimeoutError('s', 5),
+    new api.SemaphoreRedisError('s', 'lock', new Error('x')),
+    new api.SemaphoreClosedError('s'),
+  ];
+  expect(errors.map((error) => error.name)).toEqual(['LockTimeoutError', 'SemaphoreRedisError', 'SemaphoreClosedError']);
+  for (const error of errors) {
+    expect(error).toBeInstanceOf(api.SemaphoreError);
+    expect(error.semaphore).toBe('s');
+  }
+});

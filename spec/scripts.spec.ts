@@ -1,0 +1,141 @@
+import { semaphoreKeys } from '../lib/keys';
+import { runScript, scripts } from '../lib/scripts';
+import { snapshot, useFixture } from './support/fixture';
+import { uniqueName, type Client } from './support/redis';
+
+/** The Lua scripts, called with raw KEYS and ARGV as the library sends them. */
+const fixture = useFixture();
+let redis: Client;
+beforeAll(() => {
+  redis = fixture.redis;
+});
+
+function setup() {
+  const name = uniqueName('lua');
+  const keys = semaphoreKeys(name);
+  const client = redis as unknown as Parameters<typeof runScript>[0];
+  const run = (script: keyof typeof scripts, args: string[], extraKeys: string[] = []) =>
+    runScript(client, scripts[script], [...keys.scriptKeys, ...extraKeys], args);
+  return { name, keys, run };
+}
+
+describe('tryLock-6.lua', () => {
+  test('creates, takes the first token, records holder and owner', async () => {
+    const { name, run } = setup();
+    expect(await run('tryLock', ['2', 'g1', '', '', ''])).toEqual(['0']);
+    const state = await snapshot(redis, name);
+    expect(state.available).toEqual(['1']);
+    expect(state.owners).toEqual({ '0': 'g1' });
+    expect(await run('tryLock', ['2', 'g2', '', '', ''])).toEqual(['1']);
+    expect(await run('tryLock', ['2', 'g3', '', '', ''])).toEqual([null]);
+  });
+
+  test('leaves a reclaimed token to a registered waiter, and reports expired registrations', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['1', 'old', '100.000000', '', '']);
+    await redis.zAdd(keys.waiting, [{ score: 1e12, value: 'waiter' }, { score: 1, value: 'gone' }]);
+    expect(await run('tryLock', ['1', 'new', '200.000000', '5', ''])).toEqual([null, 'gone']);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+  });
+});
+
+describe('claim-7.lua', () => {
+  test('turns the token in a registered inbox into a grant', async () => {
+    const { keys, run } = setup();
+    await run('prepareWait', ['1', 'w', '', '', '', '10']);
+    await run('tryLock', ['1', 'other', '', '', '']); // take "0" so we can place it by hand
+    await redis.hDel(keys.grabbed, '0');
+    await redis.hDel(keys.owners, '0');
+    await redis.rPush(keys.inbox('w'), '0');
+    expect(await run('claim', ['w', '', ''], [keys.inbox('w')])).toBe('0');
+    expect(await redis.hGet(keys.owners, '0')).toBe('w');
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+
+  test('bounces a token that reaches an unregistered (abandoned) inbox back to AVAILABLE', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['1', '']);
+    await redis.lMove(keys.available, keys.inbox('gone'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['gone', '', ''], [keys.inbox('gone')])).toBeNull();
+    const state = await snapshot(redis, name);
+    expect(state.available).toEqual(['0']);
+    expect(state.owners).toEqual({});
+    expect(await redis.exists(keys.inbox('gone'))).toBe(0);
+  });
+});
+
+describe('recover-7.lua', () => {
+  test('adopts a grant whose claim ran but whose reply was lost', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['2', 'lost-reply', '', '', '']);
+    expect(await run('recover', ['lost-reply', '', ''], [keys.inbox('lost-reply')])).toBe('0');
+  });
+
+  test('claims a token still in the inbox', async () => {
+    const { keys, run } = setup();
+    await run('prepareWait', ['1', 'w', '', '', '', '10']);
+    await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    expect(await run('recover', ['w', '', ''], [keys.inbox('w')])).toBe('0');
+    expect(await redis.hGet(keys.owners, '0')).toBe('w');
+  });
+
+  test('with nothing delivered yet, marks the registration abandoned with the same lease', async () => {
+    const { keys, run } = setup();
+    await run('prepareWait', ['1', 'w', '100.000000', '', '', '10']);
+    expect(await run('recover', ['w', '', ''], [keys.inbox('w')])).toBeNull();
+    expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: '~w', score: 110 }]);
+    // A blocked command still alive on the server delivers late: its claim bounces the token.
+    await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['w', '', ''], [keys.inbox('w')])).toBeNull();
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+});
+
+describe('reapWaiters.lua', () => {
+  test('returns tokens from inboxes whose lease is over, and leaves live registrations alone', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['2', '']);
+    await redis.zAdd(keys.waiting, [{ score: 1, value: '~dead' }, { score: 1e12, value: 'alive' }]);
+    await redis.lMove(keys.available, keys.inbox('dead'), 'LEFT', 'RIGHT');
+    await redis.lMove(keys.available, keys.inbox('alive'), 'LEFT', 'RIGHT');
+    expect(await run('reapWaiters', ['', '', '~dead', 'alive'], [keys.inbox('dead'), keys.inbox('alive')])).toBe(1);
+    const state = await snapshot(redis, name);
+    expect(state.available).toEqual(['0']);
+    expect(state.waiting).toEqual(['alive']);
+    expect(state.inboxes).toEqual({ [keys.inbox('alive')]: ['1'] });
+  });
+});
+
+describe('release-6.lua and refresh-6.lua', () => {
+  test('only the owning grant releases, refreshes or consumes', async () => {
+    const { name, run } = setup();
+    await run('tryLock', ['1', 'g1', '100.000000', '', '']);
+    expect(await run('refresh', ['0', 'intruder', ''])).toBe(0);
+    expect(await run('release', ['0', 'intruder', '1', ''])).toBe(-1);
+    expect(await run('refresh', ['0', 'g1', '150.000000'])).toBe(1);
+    expect((await snapshot(redis, name)).grabbed).toEqual({ '0': '150.000000' });
+    expect(await run('release', ['0', 'g1', '1', ''])).toBe(1);
+    expect(await run('release', ['0', 'g1', '1', ''])).toBe(-1); // a second release pushes nothing
+    expect((await snapshot(redis, name)).available).toEqual(['0']);
+    await run('tryLock', ['1', 'g2', '', '', '']);
+    expect(await run('release', ['0', 'g2', '0', ''])).toBe(0); // consume: not put back
+    expect(await redis.lRange(`SEMAPHORE:${name}:AVAILABLE`, 0, -1)).toEqual([]);
+  });
+});
+
+describe('releaseStale-6.lua', () => {
+  test('reclaims by GRABBED time, including unreadable stamps, and forgets owners', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['3', '']);
+    await run('tryLock', ['3', 'a', '100.000000', '', '']);
+    await run('tryLock', ['3', 'b', '108.000000', '', '']);
+    await redis.lPop(keys.available);
+    await redis.hSet(keys.grabbed, '2', 'garbage');
+    expect(await run('releaseStale', ['110.000000', '5', ''])).toEqual([2]);
+    const state = await snapshot(redis, name);
+    expect(state.grabbed).toEqual({ '1': '108.000000' });
+    expect(state.owners).toEqual({ '1': 'b' });
+    expect([...state.available].sort()).toEqual(['0', '2']);
+  });
+});
