@@ -326,9 +326,9 @@ export class Semaphore {
           if (remaining <= 0) return null;
           const id = nanoid();
           const outcome = await this.#blockOnce(connection, id, Math.min(remaining, this.#options.waitSlice));
+          broken = outcome.failure !== undefined;
           if (outcome.token !== null) return await this.#granted({ token: outcome.token, id, scoped });
-          if (outcome.failure !== undefined) {
-            broken = true;
+          if (broken) {
             failures++;
             lastError = outcome.failure;
             break;
