@@ -1,0 +1,139 @@
+import type { Client } from './redis';
+
+/** Where every token of a semaphore is, read in one MULTI (inbox keys found by SCAN just before). */
+export interface Census {
+  /** AVAILABLE, head first. */
+  readonly available: string[];
+  /** GRABBED: token → acquisition time. */
+  readonly grabbed: Record<string, string>;
+  /** OWNERS: token → grant id. */
+  readonly owners: Record<string, string>;
+  /** WAITING: registration (`<grant id>` or `~<grant id>`) and lease end in seconds. */
+  readonly waiting: Array<{ registration: string; lease: number }>;
+  /** Every inbox that holds a token, registered in WAITING or not. */
+  readonly inboxes: Array<{ grantId: string; tokens: string[]; registered: boolean }>;
+}
+
+/** What a census says about the tokens "0".."resources-1". */
+export interface Tally {
+  /** Initial tokens found nowhere. */
+  readonly lost: string[];
+  /** Tokens found more than once (each listed once). */
+  readonly duplicated: string[];
+  /** Tokens that are not initial tokens. */
+  readonly unknown: string[];
+  /** Tokens sitting in inboxes (in flight from BLMOVE to a claim, or stranded). */
+  readonly inInboxes: string[];
+  /** Tokens in an inbox with no registration left: nothing will ever return them. */
+  readonly stranded: string[];
+  /** Tokens in GRABBED without an owner in OWNERS, or the other way round. */
+  readonly unpaired: string[];
+}
+
+export async function takeCensus(redis: Client, name: string): Promise<Census> {
+  const prefix = `SEMAPHORE:${name}:`;
+  const inboxPrefix = `${prefix}INBOX:`;
+  const inboxKeys = new Set<string>();
+  for await (const key of redis.scanIterator({ MATCH: `${escapeGlob(inboxPrefix)}*`, COUNT: 1000 })) {
+    inboxKeys.add(key);
+  }
+  // Registered inboxes too, in case one appeared after the SCAN.
+  for (const registration of await redis.zRange(`${prefix}WAITING`, 0, -1)) {
+    inboxKeys.add(`${inboxPrefix}${registration.replace(/^~/, '')}`);
+  }
+  const keys = [...inboxKeys];
+  const multi = redis
+    .multi()
+    .lRange(`${prefix}AVAILABLE`, 0, -1)
+    .hGetAll(`${prefix}GRABBED`)
+    .hGetAll(`${prefix}OWNERS`)
+    .zRangeWithScores(`${prefix}WAITING`, 0, -1);
+  for (const key of keys) multi.lRange(key, 0, -1);
+  const [available, grabbed, owners, waiting, ...inboxLists] = (await multi.exec()) as unknown as [
+    string[],
+    Record<string, string>,
+    Record<string, string>,
+    Array<{ value: string; score: number }>,
+    ...string[][],
+  ];
+  const registered = new Set(waiting.map((entry) => entry.value.replace(/^~/, '')));
+  const inboxes = keys
+    .map((key, i) => {
+      const grantId = key.slice(inboxPrefix.length);
+      return { grantId, tokens: inboxLists[i] ?? [], registered: registered.has(grantId) };
+    })
+    .filter((inbox) => inbox.tokens.length > 0);
+  return {
+    available,
+    grabbed: { ...grabbed },
+    owners: { ...owners },
+    waiting: waiting.map((entry) => ({ registration: entry.value, lease: entry.score })),
+    inboxes,
+  };
+}
+
+/** Counts every token across AVAILABLE, GRABBED and the inboxes against "0".."resources-1". */
+export function tally(census: Census, resources: number): Tally {
+  const counts = new Map<string, number>();
+  const count = (token: string) => counts.set(token, (counts.get(token) ?? 0) + 1);
+  census.available.forEach(count);
+  Object.keys(census.grabbed).forEach(count);
+  const inInboxes = census.inboxes.flatMap((inbox) => inbox.tokens);
+  inInboxes.forEach(count);
+  const initial = Array.from({ length: resources }, (_, i) => String(i));
+  const grabbed = new Set(Object.keys(census.grabbed));
+  const owned = new Set(Object.keys(census.owners));
+  return {
+    lost: initial.filter((token) => !counts.has(token)),
+    duplicated: [...counts].filter(([, n]) => n > 1).map(([token]) => token),
+    unknown: [...counts.keys()].filter((token) => !initial.includes(token)),
+    inInboxes,
+    stranded: census.inboxes.filter((inbox) => !inbox.registered).flatMap((inbox) => inbox.tokens),
+    unpaired: [...grabbed].filter((t) => !owned.has(t)).concat([...owned].filter((t) => !grabbed.has(t))),
+  };
+}
+
+export interface CensusExpectation {
+  /** Accept tokens in registered inboxes (a hand-off in flight, or one the reaper has not reached yet). */
+  readonly inboxesAllowed?: boolean;
+  /** Also require every token free: nothing held, nobody registered as waiting. */
+  readonly idle?: boolean;
+}
+
+/**
+ * What is wrong with a census, as readable sentences (empty when the count is exact): every initial
+ * token exactly once, none unknown, GRABBED and OWNERS paired, no token stranded in an inbox.
+ */
+export function censusProblems(census: Census, resources: number, expectation: CensusExpectation = {}): string[] {
+  const t = tally(census, resources);
+  const problems: string[] = [];
+  if (t.lost.length > 0) problems.push(`lost tokens ${t.lost.join(',')}`);
+  if (t.duplicated.length > 0) problems.push(`duplicated tokens ${t.duplicated.join(',')}`);
+  if (t.unknown.length > 0) problems.push(`unknown tokens ${t.unknown.join(',')}`);
+  if (t.unpaired.length > 0) problems.push(`GRABBED and OWNERS disagree on ${t.unpaired.join(',')}`);
+  if (t.stranded.length > 0) problems.push(`tokens stranded in unregistered inboxes ${t.stranded.join(',')}`);
+  if (!expectation.inboxesAllowed && t.inInboxes.length > 0) {
+    problems.push(`tokens in inboxes ${t.inInboxes.join(',')}`);
+  }
+  if (expectation.idle) {
+    if (census.available.length !== resources) problems.push(`${census.available.length} of ${resources} tokens free`);
+    if (census.waiting.length > 0) {
+      problems.push(`registrations left in WAITING ${census.waiting.map((w) => w.registration).join(',')}`);
+    }
+  }
+  return problems;
+}
+
+/** A one-line summary for logs and failure messages. */
+export function describeCensus(census: Census): string {
+  const inboxes = census.inboxes.map((inbox) => `${inbox.registered ? '' : '!'}${inbox.grantId}=[${inbox.tokens}]`);
+  return (
+    `AVAILABLE=[${census.available}] GRABBED=[${Object.keys(census.grabbed)}] ` +
+    `OWNERS=[${Object.entries(census.owners).map(([t, g]) => `${t}:${g}`)}] ` +
+    `WAITING=[${census.waiting.map((w) => w.registration)}] INBOXES=[${inboxes}]`
+  );
+}
+
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}

@@ -1,0 +1,149 @@
+'use strict';
+/*
+ * A child process for spec/crash.spec.ts: runs the built library (npm run build) against a real Redis,
+ * reports what it does over IPC, and, at the checkpoint it was told, reports `{ at: step }` and stops
+ * itself with SIGSTOP, so the parent can SIGKILL it exactly between two steps of the protocol.
+ *
+ * Configured by the JSON in the CRASH_WORKER environment variable:
+ *   { mode: 'steps', url, name, options, actions: ['lock' | 'unlock' | 'refresh' | 'signal' |
+ *       'releaseStaleLocks' | 'sleep:<ms>'...], stop?: { step, after? } }
+ *     runs the actions in order, reporting `{ did, result }` after each and `{ step }` at each
+ *     checkpoint; stops at `stop.step` (only once `stop.after` was passed, when given).
+ *   { mode: 'load', url, name, options, holdMs: [min, max], lockTimeout }
+ *     loops lock → hold → unlock until the parent sends 'stop'; reports `{ event: 'acquired' |
+ *     'released' | 'lost', token, at: Date.now() }` (acquired once lock resolved, released before
+ *     unlock is sent, lost when unlock found the grant gone).
+ *   { mode: 'raw-move', url, name, resources, grantId, leaseSeconds, blockSeconds }
+ *     a waiter without the pipeline's claim: EVAL prepareWait, then BLMOVE AVAILABLE → its inbox;
+ *     reports `{ moved }` and stops, as if it died between BLMOVE and the claim.
+ *   { mode: 'zombie', url, name, resources, grantId, leaseSeconds, blockSeconds }
+ *     sends the whole pipeline (prepareWait, BLMOVE, claim) without waiting, reports `{ sent }` and
+ *     stops; once continued (SIGCONT), reports the three replies as `{ replies }`.
+ * Every child also reports `{ ready: true }` once connected, and `{ error }` if something throws.
+ */
+const { join } = require('node:path');
+const { createClient } = require('redis');
+
+// The built library: ../../dist, or the snapshot of it the spec took (CRASH_WORKER_DIST), so that a
+// concurrent `npm run build` (rm -rf dist) cannot pull it from under a run.
+const dist = process.env.CRASH_WORKER_DIST || join(__dirname, '../../dist');
+const { Semaphore } = require(dist);
+const { setCheckpointHook } = require(join(dist, 'checkpoint'));
+const { scripts, evalArguments } = require(join(dist, 'scripts'));
+const { semaphoreKeys } = require(join(dist, 'keys'));
+
+const config = JSON.parse(process.env.CRASH_WORKER || '{}');
+
+/** Sends a message and resolves once it has left this process. */
+function send(message) {
+  return new Promise((resolve) => process.send(message, () => resolve()));
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Reports `message`, then stops this process; resolves if it is ever continued. node-redis corks its
+ * socket and writes on the next setImmediate, so commands sent just before (the blocking pipeline at
+ * 'lock:waiting') are flushed to Redis first: the process stops after the step, not inside it.
+ */
+async function stopHere(message) {
+  await new Promise((resolve) => setImmediate(resolve));
+  await sleep(10);
+  await send(message);
+  process.kill(process.pid, 'SIGSTOP');
+}
+
+async function steps() {
+  const passed = new Set();
+  const stop = config.stop;
+  setCheckpointHook((step) => {
+    const stopping = stop !== undefined && step === stop.step && (stop.after === undefined || passed.has(stop.after));
+    passed.add(step);
+    if (stopping) return stopHere({ at: step });
+    void send({ step });
+    return undefined;
+  });
+  const sem = new Semaphore(config.name, { url: config.url, ...config.options });
+  await sem.existsOrCreate();
+  await send({ ready: true });
+  let token = null;
+  for (const action of config.actions) {
+    let result;
+    if (action.startsWith('sleep:')) result = await sleep(Number(action.slice('sleep:'.length)));
+    else if (action === 'lock') result = token = await sem.lock();
+    else if (action === 'unlock') result = await sem.unlock();
+    else if (action === 'refresh') result = await sem.refresh();
+    else if (action === 'signal') result = await sem.signal(token);
+    else if (action === 'releaseStaleLocks') result = await sem.releaseStaleLocks();
+    else throw new Error(`unknown action ${action}`);
+    await send({ did: action, result: result === undefined ? null : result });
+  }
+  await send({ done: true });
+  await sem.close();
+}
+
+async function load() {
+  let stopping = false;
+  process.on('message', (message) => {
+    if (message === 'stop') stopping = true;
+  });
+  const [minHold, maxHold] = config.holdMs;
+  const sem = new Semaphore(config.name, { url: config.url, ...config.options });
+  await sem.existsOrCreate();
+  await send({ ready: true });
+  while (!stopping) {
+    const token = await sem.lock(config.lockTimeout);
+    if (token === null) continue;
+    await send({ event: 'acquired', token, at: Date.now() });
+    await sleep(minHold + Math.random() * (maxHold - minHold));
+    await send({ event: 'released', token, at: Date.now() });
+    if ((await sem.unlock(token)) === false) await send({ event: 'lost', token, at: Date.now() });
+  }
+  await sem.close();
+  await send({ stopped: true });
+}
+
+async function rawClient() {
+  const client = createClient({ url: config.url, name: `crash-${config.grantId}` });
+  client.on('error', () => undefined);
+  await client.connect();
+  const keys = semaphoreKeys(config.name);
+  const inbox = keys.inbox(config.grantId);
+  const prepare = evalArguments(scripts.prepareWait, keys.scriptKeys, [
+    String(config.resources),
+    config.grantId,
+    '',
+    '',
+    '',
+    String(config.leaseSeconds),
+  ]);
+  const move = ['BLMOVE', keys.available, inbox, 'LEFT', 'RIGHT', String(config.blockSeconds)];
+  const claim = evalArguments(scripts.claim, [...keys.scriptKeys, inbox], [config.grantId, '', '']);
+  await send({ ready: true });
+  return { client, prepare, move, claim };
+}
+
+async function rawMove() {
+  const { client, prepare, move } = await rawClient();
+  await client.sendCommand(prepare);
+  const moved = await client.sendCommand(move);
+  await stopHere({ moved });
+}
+
+async function zombie() {
+  const { client, prepare, move, claim } = await rawClient();
+  const replies = Promise.allSettled([prepare, move, claim].map((command) => client.sendCommand(command)));
+  await stopHere({ sent: config.grantId });
+  const settled = await replies;
+  await send({ replies: settled.map((r) => (r.status === 'fulfilled' ? r.value : `error: ${r.reason.message}`)) });
+}
+
+const modes = { steps, load, 'raw-move': rawMove, zombie };
+const run = modes[config.mode];
+(run ? run() : Promise.reject(new Error(`unknown mode ${config.mode}`))).then(
+  () => process.exit(0),
+  async (error) => {
+    await send({ error: String((error && error.stack) || error) }).catch(() => undefined);
+    process.exit(1);
+  },
+);
