@@ -1,0 +1,150 @@
+'use strict';
+// A contended loop scenario: every contender, `reps` times interleaved, then one table.
+const { loopCell } = require('./cell');
+const { summary } = require('./metrics');
+const { CONTENDERS } = require('./contenders-meta');
+const f = require('./format');
+
+const METRICS = [
+  'cyclesPerSec',
+  'gapP50',
+  'gapP99',
+  'waitP50',
+  'waitP99',
+  'waitMax',
+  'holdMean',
+  'jain',
+  'overtook',
+  'overtookStrict',
+  'sentPerCycle',
+  'callsPerCycle',
+  'redisCpuPerCycle',
+  'clientCpuPerCycle',
+  'connections',
+  'maxHolders',
+  'timeouts',
+];
+
+function summarize(cells) {
+  const out = {};
+  for (const metric of METRICS) out[metric] = summary(cells.map((cell) => cell[metric]));
+  out.maxHolders = cells.length ? { median: Math.max(...cells.map((c) => c.maxHolders)), min: 0, max: 0 } : null;
+  out.timeouts = cells.length ? { median: cells.reduce((s, c) => s + c.timeouts, 0), min: 0, max: 0 } : null;
+  return out;
+}
+
+/** The hand-off floor: two connections passing one token, LPUSH and the next BLPOP sent together. */
+function pingpongCell(ctx) {
+  return loopCell(ctx, { mode: 'pingpong', contender: 'pingpong', permits: 1, clients: 2, holdMs: 0, warmMs: ctx.warmMs, durationMs: ctx.durationMs, drainMs: ctx.drainMs });
+}
+
+/** Median over repetitions of a[rep][metric] / b[rep][metric], pairing cells of the same repetition. */
+function paired(cellsA, cellsB, metric = 'cyclesPerSec', metricB = metric) {
+  if (!cellsA?.length || !cellsB?.length) return null;
+  const byRep = new Map(cellsB.map((cell) => [cell.rep, cell]));
+  const ratios = [];
+  for (const a of cellsA) {
+    const b = byRep.get(a.rep);
+    if (b && a[metric] !== null && b[metricB]) ratios.push(a[metric] / b[metricB]);
+  }
+  return summary(ratios);
+}
+
+/**
+ * Runs the cells of one scenario, `reps` times with the contenders interleaved; `config` =
+ * { id, permits, clients, procs, holdMs }. With `pingpong`, each repetition also measures the
+ * BLPOP ping-pong floor right before the contenders. Ratios are medians of per-repetition ratios.
+ */
+async function runContended(ctx, config, contenderIds, { pingpong = false, floorRunner = null } = {}) {
+  const cells = Object.fromEntries(contenderIds.map((id) => [id, []]));
+  const floor = [];
+  const runFloor =
+    floorRunner ??
+    (pingpong ? (rep) => ctx.guard(`${config.id} ping-pong floor rep ${rep + 1}`, () => pingpongCell(ctx)) : null);
+  for (let rep = 0; rep < ctx.reps; rep++) {
+    if (runFloor) {
+      const cell = await runFloor(rep);
+      if (cell) floor.push({ ...cell, rep });
+    }
+    for (const id of contenderIds) {
+      const meta = CONTENDERS[id];
+      if (config.permits > 1 && !meta.semaphore) continue;
+      const cell = await ctx.guard(`${config.id} ${id} rep ${rep + 1}`, () =>
+        loopCell(ctx, {
+          contender: meta.contender,
+          options: meta.options,
+          ...config,
+          warmMs: ctx.warmMs,
+          durationMs: ctx.durationMs,
+          drainMs: ctx.drainMs,
+        }),
+      );
+      if (cell) cells[id].push({ ...cell, rep });
+    }
+  }
+  const summaries = Object.fromEntries(contenderIds.map((id) => [id, cells[id].length ? summarize(cells[id]) : null]));
+  for (const id of contenderIds) {
+    const s = summaries[id];
+    if (!s) continue;
+    s.ratioFloor = floor.length ? paired(cells[id], floor) : null;
+    s.ratioBare = paired(cells[id], cells.bare);
+    s.ratioRs = paired(cells[id], cells.rs10);
+    s.gapRatioFloor = floor.length ? paired(cells[id], floor, 'gapP50') : null;
+  }
+  const floorSummary = floor.length ? summarize(floor) : null;
+  return { cells, summaries, floor: floorSummary, floorCells: floor };
+}
+
+const med = (s, metric) => s?.[metric]?.median ?? null;
+const div = (x, y) => (x === null || y === null || !y ? null : x / y);
+
+const COLUMNS = [
+  'contender',
+  'cycles/s median (min–max)',
+  '× floor',
+  '× bare list',
+  '× redis-semaphore',
+  'hand-off gap p50 / p99 µs',
+  'wait p50 / p99 (min–max) / max ms',
+  'Jain',
+  'overtook',
+  'cmds sent / Redis calls per cycle',
+  'Redis CPU µs/cycle',
+  'client CPU µs/cycle',
+  'conns',
+  'max holders / permits',
+];
+
+/** Markdown rows: ratios are medians of per-repetition ratios (see runContended). */
+function rows(summaries, contenderIds, { permits }) {
+  const ratio = (x) => (x ? f.ratio(x.median) : '—');
+  return contenderIds.map((id) => {
+    const s = summaries[id];
+    const label = CONTENDERS[id]?.label ?? id;
+    if (!s) return [label, 'n/a', ...COLUMNS.slice(2).map(() => 'n/a')];
+    const holders = med(s, 'maxHolders');
+    const us = (x) => (x === null ? null : x * 1000);
+    return [
+      label,
+      f.range(s.cyclesPerSec),
+      ratio(s.ratioFloor),
+      id === 'bare' ? '1.00×' : ratio(s.ratioBare),
+      id === 'rs10' ? '1.00×' : ratio(s.ratioRs),
+      `${f.num(us(med(s, 'gapP50')))} / ${f.num(us(med(s, 'gapP99')))}`,
+      `${f.fix(med(s, 'waitP50'))} / ${f.range(s.waitP99, (x) => f.fix(x))} / ${f.fix(med(s, 'waitMax'))}`,
+      med(s, 'jain') === null ? '—' : med(s, 'jain').toFixed(3),
+      f.percent(med(s, 'overtook')),
+      `${f.fix(med(s, 'sentPerCycle'))} / ${f.fix(med(s, 'callsPerCycle'))}`,
+      f.fix(med(s, 'redisCpuPerCycle'), 1),
+      f.fix(med(s, 'clientCpuPerCycle'), 1),
+      f.num(med(s, 'connections')),
+      `${holders}/${permits} ${holders <= permits ? '✓' : '✗ UNSAFE'}${s.timeouts?.median ? ` (${s.timeouts.median} timeouts)` : ''}`,
+    ];
+  });
+}
+
+function section(title, summaries, contenderIds, opts) {
+  return `### ${title}\n\n${opts.note ? `${opts.note}\n\n` : ''}${f.table(COLUMNS, rows(summaries, contenderIds, opts))}\n`;
+}
+
+module.exports = { runContended, section, summarize, paired, pingpongCell, med, div };
