@@ -14,15 +14,18 @@ type Handoff = RedisClientLike | typeof SLOT | null;
 export class BlockingPool {
   readonly #source: RedisClientLike;
   readonly #max: number;
+  readonly #prepare: (connection: RedisClientLike) => Promise<unknown>;
   readonly #idle: RedisClientLike[] = [];
   readonly #open = new Set<RedisClientLike>();
   readonly #queue: Array<(handoff: Handoff) => void> = [];
   #creating = 0;
   #closed = false;
 
-  constructor(source: RedisClientLike, max: number) {
+  /** `prepare` runs on each new connection before its first use (e.g. loading scripts). */
+  constructor(source: RedisClientLike, max: number, prepare: (connection: RedisClientLike) => Promise<unknown>) {
     this.#source = source;
     this.#max = max;
+    this.#prepare = prepare;
   }
 
   /** Whether callers are queued for a connection (every connection is busy). */
@@ -100,6 +103,7 @@ export class BlockingPool {
     connection.on('error', () => undefined);
     try {
       await connection.connect();
+      await this.#prepare(connection);
     } catch (error) {
       void connection.disconnect().catch(() => undefined);
       throw error;

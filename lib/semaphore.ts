@@ -6,7 +6,7 @@ import { assertDuration, describe, localTimeArgument, toExpireArgument, toSecond
 import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { grantIdOfRegistration, semaphoreKeys, type SemaphoreKeys } from './keys';
 import { assertName, resolveOptions, type ResolvedOptions, type SemaphoreOptions } from './options';
-import { isConnectionError, type RedisClientLike } from './redis-client';
+import { isConnectionError, replyErrorCode, type RedisClientLike } from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
 
 /** What `startWatchdog` returns. */
@@ -29,6 +29,16 @@ interface Grant {
 }
 
 type Holder<T> = (token: string) => T | PromiseLike<T>;
+
+/**
+ * A waiter's registration in WAITING (see tryLock-6.lua, claim-7.lua): the grant id its inbox is
+ * named after, and until when it surely lasts by this process's clock (`performance.now()`; the
+ * lease is counted from when the request was sent, before Redis ran it, so this errs early).
+ */
+interface Registration {
+  readonly id: string;
+  readonly until: number;
+}
 
 /** How often a semaphore's own client retries its first connection before the call fails. */
 const INITIAL_CONNECT_RETRIES = 3;
@@ -70,7 +80,7 @@ export class Semaphore {
     } else {
       this.#client = createOwnClient(this.#options.url);
     }
-    this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections);
+    this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections, loadClaimScript);
   }
 
   /** Blocks until a token is free and resolves it. */
@@ -280,27 +290,32 @@ export class Semaphore {
   async #acquire(timeout: number | null, scoped: boolean): Promise<Grant | null> {
     await this.#ready();
     const deadline = timeout === null ? Infinity : performance.now() + timeout;
+    let registration: Registration | null = null;
     // Local waiters queued for a connection are not blocked in Redis yet; a newcomer queues behind them.
     if (timeout === 0 || !this.#pool.hasQueue) {
       await checkpoint('lock:before-try');
       const id = nanoid();
+      const sent = performance.now();
       const [token, ...expired] = (await this.#run('lock', scripts.tryLock, [
         String(this.resources),
         id,
         this.#now(),
         this.#staleSeconds(),
         this.#expiration(),
+        timeout === 0 ? '' : toSeconds(this.#leaseMs()),
       ])) as [string | null, ...string[]];
       this.#reapInBackground(expired);
       if (token !== null) return this.#granted({ token, id, scoped });
       if (timeout === 0) return null;
+      registration = { id, until: sent + this.#leaseMs() };
     }
     await checkpoint('lock:before-wait');
-    return this.#waitForToken(deadline, scoped);
+    return this.#waitForToken(deadline, scoped, registration);
   }
 
   /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
-  async #waitForToken(deadline: number, scoped: boolean): Promise<Grant | null> {
+  async #waitForToken(deadline: number, scoped: boolean, registered: Registration | null): Promise<Grant | null> {
+    let registration = registered;
     let failures = 0;
     let lastError: unknown;
     for (;;) {
@@ -324,10 +339,12 @@ export class Semaphore {
         for (;;) {
           const remaining = deadline - performance.now();
           if (remaining <= 0) return null;
-          const id = nanoid();
-          const outcome = await this.#blockOnce(connection, id, Math.min(remaining, this.#options.waitSlice));
+          const slice = Math.min(remaining, this.#options.waitSlice);
+          registration ??= { id: nanoid(), until: 0 };
+          const outcome = await this.#blockOnce(connection, registration, slice, remaining <= this.#options.waitSlice);
           broken = outcome.failure !== undefined;
-          if (outcome.token !== null) return await this.#granted({ token: outcome.token, id, scoped });
+          if (outcome.token !== null) return await this.#granted({ token: outcome.token, id: registration.id, scoped });
+          registration = outcome.registration;
           if (broken) {
             failures++;
             lastError = outcome.failure;
@@ -342,57 +359,78 @@ export class Semaphore {
   }
 
   /**
-   * One slice: `prepareWait`, `BLMOVE AVAILABLE INBOX:<id>` and `claim` in one pipeline, so Redis
-   * claims the token the moment BLMOVE moves it. When the connection fails or goes silent past the
-   * slice, `recover` settles the attempt on the main connection.
+   * One slice: `BLMOVE AVAILABLE INBOX:<id>` and `claim` in one pipeline, so Redis claims the token
+   * the moment BLMOVE moves it; preceded by `prepareWait` when the registration may have lapsed. When
+   * the connection fails or goes silent past the slice, `recover` settles the attempt on the main
+   * connection. Resolves the token, or the registration to use for the next slice (null: make a new one).
    */
   async #blockOnce(
     connection: RedisClientLike,
-    id: string,
+    registration: Registration,
     sliceMs: number,
-  ): Promise<{ token: string | null; failure?: unknown }> {
+    lastSlice: boolean,
+  ): Promise<{ token: string | null; registration: Registration | null; failure?: unknown }> {
+    const { id } = registration;
     const keys = this.#keys.scriptKeys;
     const inbox = this.#keys.inbox(id);
-    const grace = Math.max(1000, this.#options.waitSlice / 2);
-    const prepared = connection.sendCommand(
-      evalArguments(scripts.prepareWait, keys, [
-        String(this.resources),
-        id,
-        this.#now(),
-        this.#staleSeconds(),
-        this.#expiration(),
-        toSeconds(sliceMs + grace),
-      ]),
-    );
+    const lease = toSeconds(this.#leaseMs());
+    const grace = this.#graceMs();
+    const sent = performance.now();
+    const prepared =
+      registration.until - sent >= sliceMs + grace / 2
+        ? undefined
+        : connection.sendCommand(
+            evalArguments(scripts.prepareWait, keys, [
+              String(this.resources),
+              id,
+              this.#now(),
+              this.#staleSeconds(),
+              this.#expiration(),
+              lease,
+            ]),
+          );
     const moved = connection.sendCommand(['BLMOVE', this.#keys.available, inbox, 'LEFT', 'RIGHT', toSeconds(sliceMs)]);
+    const claimArgs = () => [
+      id,
+      this.#now(),
+      this.#expiration(),
+      String(this.resources),
+      this.#staleSeconds(),
+      lastSlice ? '' : lease,
+    ];
     // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
-    const claimArgs = [id, '', this.#expiration()];
     const claimed = this.#options.useLocalTime
-      ? moved.then(() => runScript(connection, scripts.claim, [...keys, inbox], [id, this.#now(), this.#expiration()]))
-      : connection.sendCommand(['EVALSHA', scripts.claim.sha1, '7', ...keys, inbox, ...claimArgs]);
+      ? moved.then(() => runScript(connection, scripts.claim, [...keys, inbox], claimArgs()))
+      : connection.sendCommand(['EVALSHA', scripts.claim.sha1, '7', ...keys, inbox, ...claimArgs()]);
     const waiting = checkpoint('lock:waiting');
     // A silent connection (black hole, half-open TCP) must not hold a waiter forever.
     const guard = setTimeout(() => void connection.disconnect().catch(() => undefined), sliceMs + grace / 2);
     const [prepare, move, claim] = await Promise.allSettled([prepared, moved, claimed, waiting]);
     clearTimeout(guard);
 
-    const failure = [prepare, move, claim].find(
+    const results = [prepare, move, claim];
+    const failure = results.find(
       (result): result is PromiseRejectedResult => result.status === 'rejected' && isConnectionError(result.reason),
     );
-    if (failure) return { token: await this.#recover(id), failure: failure.reason };
-    if (claim.status === 'fulfilled' && prepare.status === 'fulfilled' && move.status === 'fulfilled') {
-      this.#reapInBackground(prepare.value as string[]);
-      return { token: claim.value as string | null };
+    if (failure) return { token: await this.#recover(id), registration: null, failure: failure.reason };
+    if (prepare.status === 'fulfilled') this.#reapInBackground((prepare.value as string[] | undefined) ?? []);
+    if (claim.status === 'fulfilled' && move.status === 'fulfilled' && prepare.status === 'fulfilled') {
+      const [token, renewed, ...expired] = claim.value as [string | null, number, ...string[]];
+      this.#reapInBackground(expired);
+      return { token, registration: renewed === 1 ? { id, until: sent + this.#leaseMs() } : null };
     }
     // A command failed on a healthy connection (NOSCRIPT for the claim, OOM, NOPERM, WRONGTYPE…):
     // settle what BLMOVE may have moved, then report the first error unless the claim was all that failed.
+    if (claim.status === 'rejected' && replyErrorCode(claim.reason) === 'NOSCRIPT') {
+      await loadClaimScript(connection).catch(() => undefined);
+    }
     const token = await this.#recover(id);
     const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (error) {
       if (token !== null) await this.#release({ token, id, scoped: false }, true).catch(() => undefined);
       throw new SemaphoreRedisError(this.name, 'lock', error.reason);
     }
-    return { token };
+    return { token, registration: null };
   }
 
   /** Adopts the grant of an attempt whose reply was lost, or marks it abandoned (recover-7.lua). */
@@ -517,6 +555,19 @@ export class Semaphore {
     return stale === null ? '' : toSeconds(stale);
   }
 
+  /** Extra time a waiter's registration outlives its BLMOVE slice. */
+  #graceMs(): number {
+    return Math.max(1000, this.#options.waitSlice / 2);
+  }
+
+  /**
+   * A registration's lease: two slices and the grace, so one registration (renewed by each claim)
+   * covers the next slice too, and a waiter re-registers (prepareWait) only after waiting elsewhere.
+   */
+  #leaseMs(): number {
+    return 2 * this.#options.waitSlice + this.#graceMs();
+  }
+
   #expiration(): string {
     return toExpireArgument(this.#options.expiration);
   }
@@ -560,6 +611,11 @@ function createOwnClient(url: string): RedisClientLike {
   client.on('ready', () => (connected = true));
   client.on('error', () => undefined); // failures reach callers as rejected calls
   return client as unknown as RedisClientLike;
+}
+
+/** Blocking connections call claim by SHA1 only (a fallback would cost a round trip on the hand-off). */
+function loadClaimScript(connection: RedisClientLike): Promise<unknown> {
+  return connection.sendCommand(['SCRIPT', 'LOAD', scripts.claim.source]);
 }
 
 function sleep(ms: number): Promise<void> {

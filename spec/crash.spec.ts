@@ -385,14 +385,16 @@ describe('a process killed at each step of the protocol', () => {
     await expectRecovery(target, survivor, 'lock');
   });
 
-  test('lock:before-wait: tryLock missed, nothing registered', async () => {
+  test('lock:before-wait: tryLock missed and registered the waiter; its empty inbox holds nothing', async () => {
     const target = shared();
     const survivor = target.semaphore({ resources: N, ...OPTIONS }, uniqueName('crash'));
     const kept = await holdAll(survivor);
     const mine = kept.tokens;
     const child = await stoppedAt(target, survivor.name, N, { actions: ['lock'], stop: { step: 'lock:before-wait' } });
     await child.kill();
-    expect((await takeCensus(target.redis, survivor.name)).waiting).toEqual([]);
+    const census = await takeCensus(target.redis, survivor.name);
+    expect(census.waiting).toHaveLength(1); // lapses on its own; no BLMOVE was ever sent for it
+    expect(census.inboxes).toEqual([]);
     for (const token of mine) expect(await kept.unlock(token)).not.toBe(false);
     expect(await expectRecovery(target, survivor, 'lock')).toBeLessThan(STALE);
   });
@@ -455,11 +457,7 @@ describe('a process killed at each step of the protocol', () => {
     });
   });
 
-  // LIBRARY BUG: #blockOnce pipelines the claim as a bare EVALSHA, and nothing ever loads claim-7.lua
-  // (runScript's NOSCRIPT fallback never runs for it), so on a server that has not cached it the claim
-  // fails with NOSCRIPT on every slice. The token BLMOVE moved then waits in the inbox for `recover`
-  // (another round trip): a waiter that dies first strands it until its lease ends. See the report.
-  test.failing('lock:waiting, a token arrives while frozen: the pipelined claim records it (fresh server)', () =>
+  test('lock:waiting, a token arrives while frozen: the pipelined claim records it (fresh server)', () =>
     withPrivateRedis(tokenArrivesWhileFrozen),
   );
 
@@ -578,10 +576,7 @@ describe('a waiter that dies between BLMOVE and its claim', () => {
     },
   );
 
-  // LIBRARY BUG (same cause): on a fresh server every slice's claim fails with NOSCRIPT, and
-  // #blockOnce then skips #reapInBackground(prepare.value), so a blocked waiter never returns the
-  // tokens of expired registrations its prepareWait reports; only tryLock and releaseStaleLocks do.
-  test.failing('gets its token back after the registration lease, via a blocked waiter (fresh server)', async () => {
+  test('gets its token back after the registration lease, via a blocked waiter (fresh server)', async () => {
     await withPrivateRedis((target) => strandedTokenComesBack(target, 'a blocked waiter'));
   });
 });
@@ -621,10 +616,11 @@ describe('a zombie waiter after a lost reply', () => {
       await until(bounced, 3000, 'the token to bounce back').catch(() => undefined);
       expect(await problemsOf(target, holder.name, 1, { idle: true })).toEqual([]);
 
-      // Continued, the zombie sees what its pipeline did: BLMOVE moved "0", the claim returned nil.
+      // Continued, the zombie sees what its pipeline did: BLMOVE moved "0", the claim bounced it
+      // (no token, registration not renewed).
       process.kill(zombie.pid, 'SIGCONT');
       const { replies } = await zombie.waitFor((message) => 'replies' in message, 5000, 'the zombie replies');
-      expect(replies).toEqual([[], '0', null]);
+      expect(replies).toEqual([[], '0', [null, 0]]);
       await zombie.kill();
       await expectRecovery(target, holder, 'lock');
     });

@@ -94,6 +94,7 @@ test('Redis restarted without persistence: waiters reconnect and go on; old hold
   await server.kill('SIGKILL');
   await sleep(300);
   await server.restart();
+  await admin.disconnect().catch(() => undefined);
   admin = await connectAdmin();
 
   expect(await waiting).not.toBeNull(); // re-created with 2 tokens: the waiter gets one

@@ -36,12 +36,12 @@ describe('first come, first served', () => {
     const held = [await sem.lock(), await sem.lock()];
     const served = await queueWaiters(5, () => sem.lock(10_000));
     for (const token of held) await sem.unlock(token!);
-    while (served.length < 5) {
-      const count = served.length;
-      await until(() => served.length > count, 5000, 'the next waiter');
+    for (let next = 2; next < 5; next++) {
+      await until(() => served.length === next, 5000, `waiter ${next - 1} to be served`);
       await sleep(10);
       await sem.unlock();
     }
+    await until(() => served.length === 5, 5000, 'the last waiter');
     expect(served).toEqual([0, 1, 2, 3, 4]);
   });
 

@@ -22,19 +22,26 @@ function setup() {
 describe('tryLock-6.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {
     const { name, run } = setup();
-    expect(await run('tryLock', ['2', 'g1', '', '', ''])).toEqual(['0']);
+    expect(await run('tryLock', ['2', 'g1', '', '', '', ''])).toEqual(['0']);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['1']);
     expect(state.owners).toEqual({ '0': 'g1' });
-    expect(await run('tryLock', ['2', 'g2', '', '', ''])).toEqual(['1']);
-    expect(await run('tryLock', ['2', 'g3', '', '', ''])).toEqual([null]);
+    expect(await run('tryLock', ['2', 'g2', '', '', '', ''])).toEqual(['1']);
+    expect(await run('tryLock', ['2', 'g3', '', '', '', ''])).toEqual([null]);
+  });
+
+  test('registers the caller as a waiter on a miss when given a lease', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['1', 'g1', '100.000000', '', '', '']);
+    expect(await run('tryLock', ['1', 'g2', '100.000000', '', '', '25'])).toEqual([null]);
+    expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: 'g2', score: 125 }]);
   });
 
   test('leaves a reclaimed token to a registered waiter, and reports expired registrations', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'old', '100.000000', '', '']);
+    await run('tryLock', ['1', 'old', '100.000000', '', '', '']);
     await redis.zAdd(keys.waiting, [{ score: 1e12, value: 'waiter' }, { score: 1, value: 'gone' }]);
-    expect(await run('tryLock', ['1', 'new', '200.000000', '5', ''])).toEqual([null, 'gone']);
+    expect(await run('tryLock', ['1', 'new', '200.000000', '5', '', ''])).toEqual([null, 'gone']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
   });
 });
@@ -43,20 +50,38 @@ describe('claim-7.lua', () => {
   test('turns the token in a registered inbox into a grant', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['1', 'w', '', '', '', '10']);
-    await run('tryLock', ['1', 'other', '', '', '']); // take "0" so we can place it by hand
+    await run('tryLock', ['1', 'other', '', '', '', '']); // take "0" so we can place it by hand
     await redis.hDel(keys.grabbed, '0');
     await redis.hDel(keys.owners, '0');
     await redis.rPush(keys.inbox('w'), '0');
-    expect(await run('claim', ['w', '', ''], [keys.inbox('w')])).toBe('0');
+    expect(await run('claim', ['w', '', '', '1', '', '25'], [keys.inbox('w')])).toEqual(['0', 0]);
     expect(await redis.hGet(keys.owners, '0')).toBe('w');
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+
+  test('after an empty slice, renews the registration (or ends it on the last slice)', async () => {
+    const { keys, run } = setup();
+    await run('prepareWait', ['1', 'w', '100.000000', '', '', '10']);
+    expect(await run('claim', ['w', '105.000000', '', '1', '', '25'], [keys.inbox('w')])).toEqual([null, 1]);
+    expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: 'w', score: 130 }]);
+    expect(await run('claim', ['w', '106.000000', '', '1', '', ''], [keys.inbox('w')])).toEqual([null, 0]);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+
+  test('while waiting, reclaims stale holders so the next slice can get their token', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['1', 'dead', '100.000000', '', '', '']);
+    await run('tryLock', ['1', 'w', '100.000000', '', '', '25']);
+    expect(await run('claim', ['w', '200.000000', '', '1', '5', '25'], [keys.inbox('w')])).toEqual([null, 1]);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+    expect(await redis.hGetAll(keys.owners)).toEqual({});
   });
 
   test('bounces a token that reaches an unregistered (abandoned) inbox back to AVAILABLE', async () => {
     const { name, keys, run } = setup();
     await run('create', ['1', '']);
     await redis.lMove(keys.available, keys.inbox('gone'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['gone', '', ''], [keys.inbox('gone')])).toBeNull();
+    expect(await run('claim', ['gone', '', '', '1', '', '25'], [keys.inbox('gone')])).toEqual([null, 0]);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['0']);
     expect(state.owners).toEqual({});
@@ -67,7 +92,7 @@ describe('claim-7.lua', () => {
 describe('recover-7.lua', () => {
   test('adopts a grant whose claim ran but whose reply was lost', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['2', 'lost-reply', '', '', '']);
+    await run('tryLock', ['2', 'lost-reply', '', '', '', '']);
     expect(await run('recover', ['lost-reply', '', ''], [keys.inbox('lost-reply')])).toBe('0');
   });
 
@@ -86,7 +111,7 @@ describe('recover-7.lua', () => {
     expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: '~w', score: 110 }]);
     // A blocked command still alive on the server delivers late: its claim bounces the token.
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w', '', ''], [keys.inbox('w')])).toBeNull();
+    expect(await run('claim', ['w', '', '', '1', '', '25'], [keys.inbox('w')])).toEqual([null, 0]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
@@ -110,7 +135,7 @@ describe('reapWaiters.lua', () => {
 describe('release-6.lua and refresh-6.lua', () => {
   test('only the owning grant releases, refreshes or consumes', async () => {
     const { name, run } = setup();
-    await run('tryLock', ['1', 'g1', '100.000000', '', '']);
+    await run('tryLock', ['1', 'g1', '100.000000', '', '', '']);
     expect(await run('refresh', ['0', 'intruder', ''])).toBe(0);
     expect(await run('release', ['0', 'intruder', '1', ''])).toBe(-1);
     expect(await run('refresh', ['0', 'g1', '150.000000'])).toBe(1);
@@ -118,7 +143,7 @@ describe('release-6.lua and refresh-6.lua', () => {
     expect(await run('release', ['0', 'g1', '1', ''])).toBe(1);
     expect(await run('release', ['0', 'g1', '1', ''])).toBe(-1); // a second release pushes nothing
     expect((await snapshot(redis, name)).available).toEqual(['0']);
-    await run('tryLock', ['1', 'g2', '', '', '']);
+    await run('tryLock', ['1', 'g2', '', '', '', '']);
     expect(await run('release', ['0', 'g2', '0', ''])).toBe(0); // consume: not put back
     expect(await redis.lRange(`SEMAPHORE:${name}:AVAILABLE`, 0, -1)).toEqual([]);
   });
@@ -128,8 +153,8 @@ describe('releaseStale-6.lua', () => {
   test('reclaims by GRABBED time, including unreadable stamps, and forgets owners', async () => {
     const { name, keys, run } = setup();
     await run('create', ['3', '']);
-    await run('tryLock', ['3', 'a', '100.000000', '', '']);
-    await run('tryLock', ['3', 'b', '108.000000', '', '']);
+    await run('tryLock', ['3', 'a', '100.000000', '', '', '']);
+    await run('tryLock', ['3', 'b', '108.000000', '', '', '']);
     await redis.lPop(keys.available);
     await redis.hSet(keys.grabbed, '2', 'garbage');
     expect(await run('releaseStale', ['110.000000', '5', ''])).toEqual([2]);

@@ -1,31 +1,54 @@
 --[[
   Sent right after BLMOVE AVAILABLE -> INBOX:<grant id> in the same pipeline, so Redis runs it the
-  moment BLMOVE returns: turns the token in the inbox into a recorded grant, and ends the waiter's
-  registration. A token that reaches an inbox whose registration is gone (reaped, or abandoned by
-  recover.lua after a lost reply) goes back to AVAILABLE instead.
+  moment BLMOVE returns. With a token in the inbox: records it as this grant's and ends the
+  registration; but a token that reaches an inbox whose registration is gone (reaped, or abandoned
+  by recover-7.lua after a lost reply) goes back to AVAILABLE instead. With an empty inbox (the
+  slice ended): renews the registration for the next slice, creating the semaphore if needed and
+  reclaiming stale holders meanwhile, or ends it on the last slice.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
     KEYS[7] INBOX:<grant id>
     ARGV[1] grant id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
-  Output: the token now held by this grant, or nil
+    ARGV[4] resources
+    ARGV[5] stale timeout in seconds, or '' for none
+    ARGV[6] lease in seconds for the next slice, or '' on the last slice
+  Output: { token held by this grant or nil, 1 if still registered else 0, expired waiter registration... }
 ]]
 --- @include keys
 --- @include clock
+--- @include ensure
 --- @include expiry
-local inbox, grant = KEYS[7], ARGV[1]
-local registered = redis.call('ZREM', K_WAITING, grant) == 1
+--- @include reclaim
+local inbox, grant, lease = KEYS[7], ARGV[1], ARGV[6]
+local now, stamp = clock(ARGV[2])
+local registered = redis.call('ZSCORE', K_WAITING, grant) ~= false
 redis.call('ZREM', K_WAITING, '~' .. grant)
 local token = redis.call('LPOP', inbox)
-if token and registered then
-  local _, stamp = clock(ARGV[2])
-  redis.call('HSET', K_GRABBED, token, stamp)
-  redis.call('HSET', K_OWNERS, token, grant)
-elseif token then
+if token and not registered then
   redis.call('LPUSH', K_AVAILABLE, token)
   token = false
 end
 while redis.call('RPOPLPUSH', inbox, K_AVAILABLE) do end
+local renewed = 0
+if token then
+  redis.call('ZREM', K_WAITING, grant)
+  redis.call('HSET', K_GRABBED, token, stamp)
+  redis.call('HSET', K_OWNERS, token, grant)
+elseif registered and lease ~= '' then
+  ensure(tonumber(ARGV[4]))
+  if ARGV[5] ~= '' then
+    reclaim_stale(now, tonumber(ARGV[5]))
+  end
+  redis.call('ZADD', K_WAITING, now + tonumber(lease), grant)
+  renewed = 1
+else
+  redis.call('ZREM', K_WAITING, grant)
+end
 touch_expiry(ARGV[3])
-return token
+local reply = { token, renewed }
+for _, id in ipairs(expired_waiters(now)) do
+  reply[#reply + 1] = id
+end
+return reply

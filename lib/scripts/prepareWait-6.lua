@@ -1,7 +1,9 @@
 --[[
-  Sent right before a blocking BLMOVE AVAILABLE -> INBOX:<grant id>, in the same pipeline:
-  registers the waiter with a lease, so that a token BLMOVE moves into its inbox belongs to a
-  known waiter from that instant, and comes back (reapWaiters.lua) if the lease runs out unclaimed.
+  Registers a waiter with a lease, so that a token its BLMOVE AVAILABLE -> INBOX:<grant id> moves
+  belongs to a known waiter from that instant, and comes back (reapWaiters.lua) if the lease runs
+  out unclaimed. Sent in the same pipeline, before BLMOVE, only when the waiter's registration may
+  have lapsed (tryLock-6.lua registers on a miss, and claim-7.lua renews it after an empty slice);
+  always sent as EVAL, so it cannot fail with NOSCRIPT and leave BLMOVE unregistered.
   Creates the semaphore if needed and, with a stale timeout, reclaims stale holders; a reclaimed
   token goes to the longest-blocked waiter.
   Input:

@@ -1,5 +1,6 @@
 --[[
-  lock's first step: takes a free token at once and records its holder, or reports a miss.
+  lock's first step: takes a free token at once and records its holder. On a miss, registers the
+  caller as a waiter (with a lease, as prepareWait-6.lua does) so that its BLMOVE can follow at once.
   Creates the semaphore if needed and, with a stale timeout, first reclaims stale holders.
   Never jumps ahead of a waiter blocked in BLMOVE: a free token means nobody is blocked (Redis
   serves them the moment a token is pushed), and a token this script reclaims is left for the
@@ -11,6 +12,7 @@
     ARGV[3] local time in decimal seconds, or '' for Redis TIME
     ARGV[4] stale timeout in seconds, or '' for none
     ARGV[5] expiration in milliseconds, or '' for none
+    ARGV[6] waiter lease in seconds to register on a miss, or '' not to register (lock(0))
   Output: { token or nil, expired waiter registration... }
 ]]
 --- @include keys
@@ -30,6 +32,8 @@ if may_take then
   token = redis.call('LPOP', K_AVAILABLE)
   redis.call('HSET', K_GRABBED, token, stamp)
   redis.call('HSET', K_OWNERS, token, grant)
+elseif ARGV[6] ~= '' then
+  redis.call('ZADD', K_WAITING, now + tonumber(ARGV[6]), grant)
 end
 touch_expiry(expiration)
 local reply = { token }

@@ -118,7 +118,14 @@ async function rawClient() {
     String(config.leaseSeconds),
   ]);
   const move = ['BLMOVE', keys.available, inbox, 'LEFT', 'RIGHT', String(config.blockSeconds)];
-  const claim = evalArguments(scripts.claim, [...keys.scriptKeys, inbox], [config.grantId, '', '']);
+  const claim = evalArguments(scripts.claim, [...keys.scriptKeys, inbox], [
+    config.grantId,
+    '',
+    '',
+    String(config.resources),
+    '',
+    String(config.leaseSeconds),
+  ]);
   await send({ ready: true });
   return { client, prepare, move, claim };
 }
