@@ -1,15 +1,15 @@
 import type { RedisClientLike } from './redis-client';
 
-/** Handed to a queued caller: a connection to reuse, a free slot to open one in, or null (gave up). */
-const SLOT = Symbol('slot');
-type Handoff = RedisClientLike | typeof SLOT | null;
+/** What a queued caller is handed: a connection, the error that kept one from opening, or null (gave up). */
+type Handoff = RedisClientLike | Error | null;
 
 /**
  * The dedicated connections blocking waits run on: BLMOVE holds its connection until a token comes,
- * so each waiter needs one of its own. At most `max` are open; further waiters queue here and get a
- * connection in arrival order. Connections are made with `duplicate()` and no offline queue, so a
- * blocking command issued while disconnected fails at once instead of running later for a caller who
- * has gone.
+ * so each waiter needs one of its own. At most `max` are open. Callers get connections strictly in
+ * arrival order — a connection that finishes opening goes to the longest-waiting caller, not to the
+ * one that asked for it — so waiters of one process block in Redis in the order they called.
+ * Connections are made with `duplicate()`, no offline queue and no reconnection, so a blocking
+ * command can never wait offline and run later for a caller who has gone.
  */
 export class BlockingPool {
   readonly #source: RedisClientLike;
@@ -18,7 +18,7 @@ export class BlockingPool {
   readonly #idle: RedisClientLike[] = [];
   readonly #open = new Set<RedisClientLike>();
   readonly #queue: Array<(handoff: Handoff) => void> = [];
-  #creating = 0;
+  #opening = 0;
   #closed = false;
 
   /** `prepare` runs on each new connection before its first use (e.g. loading scripts). */
@@ -28,29 +28,24 @@ export class BlockingPool {
     this.#prepare = prepare;
   }
 
-  /** Whether callers are queued for a connection (every connection is busy). */
+  /** Whether callers are queued for a connection. */
   get hasQueue(): boolean {
     return this.#queue.length > 0;
   }
 
-  /** Open connections, idle or in use. */
+  /** Connections open or opening. */
   get size(): number {
-    return this.#open.size + this.#creating;
+    return this.#open.size + this.#opening;
   }
 
   /**
    * A connection of the caller's own until `release`, or null once `deadline` (performance.now())
-   * passes in the queue or the pool closes. Rejects when a new connection cannot be opened.
+   * passes in the queue or the pool closes. Rejects when a connection opened for it fails to open.
    */
   async acquire(deadline: number): Promise<RedisClientLike | null> {
     if (this.#closed) return null;
-    const idle = this.#idle.pop();
-    if (idle) return idle;
-    if (this.size < this.#max) {
-      this.#creating++;
-      return this.#connect();
-    }
-    const handed = await new Promise<Handoff>((resolve) => {
+    if (this.#queue.length === 0 && this.#idle.length > 0) return this.#idle.pop() ?? null;
+    const handed = new Promise<Handoff>((resolve) => {
       const entry = (handoff: Handoff): void => {
         if (timer) clearTimeout(timer);
         resolve(handoff);
@@ -65,23 +60,20 @@ export class BlockingPool {
             }, Math.max(0, deadline - performance.now()));
       this.#queue.push(entry);
     });
-    return handed === SLOT ? this.#connect() : handed;
+    if (this.size < this.#max) void this.#openOne();
+    const handoff = await handed;
+    if (handoff instanceof Error) throw handoff;
+    return handoff;
   }
 
   /** Gives a connection back; a `broken` one (its last command failed) is closed instead of reused. */
   release(connection: RedisClientLike, broken = false): void {
     if (broken || this.#closed) {
       this.#discard(connection);
-      const next = this.#queue.shift();
-      if (next) {
-        this.#creating++; // the freed slot, reserved for the next caller in the queue
-        next(SLOT);
-      }
+      if (this.#queue.length > 0 && !this.#closed) void this.#openOne();
       return;
     }
-    const next = this.#queue.shift();
-    if (next) next(connection);
-    else this.#idle.push(connection);
+    this.#handOut(connection);
   }
 
   /** Closes every connection; queued callers get null, and commands in flight reject. */
@@ -92,10 +84,15 @@ export class BlockingPool {
     this.#idle.length = 0;
   }
 
-  /** Opens a connection in a slot the caller has already counted in `#creating`. */
-  async #connect(): Promise<RedisClientLike> {
-    // No offline queue and no reconnection: a connection that drops is discarded and replaced, and a
-    // command can never wait offline to run later for a caller who has gone.
+  #handOut(connection: RedisClientLike): void {
+    const next = this.#queue.shift();
+    if (next) next(connection);
+    else this.#idle.push(connection);
+  }
+
+  async #openOne(): Promise<void> {
+    this.#opening++;
+    // No offline queue and no reconnection: a connection that drops is discarded and replaced.
     const socket = { ...this.#source.options?.socket, reconnectStrategy: false as const };
     const connection = this.#source.duplicate({ disableOfflineQueue: true, socket });
     // A dropped connection emits 'error'; without a listener Node would crash the process. The
@@ -105,17 +102,18 @@ export class BlockingPool {
       await connection.connect();
       await this.#prepare(connection);
     } catch (error) {
+      this.#opening--;
       void connection.disconnect().catch(() => undefined);
-      throw error;
-    } finally {
-      this.#creating--;
+      this.#queue.shift()?.(error instanceof Error ? error : new Error(String(error)));
+      return;
     }
+    this.#opening--;
     if (this.#closed) {
       void connection.disconnect().catch(() => undefined);
-      throw new Error('The client is closed');
+      return;
     }
     this.#open.add(connection);
-    return connection;
+    this.#handOut(connection);
   }
 
   #discard(connection: RedisClientLike): void {
