@@ -40,13 +40,19 @@ async function blockedWaiterIds(): Promise<string[]> {
   return list.filter((client) => client.cmd === 'blmove').map((client) => String(client.id));
 }
 
-test('CLIENT KILL of a blocked waiter: it retries on a new connection and still gets the token', async () => {
+/** A mutex held by one semaphore, and another semaphore's `lock` blocked in Redis behind it. */
+async function waiterBlockedBehindHolder() {
   const name = uniqueName('fault');
   const holder = newSemaphore(name);
   const waiter = newSemaphore(name, { waitSlice: 2000 });
   await holder.lock();
   const waiting = waiter.lock(15_000);
   await until(async () => (await blockedWaiterIds()).length === 1, 5000, 'the waiter to block');
+  return { name, holder, waiter, waiting };
+}
+
+test('CLIENT KILL of a blocked waiter: it retries on a new connection and still gets the token', async () => {
+  const { name, holder, waiter, waiting } = await waiterBlockedBehindHolder();
   const [killed] = await blockedWaiterIds();
   await admin.sendCommand(['CLIENT', 'KILL', 'ID', killed!]);
   await until(async () => {
@@ -62,12 +68,7 @@ test('CLIENT KILL of a blocked waiter: it retries on a new connection and still 
 });
 
 test('CLIENT KILL racing the hand-off: whichever lands first, the waiter ends up holding the token', async () => {
-  const name = uniqueName('fault');
-  const holder = newSemaphore(name);
-  const waiter = newSemaphore(name, { waitSlice: 2000 });
-  await holder.lock();
-  const waiting = waiter.lock(15_000);
-  await until(async () => (await blockedWaiterIds()).length === 1, 5000, 'the waiter to block');
+  const { name, holder, waiter, waiting } = await waiterBlockedBehindHolder();
   const [id] = await blockedWaiterIds();
   // The release (on the holder's connection) and the kill (on ours) race: either the token is moved
   // and claimed and only the reply is lost (recover adopts the grant), or the waiter dies first and
