@@ -52,7 +52,7 @@ async function waiterBlockedBehindHolder() {
 }
 
 test('CLIENT KILL of a blocked waiter: it retries on a new connection and still gets the token', async () => {
-  const { name, holder, waiter, waiting } = await waiterBlockedBehindHolder();
+  const { name, holder, waiting } = await waiterBlockedBehindHolder();
   const [killed] = await blockedWaiterIds();
   await admin.sendCommand(['CLIENT', 'KILL', 'ID', killed!]);
   await until(async () => {
