@@ -1,6 +1,6 @@
 import { Semaphore, SemaphoreClosedError, SemaphoreRedisError } from '../lib';
 import { snapshot, useFixture } from './support/fixture';
-import { blockedClients, redisUrl, uniqueName, until } from './support/redis';
+import { blockedClients, redisUrl, sleep, uniqueName, until } from './support/redis';
 
 const fixture = useFixture();
 
@@ -56,9 +56,14 @@ describe('creation and inspection', () => {
     expect(await a.isLocked()).toBe(true);
   });
 
-  test('lock(Infinity) waits like lock()', async () => {
-    const sem = fixture.semaphore();
-    expect(await sem.lock(Infinity)).toBe('0');
+  test.each([null, undefined, Infinity])('lock(%s) waits as long as it takes', async (timeout) => {
+    const holder = fixture.semaphore();
+    const waiter = fixture.semaphore({ waitSlice: 200 }, holder.name);
+    await holder.lock();
+    const waiting = waiter.lock(timeout);
+    await sleep(700); // several slices: it re-arms instead of giving up
+    await holder.unlock();
+    expect(await waiting).toBe('0');
   });
 });
 
@@ -109,6 +114,20 @@ describe('connections', () => {
     expect(state.available).toEqual(['0']);
     expect(state.waiting.filter((registration) => !registration.startsWith('~'))).toEqual([]);
     expect(state.inboxes).toEqual({});
+  });
+
+  test("a blocked waiter never blocks the caller's own client", async () => {
+    const holder = fixture.semaphore();
+    const waiter = fixture.semaphore({}, holder.name);
+    await holder.lock();
+    const waiting = waiter.lock(5000);
+    await until(async () => (await blockedClients(fixture.redis)) >= 1, 5000, 'the waiter to block');
+    const started = Date.now();
+    expect(await fixture.redis.ping()).toBe('PONG');
+    expect(await holder.availableCount()).toBe(0);
+    expect(Date.now() - started).toBeLessThan(500);
+    await holder.unlock();
+    expect(await waiting).toBe('0');
   });
 
   test('concurrent waiters each block on a connection of their own, up to maxBlockingConnections', async () => {
