@@ -127,10 +127,16 @@ function delta(before, after) {
     const d = calls - (before.commands[name] ?? 0);
     if (d > 0) commands[name] = d;
   }
+  const usec = {};
+  for (const [name, total] of Object.entries(after.usec)) {
+    const d = total - (before.usec[name] ?? 0);
+    if (d > 0) usec[name] = d;
+  }
   return {
     ms: after.at - before.at,
     calls: after.calls - before.calls,
     commands,
+    usec,
     cpuMicros: (after.cpu - before.cpu) * 1e6,
   };
 }
@@ -233,6 +239,8 @@ async function loopCell(ctx, { contender, options, permits, clients, procs = 1, 
     redisCpuPerCycle: perCycle(redis.cpuMicros),
     clientCpuPerCycle: perCycle(clientCpu),
     commands: Object.fromEntries(Object.entries(redis.commands).map(([k, v]) => [k, perCycle(v)])),
+    // Time Redis spent executing each command (INFO commandstats usec; a script's includes its calls).
+    commandUsec: Object.fromEntries(Object.entries(redis.usec).map(([k, v]) => [k, perCycle(v)])),
     connections,
     maxHolders: Math.max(m.maxHolders(cycles), ...results.map((r) => r.maxHolders)),
     permits,

@@ -104,6 +104,7 @@ async function monitor(url) {
     async snapshot() {
       const info = parseInfo(await client.sendCommand(['INFO', 'everything']));
       const commands = {};
+      const usec = {};
       let calls = 0;
       for (const [field, value] of Object.entries(info)) {
         if (!field.startsWith('cmdstat_')) continue;
@@ -111,12 +112,14 @@ async function monitor(url) {
         if (name === 'info') continue; // the monitor's own
         const n = Number(/calls=(\d+)/.exec(value)?.[1] ?? 0);
         commands[name] = n;
+        usec[name] = Number(/usec=(\d+)/.exec(value)?.[1] ?? 0);
         calls += n;
       }
       return {
         at: performance.timeOrigin + performance.now(),
         calls,
         commands,
+        usec,
         cpu: Number(info.used_cpu_sys) + Number(info.used_cpu_user),
         connections: Number(info.total_connections_received),
         connected: Number(info.connected_clients),
