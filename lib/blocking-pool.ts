@@ -1,3 +1,4 @@
+import { MAX_TIMER_MS } from './durations';
 import type { RedisClientLike } from './redis-client';
 
 /** What a queued caller is handed: a connection, the error that kept one from opening, or null (gave up). */
@@ -50,14 +51,16 @@ export class BlockingPool {
         if (timer) clearTimeout(timer);
         resolve(handoff);
       };
+      const delay = deadline - performance.now();
+      // A deadline beyond setTimeout's range arms no timer: the caller checks it once served.
       const timer =
-        deadline === Infinity
+        delay > MAX_TIMER_MS
           ? undefined
           : setTimeout(() => {
               const index = this.#queue.indexOf(entry);
               if (index >= 0) this.#queue.splice(index, 1);
               resolve(null);
-            }, Math.max(0, deadline - performance.now()));
+            }, Math.max(0, delay));
       this.#queue.push(entry);
     });
     if (this.size < this.#max) void this.#openOne();

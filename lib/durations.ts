@@ -15,10 +15,18 @@ export function assertDuration(name: string, value: unknown, positive = false): 
   }
 }
 
-/** Milliseconds as decimal seconds, the unit of BLMOVE timeouts and of this library's Lua scripts. */
+/** Milliseconds as decimal seconds, the unit of this library's Lua scripts. */
 export function toSeconds(ms: number): string {
   return (ms / 1000).toFixed(3);
 }
+
+/** A BLMOVE timeout: whole milliseconds, at least 1, since Redis reads `0` as "block forever". */
+export function toBlockingTimeout(ms: number): string {
+  return (Math.max(1, Math.ceil(ms)) / 1000).toFixed(3);
+}
+
+/** setTimeout fires at once for delays past 2^31 - 1 ms; longer waits must not arm a timer. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Milliseconds as the whole number PEXPIRE takes ('' when off, which the scripts read as "none"). */
 export function toExpireArgument(ms: number | null): string {

@@ -63,6 +63,9 @@ export interface ResolvedOptions {
   readonly maxBlockingConnections: number;
 }
 
+/** Longest `waitSlice`: an hour keeps every timer derived from it far below setTimeout's limit. */
+const MAX_WAIT_SLICE = 3_600_000;
+
 export function assertName(name: unknown): asserts name is string {
   if (typeof name !== 'string' || name.length === 0) {
     throw new TypeError(`Expected the semaphore name to be a non-empty string, got ${describe(name)}`);
@@ -96,7 +99,9 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   }
   if (expiration !== null) assertDuration('expiration', expiration, true);
   assertDuration('waitSlice', waitSlice, true);
-  if (waitSlice < 10) throw new RangeError(`Expected \`waitSlice\` to be at least 10 ms, got ${waitSlice}`);
+  if (waitSlice < 10 || waitSlice > MAX_WAIT_SLICE) {
+    throw new RangeError(`Expected \`waitSlice\` to be from 10 ms to one hour, got ${waitSlice}`);
+  }
   assertPositiveInteger('maxBlockingConnections', maxBlockingConnections);
   return { redis, url, resources, staleClientTimeout, useLocalTime, expiration, waitSlice, maxBlockingConnections };
 }

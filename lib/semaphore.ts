@@ -2,7 +2,7 @@ import { nanoid } from 'nanoid';
 import { createClient } from 'redis';
 import { BlockingPool } from './blocking-pool';
 import { checkpoint } from './checkpoint';
-import { assertDuration, describe, localTimeArgument, toExpireArgument, toSeconds } from './durations';
+import { assertDuration, describe, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
 import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { grantIdOfRegistration, semaphoreKeys, type SemaphoreKeys } from './keys';
 import { assertName, resolveOptions, type ResolvedOptions, type SemaphoreOptions } from './options';
@@ -39,6 +39,12 @@ interface Registration {
   readonly id: string;
   readonly until: number;
 }
+
+/**
+ * How many registration leases an abandoned grant id stays marked (recover-7.lua): long enough for a
+ * pipeline delayed in the network (TCP retransmits after a healed partition) to arrive and be refused.
+ */
+const ABANDONED_LEASES = 4;
 
 /** How often a semaphore's own client retries its first connection before the call fails. */
 const INITIAL_CONNECT_RETRIES = 3;
@@ -296,14 +302,24 @@ export class Semaphore {
       await checkpoint('lock:before-try');
       const id = nanoid();
       const sent = performance.now();
-      const [token, ...expired] = (await this.#run('lock', scripts.tryLock, [
-        String(this.resources),
-        id,
-        this.#now(),
-        this.#staleSeconds(),
-        this.#expiration(),
-        timeout === 0 ? '' : toSeconds(this.#leaseMs()),
-      ])) as [string | null, ...string[]];
+      let reply: [string | null, ...string[]];
+      try {
+        reply = (await this.#run('lock', scripts.tryLock, [
+          String(this.resources),
+          id,
+          this.#now(),
+          this.#staleSeconds(),
+          this.#expiration(),
+          timeout === 0 ? '' : toSeconds(this.#leaseMs()),
+        ])) as [string | null, ...string[]];
+      } catch (error) {
+        // The script may have run and its reply been lost: adopt its grant, or retire its registration.
+        if (!isConnectionError(error)) throw error;
+        const adopted = await this.#recover(id).catch(() => null);
+        if (adopted === null) throw error;
+        reply = [adopted];
+      }
+      const [token, ...expired] = reply;
       this.#reapInBackground(expired);
       if (token !== null) return this.#granted({ token, id, scoped });
       if (timeout === 0) return null;
@@ -320,7 +336,7 @@ export class Semaphore {
     let lastError: unknown;
     for (;;) {
       this.#assertOpen();
-      if (failures > MAX_CONNECTION_FAILURES) throw new SemaphoreRedisError(this.name, 'lock', lastError);
+      if (failures >= MAX_CONNECTION_FAILURES) throw new SemaphoreRedisError(this.name, 'lock', lastError);
       if (failures > 0) await sleep(Math.min(2000, 50 * 2 ** failures));
       let connection: RedisClientLike | null;
       try {
@@ -331,6 +347,8 @@ export class Semaphore {
         continue;
       }
       if (connection === null) {
+        // Timed out queued for a connection: no BLMOVE was sent for this registration, so just end it.
+        if (registration) void this.#command('lock', ['ZREM', this.#keys.waiting, registration.id]).catch(() => null);
         this.#assertOpen();
         return null;
       }
@@ -338,9 +356,11 @@ export class Semaphore {
       try {
         for (;;) {
           const remaining = deadline - performance.now();
-          if (remaining <= 0) return null;
-          const slice = Math.min(remaining, this.#options.waitSlice);
+          // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
+          if (remaining <= 0 && registration === null) return null;
+          const slice = Math.min(Math.max(remaining, 1), this.#options.waitSlice);
           registration ??= { id: nanoid(), until: 0 };
+          broken = true; // until #blockOnce says otherwise: a throw leaves the connection in doubt
           const outcome = await this.#blockOnce(connection, registration, slice, remaining <= this.#options.waitSlice);
           broken = outcome.failure !== undefined;
           if (outcome.token !== null) return await this.#granted({ token: outcome.token, id: registration.id, scoped });
@@ -389,7 +409,7 @@ export class Semaphore {
               lease,
             ]),
           );
-    const moved = connection.sendCommand(['BLMOVE', this.#keys.available, inbox, 'LEFT', 'RIGHT', toSeconds(sliceMs)]);
+    const moved = connection.sendCommand(['BLMOVE', this.#keys.available, inbox, 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
     const claimArgs = () => [
       id,
       this.#now(),
@@ -443,9 +463,10 @@ export class Semaphore {
           id,
           this.#now(),
           this.#expiration(),
+          toSeconds(ABANDONED_LEASES * this.#leaseMs()),
         ])) as string | null;
       } catch (error) {
-        if (++attempt > MAX_CONNECTION_FAILURES || !isConnectionError(error)) {
+        if (++attempt >= MAX_CONNECTION_FAILURES || !isConnectionError(error)) {
           throw new SemaphoreRedisError(this.name, 'lock', error);
         }
         await sleep(Math.min(2000, 50 * 2 ** attempt));
@@ -464,6 +485,7 @@ export class Semaphore {
   }
 
   async #release(grant: Grant, putBack: boolean): Promise<number | false> {
+    // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens back.
     const available = (await this.#run(putBack ? 'unlock' : 'consume', scripts.release, [
       grant.token,
       grant.id,
@@ -502,7 +524,7 @@ export class Semaphore {
   }
 
   async #run(operation: string, script: Script, args: readonly string[], extraKeys: readonly string[] = []) {
-    const client = await this.#ready();
+    const client = await this.#ready(operation === 'unlock' || operation === 'consume');
     try {
       return await runScript(client, script, [...this.#keys.scriptKeys, ...extraKeys], args);
     } catch (error) {
@@ -521,7 +543,9 @@ export class Semaphore {
 
   /** The main client, connected on first use when the semaphore made it. `whileClosing` lets waiters settle. */
   async #ready(whileClosing = false): Promise<RedisClientLike> {
-    if (!whileClosing) this.#assertOpen();
+    if (this.#closing && (!whileClosing || (this.#ownsClient && !this.#client.isOpen))) {
+      throw new SemaphoreClosedError(this.name);
+    }
     if (this.#ownsClient && !this.#client.isOpen) {
       this.#connecting ??= this.#client.connect().then(
         () => undefined,

@@ -598,9 +598,10 @@ describe('a zombie waiter after a lost reply', () => {
       const lease = registered.waiting.find((entry) => entry.registration === grantId)?.lease;
       expect(lease).toBeDefined();
 
-      // Its owner lost the reply and settles on another connection: nothing to adopt, so abandoned.
+      // Its owner lost the reply and settles on another connection: nothing to adopt, so abandoned
+      // (for no longer than the registration's own lease: a mark of 0 s).
       const recovered = await target.redis.sendCommand(
-        evalArguments(scripts.recover, [...keys.scriptKeys, keys.inbox(grantId)], [grantId, '', '']),
+        evalArguments(scripts.recover, [...keys.scriptKeys, keys.inbox(grantId)], [grantId, '', '', '0']),
       );
       expect(recovered).toBeNull();
       expect((await takeCensus(target.redis, holder.name)).waiting).toEqual([{ registration: `~${grantId}`, lease }]);

@@ -32,6 +32,24 @@ describe('expiration', () => {
     expect((await snapshot(fixture.redis, sem.name)).keys).toEqual([]);
   });
 
+  test('a waiter that went away does not keep the keys forever', async () => {
+    const holder = fixture.semaphore({ expiration: 200 });
+    const waiter = fixture.semaphore({ expiration: 200, waitSlice: 100 }, holder.name);
+    await holder.lock();
+    void waiter.lock().catch(() => undefined);
+    await sleep(150);
+    await waiter.close(); // its registration is abandoned, not cleaned up by a claim
+    await holder.unlock();
+    // Keys outlive the abandoned registration's lease (2 slices + 1 s grace) plus the expiration.
+    await sleep(100);
+    expect((await snapshot(fixture.redis, holder.name)).keys.length).toBeGreaterThan(0);
+    const started = Date.now();
+    while ((await snapshot(fixture.redis, holder.name)).keys.length > 0) {
+      expect(Date.now() - started).toBeLessThan(8000);
+      await sleep(100);
+    }
+  });
+
   test('a re-created semaphore has exactly resources tokens', async () => {
     const sem = fixture.semaphore({ resources: 3, expiration: 100 });
     await sem.lock();

@@ -116,6 +116,41 @@ describe('connections', () => {
     expect(state.inboxes).toEqual({});
   });
 
+  test('close() while a callback runs: the callback finishes, then its token goes back', async () => {
+    const sem = new Semaphore(uniqueName(), { redis: fixture.redis });
+    let closing: Promise<void> | undefined;
+    const result = await sem.lock(async () => {
+      closing = sem.close();
+      await sleep(50);
+      return 'done';
+    });
+    await closing;
+    expect(result).toBe('done');
+    expect(await fixture.semaphore({}, sem.name).availableCount()).toBe(1);
+  });
+
+  test('timeouts below a millisecond neither block forever nor leave a registration behind', async () => {
+    const holder = fixture.semaphore();
+    const sem = fixture.semaphore({}, holder.name);
+    await holder.lock();
+    const started = Date.now();
+    expect(await Promise.all([sem.lock(0.6), sem.lock(0.2), sem.lock(1)])).toEqual([null, null, null]);
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect((await snapshot(fixture.redis, holder.name)).waiting).toEqual([]);
+  });
+
+  test('a timeout beyond the timer range still waits (queued locally or blocked)', async () => {
+    const holder = fixture.semaphore();
+    const sem = fixture.semaphore({ maxBlockingConnections: 1 }, holder.name);
+    await holder.lock();
+    const waits = [sem.lock(3e9), sem.lock(3e9)]; // the second queues locally for the one connection
+    await sleep(300);
+    await holder.unlock();
+    expect(await waits[0]).toBe('0');
+    await sem.unlock();
+    expect(await waits[1]).toBe('0');
+  });
+
   test("a blocked waiter never blocks the caller's own client", async () => {
     const holder = fixture.semaphore();
     const waiter = fixture.semaphore({}, holder.name);

@@ -93,27 +93,68 @@ describe('recover-7.lua', () => {
   test('adopts a grant whose claim ran but whose reply was lost', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['2', 'lost-reply', '', '', '', '']);
-    expect(await run('recover', ['lost-reply', '', ''], [keys.inbox('lost-reply')])).toBe('0');
+    expect(await run('recover', ['lost-reply', '', '', '100'], [keys.inbox('lost-reply')])).toBe('0');
   });
 
   test('claims a token still in the inbox', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['1', 'w', '', '', '', '10']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('recover', ['w', '', ''], [keys.inbox('w')])).toBe('0');
+    expect(await run('recover', ['w', '', '', '100'], [keys.inbox('w')])).toBe('0');
     expect(await redis.hGet(keys.owners, '0')).toBe('w');
   });
 
-  test('with nothing delivered yet, marks the registration abandoned with the same lease', async () => {
+  test('with nothing delivered yet, marks the grant id abandoned for the longer of its lease and the mark', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['1', 'w', '100.000000', '', '', '10']);
-    expect(await run('recover', ['w', '', ''], [keys.inbox('w')])).toBeNull();
-    expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: '~w', score: 110 }]);
+    expect(await run('recover', ['w', '101.000000', '', '100'], [keys.inbox('w')])).toBeNull();
+    expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: '~w', score: 201 }]);
     // A blocked command still alive on the server delivers late: its claim bounces the token.
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     expect(await run('claim', ['w', '', '', '1', '', '25'], [keys.inbox('w')])).toEqual([null, 0]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+});
+
+describe('prepareWait-6.lua', () => {
+  test('registers nothing for an abandoned grant id, so a pipeline arriving late cannot be granted', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    // The client gave up on `late` (its reply never came) before its pipeline reached Redis.
+    expect(await run('recover', ['late', '', '', '100'], [keys.inbox('late')])).toBeNull();
+    await run('prepareWait', ['1', 'late', '', '', '', '10']);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~late']);
+    await redis.lMove(keys.available, keys.inbox('late'), 'LEFT', 'RIGHT'); // its BLMOVE
+    expect(await run('claim', ['late', '', '', '1', '', '25'], [keys.inbox('late')])).toEqual([null, 0]);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+    expect(await redis.hGetAll(keys.owners)).toEqual({});
+  });
+});
+
+describe('includes: ensure and touch_expiry', () => {
+  test('re-creation after EXISTS alone was lost does not duplicate tokens still on AVAILABLE', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['3', '']);
+    await run('tryLock', ['3', 'g', '', '', '', '']); // holds "0"
+    await redis.del(keys.exists); // e.g. evicted
+    expect(await run('create', ['3', ''])).toBe(1);
+    const state = await snapshot(redis, name);
+    expect([...state.available].sort()).toEqual(['1', '2']);
+    expect(Object.keys(state.grabbed)).toEqual(['0']);
+  });
+
+  test('gives every key one absolute deadline, extended to the last registration lease', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['1', '60000']);
+    const deadlines = await Promise.all(
+      (await snapshot(redis, name)).keys.map((key) => redis.sendCommand(['PEXPIRETIME', key])),
+    );
+    expect(new Set(deadlines).size).toBe(1);
+    const far = Date.now() / 1000 + 3600;
+    await redis.zAdd(keys.waiting, { score: far, value: 'w' });
+    await run('create', ['1', '60000']);
+    expect(Number(await redis.sendCommand(['PEXPIRETIME', keys.exists]))).toBeGreaterThanOrEqual(Math.ceil(far * 1000));
   });
 });
 

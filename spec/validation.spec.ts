@@ -26,6 +26,7 @@ describe('bad input is rejected before anything touches Redis', () => {
     ['expiration: -1', { expiration: -1 }, RangeError, /expiration/],
     ['useLocalTime: "yes"', { useLocalTime: 'yes' }, TypeError, /useLocalTime/],
     ['waitSlice: 5', { waitSlice: 5 }, RangeError, /waitSlice/],
+    ['waitSlice: 5e9', { waitSlice: 5e9 }, RangeError, /waitSlice/],
     ['maxBlockingConnections: 0', { maxBlockingConnections: 0 }, RangeError, /maxBlockingConnections/],
     ['redis: {}', { redis: {} }, TypeError, /redis/],
     ['url: ""', { url: '' }, TypeError, /url/],

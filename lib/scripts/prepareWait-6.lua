@@ -14,7 +14,8 @@
     ARGV[4] stale timeout in seconds, or '' for none
     ARGV[5] expiration in milliseconds, or '' for none
     ARGV[6] waiter lease in seconds (longer than the BLMOVE that follows)
-  Output: { expired waiter registration... }
+  Output: { expired waiter registration... }; registers nothing for a grant id recover-7.lua abandoned
+  (a pipeline that arrives after its client gave up on it)
 ]]
 --- @include keys
 --- @include clock
@@ -27,6 +28,8 @@ ensure(resources)
 if stale_s ~= '' then
   reclaim_stale(now, tonumber(stale_s))
 end
-redis.call('ZADD', K_WAITING, now + tonumber(ARGV[6]), grant)
+if redis.call('ZSCORE', K_WAITING, '~' .. grant) == false then
+  redis.call('ZADD', K_WAITING, now + tonumber(ARGV[6]), grant)
+end
 touch_expiry(expiration)
 return expired_waiters(now)

@@ -1,15 +1,17 @@
 --[[
   Settles a blocking wait whose reply never arrived (connection closed, reply lost, client-side
   deadline): adopts the grant if the claim ran, claims the token if it sits in the inbox, and
-  otherwise marks the registration abandoned ('~' .. grant id, same lease) so that a blocked
-  command still alive on the server hands any token it moves back to AVAILABLE (claim-7.lua), or
-  reapWaiters.lua returns it once the lease is over.
+  otherwise marks the grant id abandoned ('~' .. grant id) until a long lease ends: a blocked
+  command still alive on the server then hands any token it moves back to AVAILABLE (claim-7.lua),
+  a prepareWait of this id arriving late registers nothing (prepareWait-6.lua), and reapWaiters.lua
+  returns whatever reached the inbox once the lease is over.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
     KEYS[7] INBOX:<grant id>
     ARGV[1] grant id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
+    ARGV[4] how long the abandoned mark lasts, in seconds
   Output: the token held by this grant, or nil
 ]]
 --- @include keys
@@ -24,8 +26,8 @@ for i = 1, #owners, 2 do
 end
 local lease = redis.call('ZSCORE', K_WAITING, grant)
 local token = redis.call('LPOP', inbox)
+local now, stamp = clock(ARGV[2])
 if token and lease then
-  local _, stamp = clock(ARGV[2])
   redis.call('ZREM', K_WAITING, grant)
   redis.call('HSET', K_GRABBED, token, stamp)
   redis.call('HSET', K_OWNERS, token, grant)
@@ -35,9 +37,7 @@ end
 if token then
   redis.call('LPUSH', K_AVAILABLE, token)
 end
-if lease then
-  redis.call('ZREM', K_WAITING, grant)
-  redis.call('ZADD', K_WAITING, lease, '~' .. grant)
-end
+redis.call('ZREM', K_WAITING, grant)
+redis.call('ZADD', K_WAITING, math.max(tonumber(lease) or 0, now + tonumber(ARGV[4])), '~' .. grant)
 touch_expiry(ARGV[3])
 return false

@@ -1,16 +1,27 @@
--- Applies the `expiration` option: every key of the semaphore gets the TTL while nothing is held
--- and nobody is registered as waiting, and none has a TTL otherwise, so a semaphore never
--- disappears under its holders. EXPIRATION_MS is '' when the option is off.
+-- Applies the `expiration` option. While a token is held, no key has a TTL, so a semaphore never
+-- disappears under its holders. Otherwise every key gets one absolute deadline (PEXPIREAT, so they
+-- all expire in the same millisecond and no script can see some gone and others not): `expiration`
+-- from now, or the end of the last waiter registration's lease if later, so a waiter's registration
+-- and inbox outlive neither, and a dead waiter's registration cannot keep the keys forever.
+-- EXPIRATION_MS is '' when the option is off.
 local function touch_expiry(expiration_ms)
   if expiration_ms == '' then
     return
   end
-  local idle = redis.call('HLEN', K_GRABBED) == 0 and redis.call('ZCARD', K_WAITING) == 0
-  for _, key in ipairs({ K_AVAILABLE, K_GRABBED, K_EXISTS, K_VERSION, K_OWNERS, K_WAITING }) do
-    if idle then
-      redis.call('PEXPIRE', key, expiration_ms)
-    else
+  local keys = { K_AVAILABLE, K_GRABBED, K_EXISTS, K_VERSION, K_OWNERS, K_WAITING }
+  if redis.call('HLEN', K_GRABBED) > 0 then
+    for _, key in ipairs(keys) do
       redis.call('PERSIST', key)
     end
+    return
+  end
+  local t = redis.call('TIME')
+  local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(expiration_ms)
+  local last = redis.call('ZRANGE', K_WAITING, -1, -1, 'WITHSCORES')
+  if last[2] then
+    deadline = math.max(deadline, math.ceil(tonumber(last[2]) * 1000) + 1000)
+  end
+  for _, key in ipairs(keys) do
+    redis.call('PEXPIREAT', key, string.format('%d', deadline))
   end
 end
