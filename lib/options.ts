@@ -32,8 +32,9 @@ export interface SemaphoreOptions {
    */
   readonly useLocalTime?: boolean;
   /**
-   * Every key of the semaphore expires this many milliseconds after its last use, but only while no
-   * token is held and nobody waits. `null` (the default) never expires.
+   * Every key of the semaphore expires this many milliseconds after its last use, but never while a
+   * token is held, nor before the lease of the last waiter's registration ends. `null` (the default)
+   * never expires.
    * @default null
    */
   readonly expiration?: number | null;
