@@ -85,6 +85,16 @@ async function main() {
   const cfg = settings(args);
   const log = (line) => process.stderr.write(`${line}\n`);
 
+  // Workers load the library from a private copy of dist/, so a rebuild in the same tree while the
+  // benchmark runs (another `npm run build` or `npm test`) cannot pull it from under them.
+  const distCopy = path.join(__dirname, `.dist-${process.pid}`);
+  const dist = path.join(__dirname, '..', 'dist');
+  if (!fs.existsSync(path.join(dist, 'index.js'))) throw new Error('No dist/: run `npm run build` first (`npm run bench` does)');
+  fs.cpSync(dist, distCopy, { recursive: true });
+  process.env.BENCH_DIST = distCopy;
+  const removeDistCopy = () => fs.rmSync(distCopy, { recursive: true, force: true });
+  process.on('exit', removeDistCopy);
+
   let redis = null;
   let url = process.env.REDIS_URL;
   let pinning;

@@ -60,7 +60,8 @@ async function blpop(connection, key, deadline) {
 const contenders = {
   /** This library: one Semaphore per process (its defaults: blocking pool of 10 connections) over one node-redis client. */
   async lib({ url, key, permits, clients, options = {} }) {
-    const { Semaphore } = require(path.join(__dirname, '..', '..', 'dist'));
+    // The runner's private copy of dist/ (see run.js), or dist/ itself.
+    const { Semaphore } = require(process.env.BENCH_DIST ?? path.join(__dirname, '..', '..', 'dist'));
     const client = await nodeRedis(url);
     const semaphore = new Semaphore(key, { redis: client, resources: permits, ...options });
     await semaphore.existsOrCreate();
