@@ -144,6 +144,15 @@ async function holdAll(sem: Semaphore): Promise<{ tokens: string[]; unlock(token
     },
   };
 }
+
+/** The shared server, a survivor semaphore, and every token held by the test (so a child must wait). */
+async function everyTokenHeldByTheTest() {
+  const target = shared();
+  const survivor = target.semaphore({ resources: N, ...OPTIONS }, uniqueName('crash'));
+  const kept = await holdAll(survivor);
+  return { target, survivor, kept, mine: kept.tokens };
+}
+
 const timers = new Set<ReturnType<typeof setInterval>>();
 afterEach(() => {
   timers.forEach((timer) => clearInterval(timer));
@@ -362,10 +371,7 @@ describe('a process killed at each step of the protocol', () => {
   );
 
   test('lock:granted on the blocking path: the grant is recorded; it comes back once stale', async () => {
-    const target = shared();
-    const survivor = target.semaphore({ resources: N, ...OPTIONS }, uniqueName('crash'));
-    const kept = await holdAll(survivor);
-    const mine = kept.tokens;
+    const { target, survivor, kept, mine } = await everyTokenHeldByTheTest();
     const before = await blockedInBlmove(target);
     let registration = '';
     const child = await stoppedAt(target, survivor.name, N, {
@@ -386,10 +392,7 @@ describe('a process killed at each step of the protocol', () => {
   });
 
   test('lock:before-wait: tryLock missed and registered the waiter; its empty inbox holds nothing', async () => {
-    const target = shared();
-    const survivor = target.semaphore({ resources: N, ...OPTIONS }, uniqueName('crash'));
-    const kept = await holdAll(survivor);
-    const mine = kept.tokens;
+    const { target, survivor, kept, mine } = await everyTokenHeldByTheTest();
     const child = await stoppedAt(target, survivor.name, N, { actions: ['lock'], stop: { step: 'lock:before-wait' } });
     await child.kill();
     const census = await takeCensus(target.redis, survivor.name);
@@ -400,10 +403,7 @@ describe('a process killed at each step of the protocol', () => {
   });
 
   test('lock:waiting, killed while blocked: Redis drops the waiter, no token reaches its inbox', async () => {
-    const target = shared();
-    const survivor = target.semaphore({ resources: N, ...OPTIONS }, uniqueName('crash'));
-    const kept = await holdAll(survivor);
-    const mine = kept.tokens;
+    const { target, survivor, kept, mine } = await everyTokenHeldByTheTest();
     const before = await blockedInBlmove(target);
     const run = { actions: ['lock'], stop: { step: 'lock:waiting' }, options: LONG_SLICE } as const;
     const child = await stoppedAt(target, survivor.name, N, run);
