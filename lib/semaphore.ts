@@ -400,14 +400,7 @@ export class Semaphore {
       registration.until - sent >= sliceMs + grace / 2
         ? undefined
         : connection.sendCommand(
-            evalArguments(scripts.prepareWait, keys, [
-              String(this.resources),
-              id,
-              this.#now(),
-              this.#staleSeconds(),
-              this.#expiration(),
-              lease,
-            ]),
+            evalArguments(scripts.prepareWait, keys, [id, this.#now(), this.#expiration(), lease]),
           );
     const moved = connection.sendCommand(['BLMOVE', this.#keys.available, inbox, 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
     const claimArgs = () => [
@@ -433,7 +426,6 @@ export class Semaphore {
       (result): result is PromiseRejectedResult => result.status === 'rejected' && isConnectionError(result.reason),
     );
     if (failure) return { token: await this.#recover(id), registration: null, failure: failure.reason };
-    if (prepare.status === 'fulfilled') this.#reapInBackground((prepare.value as string[] | undefined) ?? []);
     if (claim.status === 'fulfilled' && move.status === 'fulfilled' && prepare.status === 'fulfilled') {
       const [token, renewed, ...expired] = claim.value as [string | null, number, ...string[]];
       this.#reapInBackground(expired);

@@ -256,7 +256,7 @@ async function untilIdle(target: Target, sem: Semaphore, timeoutMs = 5000): Prom
  * once (and no more); and finally every token free, nothing registered. Resolves how long the
  * survivor took to get every token back.
  *   via 'lock': the survivor holds what is free (refreshing it, as a long holder must) and blocks in
- *     lock() for the rest; its tryLock and prepareWait reclaim stale holders and reap dead waiters.
+ *     lock() for the rest; its tryLock and claim reclaim stale holders and reap dead waiters.
  *   via 'releaseStaleLocks': the survivor polls releaseStaleLocks() until every token is free.
  */
 async function expectRecovery(target: Target, survivor: Semaphore, via: 'lock' | 'releaseStaleLocks'): Promise<number> {
@@ -617,11 +617,11 @@ describe('a zombie waiter after a lost reply', () => {
       await until(bounced, 3000, 'the token to bounce back').catch(() => undefined);
       expect(await problemsOf(target, holder.name, 1, { idle: true })).toEqual([]);
 
-      // Continued, the zombie sees what its pipeline did: BLMOVE moved "0", the claim bounced it
+      // Continued, the zombie sees what its pipeline did: registered, BLMOVE moved "0", the claim bounced it
       // (no token, registration not renewed).
       process.kill(zombie.pid, 'SIGCONT');
       const { replies } = await zombie.waitFor((message) => 'replies' in message, 5000, 'the zombie replies');
-      expect(replies).toEqual([[], '0', [null, 0]]);
+      expect(replies).toEqual([1, '0', [null, 0]]);
       await zombie.kill();
       await expectRecovery(target, holder, 'lock');
     });

@@ -49,7 +49,7 @@ describe('tryLock-6.lua', () => {
 describe('claim-7.lua', () => {
   test('turns the token in a registered inbox into a grant', async () => {
     const { keys, run } = setup();
-    await run('prepareWait', ['1', 'w', '', '', '', '10']);
+    await run('prepareWait', ['w', '', '', '10']);
     await run('tryLock', ['1', 'other', '', '', '', '']); // take "0" so we can place it by hand
     await redis.hDel(keys.grabbed, '0');
     await redis.hDel(keys.owners, '0');
@@ -61,7 +61,7 @@ describe('claim-7.lua', () => {
 
   test('after an empty slice, renews the registration (or ends it on the last slice)', async () => {
     const { keys, run } = setup();
-    await run('prepareWait', ['1', 'w', '100.000000', '', '', '10']);
+    await run('prepareWait', ['w', '100.000000', '', '10']);
     expect(await run('claim', ['w', '105.000000', '', '1', '', '25'], [keys.inbox('w')])).toEqual([null, 1]);
     expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: 'w', score: 130 }]);
     expect(await run('claim', ['w', '106.000000', '', '1', '', ''], [keys.inbox('w')])).toEqual([null, 0]);
@@ -98,7 +98,8 @@ describe('recover-7.lua', () => {
 
   test('claims a token still in the inbox', async () => {
     const { keys, run } = setup();
-    await run('prepareWait', ['1', 'w', '', '', '', '10']);
+    await run('create', ['1', '']);
+    await run('prepareWait', ['w', '', '', '10']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     expect(await run('recover', ['w', '', '', '100'], [keys.inbox('w')])).toBe('0');
     expect(await redis.hGet(keys.owners, '0')).toBe('w');
@@ -106,7 +107,8 @@ describe('recover-7.lua', () => {
 
   test('with nothing delivered yet, marks the grant id abandoned for the longer of its lease and the mark', async () => {
     const { keys, run } = setup();
-    await run('prepareWait', ['1', 'w', '100.000000', '', '', '10']);
+    await run('create', ['1', '']);
+    await run('prepareWait', ['w', '100.000000', '', '10']);
     expect(await run('recover', ['w', '101.000000', '', '100'], [keys.inbox('w')])).toBeNull();
     expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: '~w', score: 201 }]);
     // A blocked command still alive on the server delivers late: its claim bounces the token.
@@ -123,7 +125,7 @@ describe('prepareWait-6.lua', () => {
     await run('create', ['1', '']);
     // The client gave up on `late` (its reply never came) before its pipeline reached Redis.
     expect(await run('recover', ['late', '', '', '100'], [keys.inbox('late')])).toBeNull();
-    await run('prepareWait', ['1', 'late', '', '', '', '10']);
+    expect(await run('prepareWait', ['late', '', '', '10'])).toBe(0);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~late']);
     await redis.lMove(keys.available, keys.inbox('late'), 'LEFT', 'RIGHT'); // its BLMOVE
     expect(await run('claim', ['late', '', '', '1', '', '25'], [keys.inbox('late')])).toEqual([null, 0]);
