@@ -45,7 +45,12 @@ export class BlockingPool {
    */
   async acquire(deadline: number): Promise<RedisClientLike | null> {
     if (this.#closed) return null;
-    if (this.#queue.length === 0 && this.#idle.length > 0) return this.#idle.pop() ?? null;
+    while (this.#queue.length === 0 && this.#idle.length > 0) {
+      const idle = this.#idle.pop();
+      // An idle connection can die unnoticed (a server restart, its `timeout` setting).
+      if (idle?.isReady) return idle;
+      if (idle) this.#discard(idle);
+    }
     const handed = new Promise<Handoff>((resolve) => {
       const entry = (handoff: Handoff): void => {
         if (timer) clearTimeout(timer);
@@ -95,19 +100,23 @@ export class BlockingPool {
 
   async #openOne(): Promise<void> {
     this.#opening++;
-    // No offline queue and no reconnection: a connection that drops is discarded and replaced.
-    const socket = { ...this.#source.options?.socket, reconnectStrategy: false as const };
-    const connection = this.#source.duplicate({ disableOfflineQueue: true, socket });
-    // A dropped connection emits 'error'; without a listener Node would crash the process. The
-    // waiter that was using it sees its command reject and recovers on the main connection.
-    connection.on('error', () => undefined);
+    let connection: RedisClientLike | undefined;
     try {
+      // No offline queue and no reconnection: a connection that drops is discarded and replaced.
+      const socket = { ...this.#source.options?.socket, reconnectStrategy: false as const };
+      connection = this.#source.duplicate({ disableOfflineQueue: true, socket });
+      // A dropped connection emits 'error'; without a listener Node would crash the process. The
+      // waiter that was using it sees its command reject and recovers on the main connection.
+      connection.on('error', () => undefined);
       await connection.connect();
       await this.#prepare(connection);
     } catch (error) {
       this.#opening--;
-      void connection.disconnect().catch(() => undefined);
-      this.#queue.shift()?.(error instanceof Error ? error : new Error(String(error)));
+      void connection?.disconnect().catch(() => undefined);
+      // Every queued caller hears of it (each retries on its own schedule): handing the error to
+      // the first alone would leave the others queued with no connection on its way.
+      const failure = error instanceof Error ? error : new Error(String(error));
+      for (const next of this.#queue.splice(0)) next(failure);
       return;
     }
     this.#opening--;

@@ -27,6 +27,12 @@ export function isConnectionError(error: unknown): boolean {
   return CONNECTION_ERROR.test(`${String(message)} ${String(code)}`);
 }
 
+/** A command node-redis rejected before sending it (the client was offline or closed): it did not run. */
+export function wasNeverSent(error: unknown): boolean {
+  const { cause, message } = (error ?? {}) as { cause?: unknown; message?: unknown };
+  return /client is offline|client is closed/i.test(String(message)) || (cause !== undefined && wasNeverSent(cause));
+}
+
 /** Redis' reply error code (`NOSCRIPT`, `WRONGTYPE`…). Read by shape, not instanceof: errors may come from another realm. */
 export function replyErrorCode(error: unknown): string | undefined {
   const message = (error as { message?: unknown } | null)?.message;

@@ -6,7 +6,7 @@ import { assertDuration, describe, localTimeArgument, toBlockingTimeout, toExpir
 import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { grantIdOfRegistration, semaphoreKeys, type SemaphoreKeys } from './keys';
 import { assertName, resolveOptions, type ResolvedOptions, type SemaphoreOptions } from './options';
-import { isConnectionError, replyErrorCode, type RedisClientLike } from './redis-client';
+import { isConnectionError, replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
 
 /** What `startWatchdog` returns. */
@@ -273,7 +273,8 @@ export class Semaphore {
       this.#pool.close();
       await Promise.allSettled([...this.#inFlight]);
       if (this.#ownsClient && this.#client.isOpen) {
-        await this.#client.quit().catch(() => this.#client.disconnect());
+        // A client whose connection is already gone cannot QUIT; closing must still settle.
+        await this.#client.quit().catch(() => this.#client.disconnect().catch(() => undefined));
       }
     })();
     return this.#closing;
@@ -314,7 +315,7 @@ export class Semaphore {
         ])) as [string | null, ...string[]];
       } catch (error) {
         // The script may have run and its reply been lost: adopt its grant, or retire its registration.
-        if (!isConnectionError(error)) throw error;
+        if (!isConnectionError(error) || wasNeverSent(error)) throw error;
         const adopted = await this.#recover(id).catch(() => null);
         if (adopted === null) throw error;
         reply = [adopted];
@@ -400,7 +401,7 @@ export class Semaphore {
       registration.until - sent >= sliceMs + grace / 2
         ? undefined
         : connection.sendCommand(
-            evalArguments(scripts.prepareWait, keys, [id, this.#now(), this.#expiration(), lease]),
+            evalArguments(scripts.prepareWait, keys, [id, this.#expiration(), lease]),
           );
     const moved = connection.sendCommand(['BLMOVE', this.#keys.available, inbox, 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
     const claimArgs = () => [
@@ -494,7 +495,7 @@ export class Semaphore {
     return (await this.#run(
       'releaseStaleLocks',
       scripts.reapWaiters,
-      [this.#now(), this.#expiration(), ...registrations],
+      [this.#expiration(), ...registrations],
       inboxes,
     )) as number;
   }
@@ -629,9 +630,12 @@ function createOwnClient(url: string): RedisClientLike {
   return client as unknown as RedisClientLike;
 }
 
-/** Blocking connections call claim by SHA1 only (a fallback would cost a round trip on the hand-off). */
+/**
+ * Blocking connections call claim by SHA1 only (a fallback would cost a round trip on the hand-off).
+ * Best effort: where an ACL forbids SCRIPT, the claim fails with NOSCRIPT and `recover` claims instead.
+ */
 function loadClaimScript(connection: RedisClientLike): Promise<unknown> {
-  return connection.sendCommand(['SCRIPT', 'LOAD', scripts.claim.source]);
+  return connection.sendCommand(['SCRIPT', 'LOAD', scripts.claim.source]).catch(() => undefined);
 }
 
 function sleep(ms: number): Promise<void> {

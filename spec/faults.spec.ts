@@ -111,3 +111,37 @@ test('Redis restarted without persistence: waiters reconnect and go on; old hold
   expect([...state.available].sort()).toEqual(['0', '1']);
   expect(state.grabbed).toEqual({});
 });
+
+test('idle blocking connections that died (server timeout, restart) are replaced, not failed on', async () => {
+  const name = uniqueName('fault');
+  const holder = newSemaphore(name);
+  const sem = newSemaphore(name, { waitSlice: 2000 });
+  await holder.lock();
+  expect(await Promise.all([sem.lock(200), sem.lock(200), sem.lock(200)])).toEqual([null, null, null]);
+  // Kill every connection but ours: the three idle blocking connections, and the main clients.
+  await admin.sendCommand(['CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes']);
+  await sleep(300); // the main clients reconnect; the idle blocking connections stay dead
+  const waiting = sem.lock(10_000);
+  await until(async () => (await blockedWaiterIds()).length === 1, 5000, 'the waiter to block');
+  expect(await holder.unlock()).toBe(1);
+  expect(await waiting).toBe('0');
+});
+
+test('a user whose ACL forbids SCRIPT can still wait (the claim falls back to recover)', async () => {
+  const user = `rts-${uniqueName('acl').replace(/\W/g, '')}`;
+  await admin.sendCommand(['ACL', 'SETUSER', user, 'on', '>secret', '~*', '&*', '+@all', '-script']);
+  try {
+    const url = server.url.replace('redis://', `redis://${user}:secret@`);
+    const name = uniqueName('fault');
+    const holder = newSemaphore(name, { url });
+    const waiter = newSemaphore(name, { url });
+    await holder.lock();
+    const waiting = waiter.lock(10_000);
+    await until(async () => (await blockedWaiterIds()).length === 1, 5000, 'the waiter to block');
+    expect(await holder.unlock()).toBe(1);
+    expect(await waiting).toBe('0');
+  } finally {
+    await Promise.all(semaphores.splice(0).map((sem) => sem.close()));
+    await admin.sendCommand(['ACL', 'DELUSER', user]);
+  }
+});

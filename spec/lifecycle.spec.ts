@@ -47,6 +47,36 @@ describe('creation and inspection', () => {
     expect(await sem.unlock()).toBe(false);
   });
 
+  test('a waiter blocked when the semaphore is deleted re-creates it and gets a token', async () => {
+    const holder = fixture.semaphore();
+    const waiter = fixture.semaphore({ waitSlice: 300 }, holder.name);
+    await holder.lock();
+    const waiting = waiter.lock(10_000);
+    await until(async () => (await blockedClients(fixture.redis)) >= 1, 5000, 'the waiter to block');
+    await holder.delete();
+    expect(await waiting).toBe('0');
+    expect(await holder.unlock()).toBe(false); // its grant went with the keys
+  });
+
+  test('with useLocalTime, registration leases still count on Redis TIME', async () => {
+    const holder = fixture.semaphore();
+    const waiter = fixture.semaphore({ useLocalTime: true, expiration: 50 }, holder.name);
+    await holder.lock();
+    const realNow = Date.now.bind(Date);
+    const skew = jest.spyOn(Date, 'now').mockImplementation(() => realNow() - 60_000);
+    try {
+      const waiting = waiter.lock(5000);
+      await until(async () => (await fixture.redis.zCard(`SEMAPHORE:${holder.name}:WAITING`)) === 1, 5000, 'a registration');
+      const [registration] = await fixture.redis.zRangeWithScores(`SEMAPHORE:${holder.name}:WAITING`, 0, -1);
+      const [seconds] = (await fixture.redis.sendCommand(['TIME'])) as [string, string];
+      expect(registration!.score).toBeGreaterThan(Number(seconds)); // not 60 s in the past
+      await holder.unlock();
+      expect(await waiting).toBe('0');
+    } finally {
+      skew.mockRestore();
+    }
+  });
+
   test('isLocked(token) sees holders from any instance', async () => {
     const a = fixture.semaphore();
     const b = fixture.semaphore({}, a.name);

@@ -10,6 +10,12 @@ beforeAll(() => {
   redis = fixture.redis;
 });
 
+/** Redis' clock, in seconds. */
+async function serverSeconds(): Promise<number> {
+  const [seconds, micros] = (await redis.sendCommand(['TIME'])) as [string, string];
+  return Number(seconds) + Number(micros) / 1e6;
+}
+
 function setup() {
   const name = uniqueName('lua');
   const keys = semaphoreKeys(name);
@@ -34,7 +40,10 @@ describe('tryLock-6.lua', () => {
     const { keys, run } = setup();
     await run('tryLock', ['1', 'g1', '100.000000', '', '', '']);
     expect(await run('tryLock', ['1', 'g2', '100.000000', '', '', '25'])).toEqual([null]);
-    expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: 'g2', score: 125 }]);
+    // Leases count on Redis TIME even when the caller brings its own clock (useLocalTime).
+    const [registration] = await redis.zRangeWithScores(keys.waiting, 0, -1);
+    expect(registration?.value).toBe('g2');
+    expect(Math.abs(registration!.score - (await serverSeconds()) - 25)).toBeLessThan(2);
   });
 
   test('leaves a reclaimed token to a registered waiter, and reports expired registrations', async () => {
@@ -49,7 +58,7 @@ describe('tryLock-6.lua', () => {
 describe('claim-7.lua', () => {
   test('turns the token in a registered inbox into a grant', async () => {
     const { keys, run } = setup();
-    await run('prepareWait', ['w', '', '', '10']);
+    await run('prepareWait', ['w', '', '10']);
     await run('tryLock', ['1', 'other', '', '', '', '']); // take "0" so we can place it by hand
     await redis.hDel(keys.grabbed, '0');
     await redis.hDel(keys.owners, '0');
@@ -61,9 +70,10 @@ describe('claim-7.lua', () => {
 
   test('after an empty slice, renews the registration (or ends it on the last slice)', async () => {
     const { keys, run } = setup();
-    await run('prepareWait', ['w', '100.000000', '', '10']);
+    await run('prepareWait', ['w', '', '10']);
     expect(await run('claim', ['w', '105.000000', '', '1', '', '25'], [keys.inbox('w')])).toEqual([null, 1]);
-    expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: 'w', score: 130 }]);
+    const [renewed] = await redis.zRangeWithScores(keys.waiting, 0, -1);
+    expect(Math.abs(renewed!.score - (await serverSeconds()) - 25)).toBeLessThan(2);
     expect(await run('claim', ['w', '106.000000', '', '1', '', ''], [keys.inbox('w')])).toEqual([null, 0]);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
@@ -99,7 +109,7 @@ describe('recover-7.lua', () => {
   test('claims a token still in the inbox', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
-    await run('prepareWait', ['w', '', '', '10']);
+    await run('prepareWait', ['w', '', '10']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     expect(await run('recover', ['w', '', '', '100'], [keys.inbox('w')])).toBe('0');
     expect(await redis.hGet(keys.owners, '0')).toBe('w');
@@ -108,9 +118,11 @@ describe('recover-7.lua', () => {
   test('with nothing delivered yet, marks the grant id abandoned for the longer of its lease and the mark', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
-    await run('prepareWait', ['w', '100.000000', '', '10']);
-    expect(await run('recover', ['w', '101.000000', '', '100'], [keys.inbox('w')])).toBeNull();
-    expect(await redis.zRangeWithScores(keys.waiting, 0, -1)).toEqual([{ value: '~w', score: 201 }]);
+    await run('prepareWait', ['w', '', '10']);
+    expect(await run('recover', ['w', '', '', '100'], [keys.inbox('w')])).toBeNull();
+    const [mark] = await redis.zRangeWithScores(keys.waiting, 0, -1);
+    expect(mark?.value).toBe('~w');
+    expect(Math.abs(mark!.score - (await serverSeconds()) - 100)).toBeLessThan(2);
     // A blocked command still alive on the server delivers late: its claim bounces the token.
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     expect(await run('claim', ['w', '', '', '1', '', '25'], [keys.inbox('w')])).toEqual([null, 0]);
@@ -125,7 +137,7 @@ describe('prepareWait-6.lua', () => {
     await run('create', ['1', '']);
     // The client gave up on `late` (its reply never came) before its pipeline reached Redis.
     expect(await run('recover', ['late', '', '', '100'], [keys.inbox('late')])).toBeNull();
-    expect(await run('prepareWait', ['late', '', '', '10'])).toBe(0);
+    expect(await run('prepareWait', ['late', '', '10'])).toBe(0);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~late']);
     await redis.lMove(keys.available, keys.inbox('late'), 'LEFT', 'RIGHT'); // its BLMOVE
     expect(await run('claim', ['late', '', '', '1', '', '25'], [keys.inbox('late')])).toEqual([null, 0]);
@@ -167,7 +179,7 @@ describe('reapWaiters.lua', () => {
     await redis.zAdd(keys.waiting, [{ score: 1, value: '~dead' }, { score: 1e12, value: 'alive' }]);
     await redis.lMove(keys.available, keys.inbox('dead'), 'LEFT', 'RIGHT');
     await redis.lMove(keys.available, keys.inbox('alive'), 'LEFT', 'RIGHT');
-    expect(await run('reapWaiters', ['', '', '~dead', 'alive'], [keys.inbox('dead'), keys.inbox('alive')])).toBe(1);
+    expect(await run('reapWaiters', ['', '~dead', 'alive'], [keys.inbox('dead'), keys.inbox('alive')])).toBe(1);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['0']);
     expect(state.waiting).toEqual(['alive']);

@@ -3,8 +3,8 @@
   moment BLMOVE returns. With a token in the inbox: records it as this grant's and ends the
   registration; but a token that reaches an inbox whose registration is gone (reaped, or abandoned
   by recover-7.lua after a lost reply) goes back to AVAILABLE instead. With an empty inbox (the
-  slice ended): renews the registration for the next slice, creating the semaphore if needed and
-  reclaiming stale holders meanwhile, or ends it on the last slice.
+  slice ended): creates the semaphore if it vanished and reclaims stale holders, then renews the
+  registration for the next slice, or ends it on the last slice.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
     KEYS[7] INBOX:<grant id>
@@ -36,19 +36,23 @@ if token then
   redis.call('ZREM', K_WAITING, grant)
   redis.call('HSET', K_GRABBED, token, stamp)
   redis.call('HSET', K_OWNERS, token, grant)
-elseif registered and lease ~= '' then
-  ensure(tonumber(ARGV[4]))
-  if ARGV[5] ~= '' then
-    reclaim_stale(now, tonumber(ARGV[5]))
-  end
-  redis.call('ZADD', K_WAITING, now + tonumber(lease), grant)
-  renewed = 1
 else
-  redis.call('ZREM', K_WAITING, grant)
+  if lease ~= '' then
+    ensure(tonumber(ARGV[4]))
+    if ARGV[5] ~= '' then
+      reclaim_stale(now, tonumber(ARGV[5]))
+    end
+  end
+  if registered and lease ~= '' then
+    redis.call('ZADD', K_WAITING, redis_now() + tonumber(lease), grant)
+    renewed = 1
+  else
+    redis.call('ZREM', K_WAITING, grant)
+  end
 end
 touch_expiry(ARGV[3])
 local reply = { token, renewed }
-for _, id in ipairs(expired_waiters(now)) do
+for _, id in ipairs(expired_waiters()) do
   reply[#reply + 1] = id
 end
 return reply

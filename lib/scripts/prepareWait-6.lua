@@ -9,9 +9,8 @@
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
     ARGV[1] grant id
-    ARGV[2] local time in decimal seconds, or '' for Redis TIME
-    ARGV[3] expiration in milliseconds, or '' for none
-    ARGV[4] waiter lease in seconds
+    ARGV[2] expiration in milliseconds, or '' for none
+    ARGV[3] waiter lease in seconds (counted on Redis TIME)
   Output: 1 when registered; 0 for a grant id recover-7.lua abandoned (a pipeline that arrives after
   its client gave up on it), which registers nothing
 ]]
@@ -22,6 +21,6 @@ local grant = ARGV[1]
 if redis.call('ZSCORE', K_WAITING, '~' .. grant) ~= false then
   return 0
 end
-redis.call('ZADD', K_WAITING, clock(ARGV[2]) + tonumber(ARGV[4]), grant)
-touch_expiry(ARGV[3])
+redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[3]), grant)
+touch_expiry(ARGV[2])
 return 1

@@ -26,7 +26,7 @@ for i = 1, #owners, 2 do
 end
 local lease = redis.call('ZSCORE', K_WAITING, grant)
 local token = redis.call('LPOP', inbox)
-local now, stamp = clock(ARGV[2])
+local _, stamp = clock(ARGV[2])
 if token and lease then
   redis.call('ZREM', K_WAITING, grant)
   redis.call('HSET', K_GRABBED, token, stamp)
@@ -38,6 +38,6 @@ if token then
   redis.call('LPUSH', K_AVAILABLE, token)
 end
 redis.call('ZREM', K_WAITING, grant)
-redis.call('ZADD', K_WAITING, math.max(tonumber(lease) or 0, now + tonumber(ARGV[4])), '~' .. grant)
+redis.call('ZADD', K_WAITING, math.max(tonumber(lease) or 0, redis_now() + tonumber(ARGV[4])), '~' .. grant)
 touch_expiry(ARGV[3])
 return false

@@ -15,7 +15,7 @@
 local now = clock(ARGV[1])
 local reply = { reclaim_stale(now, tonumber(ARGV[2])) }
 touch_expiry(ARGV[3])
-for _, id in ipairs(expired_waiters(now)) do
+for _, id in ipairs(expired_waiters()) do
   reply[#reply + 1] = id
 end
 return reply

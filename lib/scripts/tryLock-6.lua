@@ -25,7 +25,7 @@ local now, stamp = clock(ARGV[3])
 ensure(resources)
 local may_take = redis.call('LLEN', K_AVAILABLE) > 0
 if stale_s ~= '' and reclaim_stale(now, tonumber(stale_s)) > 0 and not may_take then
-  may_take = redis.call('ZCOUNT', K_WAITING, now, '+inf') == 0
+  may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
 end
 local token = false
 if may_take then
@@ -33,11 +33,11 @@ if may_take then
   redis.call('HSET', K_GRABBED, token, stamp)
   redis.call('HSET', K_OWNERS, token, grant)
 elseif ARGV[6] ~= '' then
-  redis.call('ZADD', K_WAITING, now + tonumber(ARGV[6]), grant)
+  redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[6]), grant)
 end
 touch_expiry(expiration)
 local reply = { token }
-for _, id in ipairs(expired_waiters(now)) do
+for _, id in ipairs(expired_waiters()) do
   reply[#reply + 1] = id
 end
 return reply

@@ -16,8 +16,9 @@ local function reclaim_stale(now, stale_s)
   return reclaimed
 end
 
--- Ids of waiter registrations whose lease has run out (at most 16 a call). Their inbox lists are
--- not in this script's KEYS, so the caller hands them to reapWaiters.lua.
-local function expired_waiters(now)
-  return redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', now, 'LIMIT', 0, 16)
+-- Ids of waiter registrations whose lease has run out (at most 16 a call), by Redis TIME (see
+-- clock.lua). Their inbox lists are not in this script's KEYS, so the caller hands them to
+-- reapWaiters.lua.
+local function expired_waiters()
+  return redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', redis_now(), 'LIMIT', 0, 16)
 end
