@@ -1,3 +1,5 @@
+import { describe } from './describe';
+
 /**
  * Every duration in the API is in milliseconds; this module is the one place that checks them and
  * turns them into what Redis takes.
@@ -36,11 +38,4 @@ export function toExpireArgument(ms: number | null): string {
 /** The local clock as the decimal seconds GRABBED stores, for `useLocalTime` ('' means Redis TIME). */
 export function localTimeArgument(useLocalTime: boolean): string {
   return useLocalTime ? (Date.now() / 1000).toFixed(6) : '';
-}
-
-export function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' || typeof value === 'function' ? `a ${typeof value}` : `${typeof value} ${String(value)}`;
 }

@@ -22,6 +22,8 @@ export interface SemaphoreKeys {
   readonly scriptKeys: readonly string[];
   /** The list a blocked waiter's BLMOVE moves its token into. */
   inbox(grantId: string): string;
+  /** The inbox of a WAITING entry: `<grant id>`, or `~<grant id>` once abandoned (see recover-7.lua). */
+  inboxOfRegistration(registration: string): string;
 }
 
 export function semaphoreKeys(name: string): SemaphoreKeys {
@@ -42,10 +44,6 @@ export function semaphoreKeys(name: string): SemaphoreKeys {
     gemReleaseGuard: `${prefix}release_locks`,
     scriptKeys: [available, grabbed, exists, version, owners, waiting],
     inbox: (grantId) => `${prefix}INBOX:${grantId}`,
+    inboxOfRegistration: (registration) => `${prefix}INBOX:${registration.replace(/^~/, '')}`,
   };
-}
-
-/** A registration in WAITING is `<grant id>`, or `~<grant id>` once abandoned (see recover-7.lua). */
-export function grantIdOfRegistration(registration: string): string {
-  return registration.startsWith('~') ? registration.slice(1) : registration;
 }

@@ -1,5 +1,6 @@
 import type { RedisClientLike } from './redis-client';
-import { assertDuration, describe } from './durations';
+import { describe } from './describe';
+import { assertDuration } from './durations';
 
 export interface SemaphoreOptions {
   /**

@@ -2,9 +2,10 @@ import { nanoid } from 'nanoid';
 import { createClient } from 'redis';
 import { BlockingPool } from './blocking-pool';
 import { checkpoint } from './checkpoint';
-import { assertDuration, describe, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
+import { describe } from './describe';
+import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
 import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
-import { grantIdOfRegistration, semaphoreKeys, type SemaphoreKeys } from './keys';
+import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import { assertName, resolveOptions, type ResolvedOptions, type SemaphoreOptions } from './options';
 import { isConnectionError, replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
@@ -81,11 +82,7 @@ export class Semaphore {
     this.resources = this.#options.resources;
     this.#keys = semaphoreKeys(name);
     this.#ownsClient = this.#options.redis === undefined;
-    if (this.#options.redis) {
-      this.#client = this.#options.redis;
-    } else {
-      this.#client = createOwnClient(this.#options.url);
-    }
+    this.#client = this.#options.redis ?? createOwnClient(this.#options.url);
     this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections, loadClaimScript);
   }
 
@@ -212,7 +209,7 @@ export class Semaphore {
   /** Removes every key of the semaphore. Holders' later `unlock` and `refresh` resolve `false`. */
   async delete(): Promise<void> {
     const registrations = (await this.#command('delete', ['ZRANGE', this.#keys.waiting, '0', '-1'])) as string[];
-    const inboxes = registrations.map((registration) => this.#keys.inbox(grantIdOfRegistration(registration)));
+    const inboxes = registrations.map(this.#keys.inboxOfRegistration);
     await this.#command('delete', ['DEL', ...this.#keys.scriptKeys, this.#keys.gemReleaseGuard, ...inboxes]);
     this.#grants.length = 0;
   }
@@ -338,7 +335,7 @@ export class Semaphore {
     for (;;) {
       this.#assertOpen();
       if (failures >= MAX_CONNECTION_FAILURES) throw new SemaphoreRedisError(this.name, 'lock', lastError);
-      if (failures > 0) await sleep(Math.min(2000, 50 * 2 ** failures));
+      if (failures > 0) await sleep(backoffMs(failures));
       let connection: RedisClientLike | null;
       try {
         connection = await this.#pool.acquire(deadline);
@@ -462,7 +459,7 @@ export class Semaphore {
         if (++attempt >= MAX_CONNECTION_FAILURES || !isConnectionError(error)) {
           throw new SemaphoreRedisError(this.name, 'lock', error);
         }
-        await sleep(Math.min(2000, 50 * 2 ** attempt));
+        await sleep(backoffMs(attempt));
       }
     }
   }
@@ -479,25 +476,22 @@ export class Semaphore {
 
   async #release(grant: Grant, putBack: boolean): Promise<number | false> {
     // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens back.
-    const available = (await this.#run(putBack ? 'unlock' : 'consume', scripts.release, [
-      grant.token,
-      grant.id,
-      putBack ? '1' : '0',
-      this.#expiration(),
-    ])) as number;
+    const available = (await this.#run(
+      putBack ? 'unlock' : 'consume',
+      scripts.release,
+      [grant.token, grant.id, putBack ? '1' : '0', this.#expiration()],
+      { whileClosing: true },
+    )) as number;
     this.#forget(grant);
     return available < 0 ? false : available;
   }
 
   async #reapWaiters(registrations: readonly string[]): Promise<number> {
     if (registrations.length === 0) return 0;
-    const inboxes = registrations.map((registration) => this.#keys.inbox(grantIdOfRegistration(registration)));
-    return (await this.#run(
-      'releaseStaleLocks',
-      scripts.reapWaiters,
-      [this.#expiration(), ...registrations],
-      inboxes,
-    )) as number;
+    const inboxes = registrations.map(this.#keys.inboxOfRegistration);
+    return (await this.#run('releaseStaleLocks', scripts.reapWaiters, [this.#expiration(), ...registrations], {
+      extraKeys: inboxes,
+    })) as number;
   }
 
   /** Expired registrations are rare (a waiter died mid-hand-off); returning their tokens is off the hot path. */
@@ -516,8 +510,13 @@ export class Semaphore {
     if (index >= 0) this.#grants.splice(index, 1);
   }
 
-  async #run(operation: string, script: Script, args: readonly string[], extraKeys: readonly string[] = []) {
-    const client = await this.#ready(operation === 'unlock' || operation === 'consume');
+  async #run(
+    operation: string,
+    script: Script,
+    args: readonly string[],
+    { extraKeys = [], whileClosing = false }: { extraKeys?: readonly string[]; whileClosing?: boolean } = {},
+  ) {
+    const client = await this.#ready(whileClosing);
     try {
       return await runScript(client, script, [...this.#keys.scriptKeys, ...extraKeys], args);
     } catch (error) {
@@ -622,7 +621,7 @@ function createOwnClient(url: string): RedisClientLike {
       // A new Error, not `cause`: node-redis tells "give up" from a delay with instanceof, and `cause`
       // may come from another realm (a socket error under jest's VM) and not pass.
       reconnectStrategy: (retries: number, cause: Error) =>
-        connected || retries < INITIAL_CONNECT_RETRIES ? Math.min(2000, 50 * 2 ** retries) : new Error(cause.message),
+        connected || retries < INITIAL_CONNECT_RETRIES ? backoffMs(retries) : new Error(cause.message),
     },
   });
   client.on('ready', () => (connected = true));
@@ -636,6 +635,11 @@ function createOwnClient(url: string): RedisClientLike {
  */
 function loadClaimScript(connection: RedisClientLike): Promise<unknown> {
   return connection.sendCommand(['SCRIPT', 'LOAD', scripts.claim.source]).catch(() => undefined);
+}
+
+/** Exponential backoff for retries after connection failures: 50 ms doubling, at most 2 s. */
+function backoffMs(attempt: number): number {
+  return Math.min(2000, 50 * 2 ** attempt);
 }
 
 function sleep(ms: number): Promise<void> {

@@ -128,6 +128,7 @@ test('idle blocking connections that died (server timeout, restart) are replaced
 });
 
 test('a user whose ACL forbids SCRIPT can still wait (the claim falls back to recover)', async () => {
+  await admin.sendCommand(['SCRIPT', 'FLUSH']); // earlier tests cached the claim; this user cannot
   const user = `rts-${uniqueName('acl').replace(/\W/g, '')}`;
   await admin.sendCommand(['ACL', 'SETUSER', user, 'on', '>secret', '~*', '&*', '+@all', '-script']);
   try {
@@ -140,6 +141,9 @@ test('a user whose ACL forbids SCRIPT can still wait (the claim falls back to re
     await until(async () => (await blockedWaiterIds()).length === 1, 5000, 'the waiter to block');
     expect(await holder.unlock()).toBe(1);
     expect(await waiting).toBe('0');
+    const stats = await admin.info('errorstats');
+    expect(stats).toMatch(/errorstat_NOSCRIPT:count=[1-9]/); // the pipelined claim did fail…
+    expect(stats).toMatch(/errorstat_NOPERM:count=[1-9]/); // …because its SCRIPT LOAD was refused
   } finally {
     await Promise.all(semaphores.splice(0).map((sem) => sem.close()));
     await admin.sendCommand(['ACL', 'DELUSER', user]);

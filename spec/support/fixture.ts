@@ -1,4 +1,5 @@
 import { Semaphore, type SemaphoreOptions } from '../../lib';
+import { semaphoreKeys } from '../../lib/keys';
 import { closeAll, connectClient, uniqueName, type Client } from './redis';
 
 export interface Fixture {
@@ -37,8 +38,9 @@ export async function snapshot(redis: Client, name: string) {
   const prefix = `SEMAPHORE:${name}:`;
   const waiting = await redis.zRange(`${prefix}WAITING`, 0, -1);
   const inboxes: Record<string, string[]> = {};
+  const keys = semaphoreKeys(name);
   for (const registration of waiting) {
-    const key = `${prefix}INBOX:${registration.replace(/^~/, '')}`;
+    const key = keys.inboxOfRegistration(registration);
     const tokens = await redis.lRange(key, 0, -1);
     if (tokens.length > 0) inboxes[key] = tokens;
   }
