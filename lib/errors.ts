@@ -1,3 +1,5 @@
+import type { LockLostReason } from './options';
+
 /** The base of every error this library rejects with, except bad arguments (`TypeError`, `RangeError`). */
 export class SemaphoreError extends Error {
   override readonly name: string = 'SemaphoreError';
@@ -39,5 +41,27 @@ export class SemaphoreClosedError extends SemaphoreError {
 
   constructor(semaphore: string) {
     super(semaphore, `Semaphore "${semaphore}" is closed`);
+  }
+}
+
+/**
+ * A held token was lost (see `LockLostReason`): the reason an acquisition's `AbortSignal` aborts
+ * with. Nothing throws it on its own; code that checks `signal.throwIfAborted()` gets it.
+ */
+export class LockLostError extends SemaphoreError {
+  override readonly name = 'LockLostError';
+  /** The token that was lost. */
+  readonly token: string;
+  /** Why: `'reclaimed'` or `'expired'`. */
+  readonly reason: LockLostReason;
+
+  constructor(semaphore: string, token: string, reason: LockLostReason) {
+    const why =
+      reason === 'reclaimed'
+        ? 'Redis no longer records this holder'
+        : 'no refresh was confirmed within staleClientTimeout';
+    super(semaphore, `Token "${token}" of semaphore "${semaphore}" was lost: ${why}`);
+    this.token = token;
+    this.reason = reason;
   }
 }

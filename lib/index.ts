@@ -1,5 +1,5 @@
-export { Semaphore, type Watchdog, type WatchdogOptions } from './semaphore';
+export { Semaphore, type HolderInfo, type LockCallback, type Watchdog, type WatchdogOptions } from './semaphore';
 export { Mutex, type MutexOptions } from './mutex';
-export type { SemaphoreOptions } from './options';
+export type { LockLostReason, SemaphoreOptions } from './options';
 export type { RedisClientLike } from './redis-client';
-export { SemaphoreError, LockTimeoutError, SemaphoreRedisError, SemaphoreClosedError } from './errors';
+export { SemaphoreError, LockTimeoutError, SemaphoreRedisError, SemaphoreClosedError, LockLostError } from './errors';

@@ -12,17 +12,19 @@ export interface SemaphoreKeys {
   readonly exists: string;
   /** `"1"`, the gem's format version. */
   readonly version: string;
-  /** Hash token → id of the grant (one acquisition) that holds it. */
+  /** Hash token → `"<grant id> <fence> <owner label>"`: the acquisition that holds it (see includes/grant.lua). */
   readonly owners: string;
   /** Sorted set of waiter registrations, scored by lease end (seconds). */
   readonly waiting: string;
+  /** Counter of fencing numbers, INCRed by every grant. */
+  readonly fence: string;
   /** The gem's guard key for `release_stale_locks!`; only ever deleted here. */
   readonly gemReleaseGuard: string;
-  /** The six keys every script receives first, in the order `lib/scripts/includes/keys.lua` names them. */
+  /** The seven keys every script receives first, in the order `lib/scripts/includes/keys.lua` names them. */
   readonly scriptKeys: readonly string[];
   /** The list a blocked waiter's BLMOVE moves its token into. */
   inbox(grantId: string): string;
-  /** The inbox of a WAITING entry: `<grant id>`, or `~<grant id>` once abandoned (see recover-7.lua). */
+  /** The inbox of a WAITING entry: `<grant id>`, or `~<grant id>` once abandoned (see recover-8.lua). */
   inboxOfRegistration(registration: string): string;
 }
 
@@ -34,6 +36,7 @@ export function semaphoreKeys(name: string): SemaphoreKeys {
   const version = `${prefix}VERSION`;
   const owners = `${prefix}OWNERS`;
   const waiting = `${prefix}WAITING`;
+  const fence = `${prefix}FENCE`;
   return {
     available,
     grabbed,
@@ -41,8 +44,9 @@ export function semaphoreKeys(name: string): SemaphoreKeys {
     version,
     owners,
     waiting,
+    fence,
     gemReleaseGuard: `${prefix}release_locks`,
-    scriptKeys: [available, grabbed, exists, version, owners, waiting],
+    scriptKeys: [available, grabbed, exists, version, owners, waiting, fence],
     inbox: (grantId) => `${prefix}INBOX:${grantId}`,
     inboxOfRegistration: (registration) => `${prefix}INBOX:${registration.replace(/^~/, '')}`,
   };

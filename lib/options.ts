@@ -1,6 +1,16 @@
+import { hostname } from 'node:os';
 import type { RedisClientLike } from './redis-client';
 import { describe } from './describe';
 import { assertDuration } from './durations';
+
+/**
+ * Why a holder lost its token:
+ * - `'reclaimed'`: Redis no longer records this acquisition as the token's holder (reclaimed as
+ *   stale, signalled back, deleted, or wiped by a Redis restart without persistence);
+ * - `'expired'`: no refresh was confirmed within `staleClientTimeout` (Redis unreachable or too slow),
+ *   so by this process's own clock the token may already be reclaimed and granted to another holder.
+ */
+export type LockLostReason = 'reclaimed' | 'expired';
 
 export interface SemaphoreOptions {
   /**
@@ -52,6 +62,24 @@ export interface SemaphoreOptions {
    * @default 10
    */
   readonly maxBlockingConnections?: number;
+  /**
+   * A label recorded with every token this semaphore takes, so `holders()` (and the CLI and
+   * dashboard) can tell who holds what. Free text.
+   * @default `${os.hostname()}:${process.pid}`
+   */
+  readonly owner?: string;
+  /**
+   * While a token is held, refresh it every third of `staleClientTimeout` so it is never reclaimed
+   * from a live holder; stops when the token is released. Needs `staleClientTimeout`.
+   * @default true when `staleClientTimeout` is set
+   */
+  readonly autoRefresh?: boolean;
+  /**
+   * Called when a held token is lost (see {@link LockLostReason}), as soon as this process can know
+   * it. The callback form's function also gets an `AbortSignal` that aborts then. Errors thrown here
+   * are reported with `process.emitWarning`, never thrown.
+   */
+  readonly onLockLost?: (token: string, reason: LockLostReason) => void;
 }
 
 export interface ResolvedOptions {
@@ -63,7 +91,13 @@ export interface ResolvedOptions {
   readonly expiration: number | null;
   readonly waitSlice: number;
   readonly maxBlockingConnections: number;
+  readonly owner: string;
+  readonly autoRefresh: boolean;
+  readonly onLockLost: ((token: string, reason: LockLostReason) => void) | undefined;
 }
+
+/** Longest `owner` label: it is stored with every grant. */
+const MAX_OWNER_LENGTH = 1024;
 
 /** Longest `waitSlice`: an hour keeps every timer derived from it far below setTimeout's limit. */
 const MAX_WAIT_SLICE = 3_600_000;
@@ -87,6 +121,9 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     expiration = null,
     waitSlice = 10_000,
     maxBlockingConnections = 10,
+    owner = `${hostname()}:${process.pid}`,
+    autoRefresh = staleClientTimeout !== null,
+    onLockLost,
   } = options;
   if (redis !== undefined && (typeof redis !== 'object' || redis === null || typeof redis.sendCommand !== 'function')) {
     throw new TypeError(`Expected \`redis\` to be a node-redis client, got ${describe(redis)}`);
@@ -105,7 +142,34 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     throw new RangeError(`Expected \`waitSlice\` to be from 10 ms to one hour, got ${waitSlice}`);
   }
   assertPositiveInteger('maxBlockingConnections', maxBlockingConnections);
-  return { redis, url, resources, staleClientTimeout, useLocalTime, expiration, waitSlice, maxBlockingConnections };
+  if (typeof owner !== 'string') {
+    throw new TypeError(`Expected \`owner\` to be a string, got ${describe(owner)}`);
+  }
+  if (owner.length > MAX_OWNER_LENGTH) {
+    throw new RangeError(`Expected \`owner\` to be at most ${MAX_OWNER_LENGTH} characters, got ${owner.length}`);
+  }
+  if (typeof autoRefresh !== 'boolean') {
+    throw new TypeError(`Expected \`autoRefresh\` to be a boolean, got ${describe(autoRefresh)}`);
+  }
+  if (autoRefresh && staleClientTimeout === null) {
+    throw new TypeError('`autoRefresh` needs the `staleClientTimeout` option: without it nothing goes stale');
+  }
+  if (onLockLost !== undefined && typeof onLockLost !== 'function') {
+    throw new TypeError(`Expected \`onLockLost\` to be a function, got ${describe(onLockLost)}`);
+  }
+  return {
+    redis,
+    url,
+    resources,
+    staleClientTimeout,
+    useLocalTime,
+    expiration,
+    waitSlice,
+    maxBlockingConnections,
+    owner,
+    autoRefresh,
+    onLockLost,
+  };
 }
 
 function assertPositiveInteger(name: string, value: unknown): asserts value is number {

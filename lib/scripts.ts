@@ -21,17 +21,18 @@ function loadScript(file: string): Script {
 }
 
 export const scripts = {
-  tryLock: loadScript('tryLock-6.lua'),
-  prepareWait: loadScript('prepareWait-6.lua'),
-  claim: loadScript('claim-7.lua'),
-  recover: loadScript('recover-7.lua'),
+  tryLock: loadScript('tryLock-7.lua'),
+  prepareWait: loadScript('prepareWait-7.lua'),
+  claim: loadScript('claim-8.lua'),
+  recover: loadScript('recover-8.lua'),
   reapWaiters: loadScript('reapWaiters.lua'),
-  release: loadScript('release-6.lua'),
-  refresh: loadScript('refresh-6.lua'),
-  signal: loadScript('signal-6.lua'),
-  releaseStale: loadScript('releaseStale-6.lua'),
-  create: loadScript('create-6.lua'),
-  inspect: loadScript('inspect-6.lua'),
+  release: loadScript('release-7.lua'),
+  refresh: loadScript('refresh-7.lua'),
+  signal: loadScript('signal-7.lua'),
+  releaseStale: loadScript('releaseStale-7.lua'),
+  create: loadScript('create-7.lua'),
+  inspect: loadScript('inspect-7.lua'),
+  holders: loadScript('holders-7.lua'),
 } as const;
 
 /** `EVAL` with the script's text: never fails with NOSCRIPT (used where a failed step must not be skipped). */

@@ -5,10 +5,18 @@ import { checkpoint } from './checkpoint';
 import { describe } from './describe';
 import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
 import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
+import { Holding, type HoldingHost } from './holding';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
-import { assertName, resolveOptions, type ResolvedOptions, type SemaphoreOptions } from './options';
+import {
+  assertName,
+  resolveOptions,
+  type LockLostReason,
+  type ResolvedOptions,
+  type SemaphoreOptions,
+} from './options';
 import { isConnectionError, replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
+import { warn } from './warn';
 
 /** What `startWatchdog` returns. */
 export interface Watchdog {
@@ -21,18 +29,41 @@ export interface WatchdogOptions {
   readonly onError?: (error: Error) => void;
 }
 
-/** One acquisition: the token, and the id Redis records as its owner (OWNERS). */
+/** A grant Redis made: the token, the id it records as the owner (OWNERS), and the fencing number. */
 interface Grant {
   readonly token: string;
   readonly id: string;
-  /** Taken by the callback form, which releases it itself; `unlock()` without a token skips it. */
-  readonly scoped: boolean;
+  readonly fence: number;
+  /**
+   * When the lease starts, on `performance.now()`: no later than Redis stamped the grant, as far as
+   * this process can tell (see `Holding`).
+   */
+  readonly anchor: number;
 }
 
-type Holder<T> = (token: string) => T | PromiseLike<T>;
+/**
+ * The callback form's function: runs while `token` is held. `signal` aborts (with a `LockLostError`)
+ * if the token is lost meanwhile; `fence` is the acquisition's fencing number.
+ */
+export type LockCallback<T> = (token: string, signal: AbortSignal, fence: number) => T | PromiseLike<T>;
+
+/** A held token as `holders()` reports it. */
+export interface HolderInfo {
+  readonly token: string;
+  /** When it was taken or last refreshed (GRABBED), or `null` if the stamp cannot be read. */
+  readonly since: Date | null;
+  /** Milliseconds since then, on Redis' clock. */
+  readonly heldMs: number | null;
+  /** The acquisition's fencing number; `undefined` for a holder this library did not record (the Ruby gem). */
+  readonly fence: number | undefined;
+  /** The holder's `owner` label; `undefined` as for `fence`. */
+  readonly owner: string | undefined;
+  /** The acquisition's grant id; `undefined` as for `fence`. */
+  readonly grantId: string | undefined;
+}
 
 /**
- * A waiter's registration in WAITING (see tryLock-6.lua, claim-7.lua): the grant id its inbox is
+ * A waiter's registration in WAITING (see tryLock-7.lua, claim-8.lua): the grant id its inbox is
  * named after, and until when it surely lasts by this process's clock (`performance.now()`; the
  * lease is counted from when the request was sent, before Redis ran it, so this errs early).
  */
@@ -42,7 +73,7 @@ interface Registration {
 }
 
 /**
- * How many registration leases an abandoned grant id stays marked (recover-7.lua): long enough for a
+ * How many registration leases an abandoned grant id stays marked (recover-8.lua): long enough for a
  * pipeline delayed in the network (TCP retransmits after a healed partition) to arrive and be refused.
  */
 const ABANDONED_LEASES = 4;
@@ -68,8 +99,9 @@ export class Semaphore {
   readonly #client: RedisClientLike;
   readonly #ownsClient: boolean;
   readonly #pool: BlockingPool;
-  /** This instance's held grants, oldest first. */
-  readonly #grants: Grant[] = [];
+  /** This instance's held tokens, oldest first. */
+  readonly #holdings: Holding[] = [];
+  readonly #holdingHost: HoldingHost;
   readonly #inFlight = new Set<Promise<unknown>>();
   readonly #watchdogs = new Set<Watchdog>();
   #connecting: Promise<void> | undefined;
@@ -84,22 +116,30 @@ export class Semaphore {
     this.#ownsClient = this.#options.redis === undefined;
     this.#client = this.#options.redis ?? createOwnClient(this.#options.url);
     this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections, loadClaimScript);
+    this.#holdingHost = {
+      name,
+      refreshHolding: (holding) => this.#refreshHolding(holding),
+      holdingLost: (holding, reason) => this.#holdingLost(holding, reason),
+    };
   }
 
   /** Blocks until a token is free and resolves it. */
   lock(): Promise<string>;
   /** Resolves a token, or `null` if none came within `timeout` ms; `0` never blocks; `null`, `undefined` and `Infinity` wait forever. */
   lock(timeout: number | null | undefined): Promise<string | null>;
-  /** Runs `fn(token)` while holding a token and releases it afterwards, whatever happens; resolves what `fn` resolves. */
-  lock<T>(fn: Holder<T>): Promise<Awaited<T>>;
+  /**
+   * Runs `fn(token, signal, fence)` while holding a token and releases it afterwards, whatever
+   * happens; resolves what `fn` resolves. `signal` aborts if the token is lost while `fn` runs.
+   */
+  lock<T>(fn: LockCallback<T>): Promise<Awaited<T>>;
   /** Like `lock(fn)`, but rejects with `LockTimeoutError` (and does not run `fn`) if no token came within `timeout` ms. */
-  lock<T>(timeout: number | null | undefined, fn: Holder<T>): Promise<Awaited<T>>;
-  lock<T>(...args: [] | [number | null | undefined | Holder<T>] | [number | null | undefined, Holder<T>]) {
+  lock<T>(timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
+  lock<T>(...args: [] | [number | null | undefined | LockCallback<T>] | [number | null | undefined, LockCallback<T>]) {
     const [first, second] = args;
     try {
       if (typeof first === 'function') return this.#track(this.#withToken(null, first));
       const timeout = checkTimeout(first);
-      if (args.length < 2) return this.#track(this.#acquire(timeout, false).then((grant) => grant?.token ?? null));
+      if (args.length < 2) return this.#track(this.#acquire(timeout, false).then((holding) => holding?.token ?? null));
       if (typeof second !== 'function') {
         throw new TypeError(`Expected the second argument of lock to be a function, got ${describe(second)}`);
       }
@@ -115,10 +155,10 @@ export class Semaphore {
    * this acquisition (reclaimed as stale, or wiped by a Redis reset); then nothing is put back.
    */
   async unlock(token?: string): Promise<number | false> {
-    const grant = this.#findGrant(token, 'unlock');
-    if (!grant) return false;
+    const holding = this.#findHolding(token, 'unlock');
+    if (!holding) return false;
     await checkpoint('unlock:before');
-    const available = await this.#release(grant, true);
+    const available = await this.#release(holding, true);
     await checkpoint('unlock:after');
     return available;
   }
@@ -128,9 +168,9 @@ export class Semaphore {
    * took with `wait()`. Resolves `false` when this acquisition no longer holds it.
    */
   async consume(token?: string): Promise<boolean> {
-    const grant = this.#findGrant(token, 'consume');
-    if (!grant) return false;
-    return (await this.#release(grant, false)) !== false;
+    const holding = this.#findHolding(token, 'consume');
+    if (!holding) return false;
+    return (await this.#release(holding, false)) !== false;
   }
 
   /**
@@ -146,7 +186,10 @@ export class Semaphore {
       this.#expiration(),
     ])) as number;
     // A token signalled back is no longer this instance's to release.
-    for (const grant of this.#grants.filter((held) => held.token === token)) this.#forget(grant);
+    for (const holding of this.#holdings.filter((held) => held.token === token)) {
+      holding.end();
+      this.#forget(holding);
+    }
     return available;
   }
 
@@ -155,12 +198,54 @@ export class Semaphore {
    * this acquisition had already lost it.
    */
   async refresh(token?: string): Promise<boolean> {
-    const grant = this.#findGrant(token, 'refresh');
-    if (!grant) return false;
+    const holding = this.#findHolding(token, 'refresh');
+    if (!holding) return false;
     await checkpoint('refresh:before');
-    const renewed = await this.#run('refresh', scripts.refresh, [grant.token, grant.id, this.#now()]);
-    if (renewed !== 1) this.#forget(grant);
-    return renewed === 1;
+    const sentAt = performance.now();
+    const renewed = await this.#refreshHolding(holding);
+    if (renewed) {
+      holding.confirm(sentAt);
+    } else {
+      this.#forget(holding);
+      holding.lose('reclaimed');
+    }
+    return renewed;
+  }
+
+  /** The fencing number of `token`'s acquisition by this instance, or of the latest one; `undefined` if not held. */
+  fence(token?: string): number | undefined {
+    if (token !== undefined) assertToken(token, 'fence');
+    const holding = token === undefined ? this.#holdings.at(-1) : this.#holdings.findLast((h) => h.token === token);
+    return holding?.fence;
+  }
+
+  /** Every held token with its holder, as Redis records them, oldest first. */
+  async holders(): Promise<HolderInfo[]> {
+    const [now, , ...flat] = (await this.#run('holders', scripts.holders, [])) as [string, number, ...Array<string | null>];
+    const nowSeconds = Number(now);
+    const holders: HolderInfo[] = [];
+    for (let i = 0; i < flat.length; i += 3) {
+      const token = flat[i] as string;
+      const stamp = Number(flat[i + 1]);
+      const [grantId, fence, ...label] = (flat[i + 2] ?? '').split(' ');
+      const known = flat[i + 2] != null;
+      const readable = flat[i + 1] != null && Number.isFinite(stamp);
+      holders.push({
+        token,
+        since: readable ? new Date(stamp * 1000) : null,
+        heldMs: readable ? Math.max(0, Math.round((nowSeconds - stamp) * 1000)) : null,
+        fence: known ? Number(fence) : undefined,
+        owner: known ? label.join(' ') : undefined,
+        grantId: known ? grantId : undefined,
+      });
+    }
+    return holders.sort((a, b) => (a.since?.getTime() ?? 0) - (b.since?.getTime() ?? 0));
+  }
+
+  /** How many waiters (of this library, in any process) are registered and waiting for a token right now. */
+  async waiting(): Promise<number> {
+    const [, waiters] = (await this.#run('waiting', scripts.holders, [])) as [string, number];
+    return waiters;
   }
 
   /**
@@ -172,11 +257,11 @@ export class Semaphore {
       assertToken(token, 'isLocked');
       return (await this.#command('isLocked', ['HEXISTS', this.#keys.grabbed, token])) === 1;
     }
-    const grants = [...this.#grants];
-    if (grants.length === 0) return false;
-    const owners = (await this.#command('isLocked', ['HMGET', this.#keys.owners, ...grants.map((g) => g.token)])) as
+    const holdings = [...this.#holdings];
+    if (holdings.length === 0) return false;
+    const owners = (await this.#command('isLocked', ['HMGET', this.#keys.owners, ...holdings.map((h) => h.token)])) as
       | Array<string | null>;
-    return grants.some((grant, i) => owners[i] === grant.id);
+    return holdings.some((holding, i) => owners[i]?.split(' ', 1)[0] === holding.id);
   }
 
   /** Whether the semaphore has been created in Redis. */
@@ -211,7 +296,7 @@ export class Semaphore {
     const registrations = (await this.#command('delete', ['ZRANGE', this.#keys.waiting, '0', '-1'])) as string[];
     const inboxes = registrations.map(this.#keys.inboxOfRegistration);
     await this.#command('delete', ['DEL', ...this.#keys.scriptKeys, this.#keys.gemReleaseGuard, ...inboxes]);
-    this.#grants.length = 0;
+    for (const holding of this.#holdings.splice(0)) holding.end();
   }
 
   /**
@@ -239,7 +324,7 @@ export class Semaphore {
       throw new TypeError('startWatchdog needs the `staleClientTimeout` option to know what is stale');
     }
     this.#assertOpen();
-    const onError = options.onError ?? ((error: Error) => process.emitWarning(error));
+    const onError = options.onError ?? ((error: Error) => warn(`The watchdog of semaphore "${this.name}" failed`, error));
     let running: Promise<void> | undefined;
     const timer = setInterval(() => {
       running ??= this.releaseStaleLocks().then(
@@ -269,29 +354,32 @@ export class Semaphore {
       await Promise.all([...this.#watchdogs].map((watchdog) => watchdog.stop()));
       this.#pool.close();
       await Promise.allSettled([...this.#inFlight]);
+      // Tokens still held stay held; nobody refreshes them or reports their loss any more.
+      for (const holding of this.#holdings) holding.end();
       if (this.#ownsClient && this.#client.isOpen) {
-        // A client whose connection is already gone cannot QUIT; closing must still settle.
-        await this.#client.quit().catch(() => this.#client.disconnect().catch(() => undefined));
+        // A client whose connection is gone (reconnecting) cannot QUIT; closing must still settle.
+        const quit = this.#client.isReady ? this.#client.quit() : Promise.reject(new Error('not ready'));
+        await quit.catch(() => this.#client.disconnect().catch(() => undefined));
       }
     })();
     return this.#closing;
   }
 
-  async #withToken<T>(timeout: number | null, fn: Holder<T>): Promise<Awaited<T>> {
-    const grant = await this.#acquire(timeout, true);
-    if (!grant) throw new LockTimeoutError(this.name, timeout ?? Infinity);
+  async #withToken<T>(timeout: number | null, fn: LockCallback<T>): Promise<Awaited<T>> {
+    const holding = await this.#acquire(timeout, true);
+    if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
     let result: Awaited<T>;
     try {
-      result = await fn(grant.token);
+      result = await fn(holding.token, holding.signal, holding.fence);
     } catch (error) {
-      await this.#release(grant, true).catch(() => undefined);
+      await this.#release(holding, true).catch(() => undefined);
       throw error;
     }
-    await this.#release(grant, true);
+    await this.#release(holding, true);
     return result;
   }
 
-  async #acquire(timeout: number | null, scoped: boolean): Promise<Grant | null> {
+  async #acquire(timeout: number | null, scoped: boolean): Promise<Holding | null> {
     await this.#ready();
     const deadline = timeout === null ? Infinity : performance.now() + timeout;
     let registration: Registration | null = null;
@@ -300,7 +388,7 @@ export class Semaphore {
       await checkpoint('lock:before-try');
       const id = nanoid();
       const sent = performance.now();
-      let reply: [string | null, ...string[]];
+      let reply: [string | null, number, ...string[]];
       try {
         reply = (await this.#run('lock', scripts.tryLock, [
           String(this.resources),
@@ -309,17 +397,18 @@ export class Semaphore {
           this.#staleSeconds(),
           this.#expiration(),
           timeout === 0 ? '' : toSeconds(this.#leaseMs()),
-        ])) as [string | null, ...string[]];
+          this.#options.owner,
+        ])) as [string | null, number, ...string[]];
       } catch (error) {
         // The script may have run and its reply been lost: adopt its grant, or retire its registration.
         if (!isConnectionError(error) || wasNeverSent(error)) throw error;
         const adopted = await this.#recover(id).catch(() => null);
         if (adopted === null) throw error;
-        reply = [adopted];
+        return this.#granted(adopted, scoped);
       }
-      const [token, ...expired] = reply;
+      const [token, fence, ...expired] = reply;
       this.#reapInBackground(expired);
-      if (token !== null) return this.#granted({ token, id, scoped });
+      if (token !== null) return this.#granted({ token, id, fence, anchor: sent }, scoped);
       if (timeout === 0) return null;
       registration = { id, until: sent + this.#leaseMs() };
     }
@@ -328,7 +417,7 @@ export class Semaphore {
   }
 
   /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
-  async #waitForToken(deadline: number, scoped: boolean, registered: Registration | null): Promise<Grant | null> {
+  async #waitForToken(deadline: number, scoped: boolean, registered: Registration | null): Promise<Holding | null> {
     let registration = registered;
     let failures = 0;
     let lastError: unknown;
@@ -361,7 +450,7 @@ export class Semaphore {
           broken = true; // until #blockOnce says otherwise: a throw leaves the connection in doubt
           const outcome = await this.#blockOnce(connection, registration, slice, remaining <= this.#options.waitSlice);
           broken = outcome.failure !== undefined;
-          if (outcome.token !== null) return await this.#granted({ token: outcome.token, id: registration.id, scoped });
+          if (outcome.grant !== null) return await this.#granted(outcome.grant, scoped);
           registration = outcome.registration;
           if (broken) {
             failures++;
@@ -387,7 +476,7 @@ export class Semaphore {
     registration: Registration,
     sliceMs: number,
     lastSlice: boolean,
-  ): Promise<{ token: string | null; registration: Registration | null; failure?: unknown }> {
+  ): Promise<{ grant: Grant | null; registration: Registration | null; failure?: unknown }> {
     const { id } = registration;
     const keys = this.#keys.scriptKeys;
     const inbox = this.#keys.inbox(id);
@@ -408,11 +497,12 @@ export class Semaphore {
       String(this.resources),
       this.#staleSeconds(),
       lastSlice ? '' : lease,
+      this.#options.owner,
     ];
     // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
     const claimed = this.#options.useLocalTime
       ? moved.then(() => runScript(connection, scripts.claim, [...keys, inbox], claimArgs()))
-      : connection.sendCommand(['EVALSHA', scripts.claim.sha1, '7', ...keys, inbox, ...claimArgs()]);
+      : connection.sendCommand(['EVALSHA', scripts.claim.sha1, '8', ...keys, inbox, ...claimArgs()]);
     const waiting = checkpoint('lock:waiting');
     // A silent connection (black hole, half-open TCP) must not hold a waiter forever.
     const guard = setTimeout(() => void connection.disconnect().catch(() => undefined), sliceMs + grace / 2);
@@ -423,38 +513,47 @@ export class Semaphore {
     const failure = results.find(
       (result): result is PromiseRejectedResult => result.status === 'rejected' && isConnectionError(result.reason),
     );
-    if (failure) return { token: await this.#recover(id), registration: null, failure: failure.reason };
+    if (failure) return { grant: await this.#recover(id), registration: null, failure: failure.reason };
     if (claim.status === 'fulfilled' && move.status === 'fulfilled' && prepare.status === 'fulfilled') {
-      const [token, renewed, ...expired] = claim.value as [string | null, number, ...string[]];
+      const [token, renewed, fence, ...expired] = claim.value as [string | null, number, number, ...string[]];
       this.#reapInBackground(expired);
-      return { token, registration: renewed === 1 ? { id, until: sent + this.#leaseMs() } : null };
+      // The claim ran when BLMOVE returned, long after `sent` for a long wait: the lease counts from
+      // the reply's arrival, which assumes its transit is short next to staleClientTimeout.
+      const grant = token === null ? null : { token, id, fence, anchor: performance.now() };
+      return { grant, registration: renewed === 1 ? { id, until: sent + this.#leaseMs() } : null };
     }
     // A command failed on a healthy connection (NOSCRIPT for the claim, OOM, NOPERM, WRONGTYPE…):
     // settle what BLMOVE may have moved, then report the first error unless the claim was all that failed.
     if (claim.status === 'rejected' && replyErrorCode(claim.reason) === 'NOSCRIPT') {
       await loadClaimScript(connection).catch(() => undefined);
     }
-    const token = await this.#recover(id);
+    const grant = await this.#recover(id);
     const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (error) {
-      if (token !== null) await this.#release({ token, id, scoped: false }, true).catch(() => undefined);
+      if (grant !== null) await this.#releaseGrant(grant, true).catch(() => undefined);
       throw new SemaphoreRedisError(this.name, 'lock', error.reason);
     }
-    return { token, registration: null };
+    return { grant, registration: null };
   }
 
-  /** Adopts the grant of an attempt whose reply was lost, or marks it abandoned (recover-7.lua). */
-  async #recover(id: string): Promise<string | null> {
+  /** Adopts the grant of an attempt whose reply was lost, or marks it abandoned (recover-8.lua). */
+  async #recover(id: string): Promise<Grant | null> {
     let attempt = 0;
     for (;;) {
       try {
         const client = await this.#ready(true);
-        return (await runScript(client, scripts.recover, [...this.#keys.scriptKeys, this.#keys.inbox(id)], [
+        const sent = performance.now();
+        const adopted = (await runScript(client, scripts.recover, [...this.#keys.scriptKeys, this.#keys.inbox(id)], [
           id,
           this.#now(),
           this.#expiration(),
           toSeconds(ABANDONED_LEASES * this.#leaseMs()),
-        ])) as string | null;
+          this.#options.owner,
+        ])) as [string, number, number] | null;
+        if (adopted === null) return null;
+        // The grant may be older than this call: its lease counts from `age` ms before the call was sent.
+        const [token, fence, age] = adopted;
+        return { token, id, fence, anchor: sent - age };
       } catch (error) {
         if (++attempt >= MAX_CONNECTION_FAILURES || !isConnectionError(error)) {
           throw new SemaphoreRedisError(this.name, 'lock', error);
@@ -464,17 +563,27 @@ export class Semaphore {
     }
   }
 
-  async #granted(grant: Grant): Promise<Grant> {
+  async #granted(grant: Grant, scoped: boolean): Promise<Holding> {
     if (this.#closing) {
-      await this.#release(grant, true).catch(() => undefined);
+      await this.#releaseGrant(grant, true).catch(() => undefined);
       throw new SemaphoreClosedError(this.name);
     }
-    this.#grants.push(grant);
+    const stale = this.#options.staleClientTimeout;
+    const terms = stale === null ? null : { ms: stale, autoRefresh: this.#options.autoRefresh };
+    const holding = new Holding(this.#holdingHost, { ...grant, scoped }, terms, grant.anchor);
+    this.#holdings.push(holding);
     await checkpoint('lock:granted');
-    return grant;
+    return holding;
   }
 
-  async #release(grant: Grant, putBack: boolean): Promise<number | false> {
+  async #release(holding: Holding, putBack: boolean): Promise<number | false> {
+    const available = await this.#releaseGrant(holding, putBack);
+    holding.end();
+    this.#forget(holding);
+    return available;
+  }
+
+  async #releaseGrant(grant: { token: string; id: string }, putBack: boolean): Promise<number | false> {
     // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens back.
     const available = (await this.#run(
       putBack ? 'unlock' : 'consume',
@@ -482,8 +591,26 @@ export class Semaphore {
       [grant.token, grant.id, putBack ? '1' : '0', this.#expiration()],
       { whileClosing: true },
     )) as number;
-    this.#forget(grant);
     return available < 0 ? false : available;
+  }
+
+  async #refreshHolding(holding: Holding): Promise<boolean> {
+    const renewed = await this.#run('refresh', scripts.refresh, [holding.token, holding.id, this.#now()], {
+      whileClosing: true,
+    });
+    return renewed === 1;
+  }
+
+  #holdingLost(holding: Holding, reason: LockLostReason): void {
+    // An expired lease may still be held in Redis: unlock() then still gives the token back.
+    if (reason === 'reclaimed') this.#forget(holding);
+    const { onLockLost } = this.#options;
+    if (!onLockLost) return;
+    try {
+      onLockLost(holding.token, reason);
+    } catch (error) {
+      warn(`onLockLost of semaphore "${this.name}" threw`, error);
+    }
   }
 
   async #reapWaiters(registrations: readonly string[]): Promise<number> {
@@ -499,15 +626,15 @@ export class Semaphore {
     if (registrations.length > 0) void this.#reapWaiters(registrations).catch(() => undefined);
   }
 
-  #findGrant(token: string | undefined, operation: string): Grant | undefined {
-    if (token === undefined) return this.#grants.findLast((grant) => !grant.scoped);
+  #findHolding(token: string | undefined, operation: string): Holding | undefined {
+    if (token === undefined) return this.#holdings.findLast((holding) => !holding.scoped);
     assertToken(token, operation);
-    return this.#grants.findLast((grant) => grant.token === token);
+    return this.#holdings.findLast((holding) => holding.token === token);
   }
 
-  #forget(grant: Grant): void {
-    const index = this.#grants.lastIndexOf(grant);
-    if (index >= 0) this.#grants.splice(index, 1);
+  #forget(holding: Holding): void {
+    const index = this.#holdings.lastIndexOf(holding);
+    if (index >= 0) this.#holdings.splice(index, 1);
   }
 
   async #run(

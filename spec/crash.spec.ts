@@ -32,7 +32,7 @@ const fixture = useFixture();
 let dist = '';
 beforeAll(() => {
   const built = join(__dirname, '..', 'dist');
-  for (const file of ['index.js', 'checkpoint.js', 'scripts.js', 'keys.js', 'scripts/claim-7.lua']) {
+  for (const file of ['index.js', 'checkpoint.js', 'scripts.js', 'keys.js', 'scripts/claim-8.lua']) {
     if (!existsSync(join(built, file))) throw new Error(`dist/${file} is missing: run \`npm run build\` first`);
   }
   dist = mkdtempSync(join(tmpdir(), 'rts-crash-dist-'));
@@ -621,7 +621,7 @@ describe('a zombie waiter after a lost reply', () => {
       // (no token, registration not renewed).
       process.kill(zombie.pid, 'SIGCONT');
       const { replies } = await zombie.waitFor((message) => 'replies' in message, 5000, 'the zombie replies');
-      expect(replies).toEqual([1, '0', [null, 0]]);
+      expect(replies).toEqual([1, '0', [null, 0, 0]]);
       await zombie.kill();
       await expectRecovery(target, holder, 'lock');
     });

@@ -2,6 +2,7 @@ import * as api from '../lib';
 
 test('the public exports are exactly these', () => {
   expect(Object.keys(api).sort()).toEqual([
+    'LockLostError',
     'LockTimeoutError',
     'Mutex',
     'Semaphore',
@@ -16,8 +17,14 @@ test('every error is a SemaphoreError with a literal name', () => {
     new api.LockTimeoutError('s', 5),
     new api.SemaphoreRedisError('s', 'lock', new Error('x')),
     new api.SemaphoreClosedError('s'),
+    new api.LockLostError('s', '0', 'expired'),
   ];
-  expect(errors.map((error) => error.name)).toEqual(['LockTimeoutError', 'SemaphoreRedisError', 'SemaphoreClosedError']);
+  expect(errors.map((error) => error.name)).toEqual([
+    'LockTimeoutError',
+    'SemaphoreRedisError',
+    'SemaphoreClosedError',
+    'LockLostError',
+  ]);
   for (const error of errors) {
     expect(error).toBeInstanceOf(api.SemaphoreError);
     expect(error.semaphore).toBe('s');

@@ -16,6 +16,11 @@ async function serverSeconds(): Promise<number> {
   return Number(seconds) + Number(micros) / 1e6;
 }
 
+/** OWNERS values are "<grant id> <fence> <owner label>": the grant ids alone. */
+function grantIds(owners: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(owners).map(([token, record]) => [token, record.split(' ')[0] ?? '']));
+}
+
 function setup() {
   const name = uniqueName('lua');
   const keys = semaphoreKeys(name);
@@ -25,21 +30,33 @@ function setup() {
   return { name, keys, run };
 }
 
-describe('tryLock-6.lua', () => {
+describe('tryLock-7.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {
     const { name, run } = setup();
-    expect(await run('tryLock', ['2', 'g1', '', '', '', ''])).toEqual(['0']);
+    expect(await run('tryLock', ['2', 'g1', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number)]);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['1']);
-    expect(state.owners).toEqual({ '0': 'g1' });
-    expect(await run('tryLock', ['2', 'g2', '', '', '', ''])).toEqual(['1']);
-    expect(await run('tryLock', ['2', 'g3', '', '', '', ''])).toEqual([null]);
+    expect(grantIds(state.owners)).toEqual({ '0': 'g1' });
+    expect(await run('tryLock', ['2', 'g2', '', '', '', '', 'me'])).toEqual(['1', expect.any(Number)]);
+    expect(await run('tryLock', ['2', 'g3', '', '', '', '', 'me'])).toEqual([null, 0]);
+  });
+
+  test('numbers every grant with a fence that keeps growing, even after the keys are gone', async () => {
+    const { keys, run } = setup();
+    const [, first] = (await run('tryLock', ['2', 'g1', '', '', '', '', 'host:1 worker a'])) as [string, number];
+    const [, second] = (await run('tryLock', ['2', 'g2', '', '', '', '', ''])) as [string, number];
+    expect(second).toBe(first + 1);
+    expect(await redis.hGet(keys.owners, '0')).toBe(`g1 ${first} host:1 worker a`);
+    await redis.del([...keys.scriptKeys]); // expired, deleted, or lost in a restart without persistence
+    const [token, afterReset] = (await run('tryLock', ['2', 'g3', '', '', '', '', ''])) as [string, number];
+    expect(token).toBe('0');
+    expect(afterReset).toBeGreaterThan(second);
   });
 
   test('registers the caller as a waiter on a miss when given a lease', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'g1', '100.000000', '', '', '']);
-    expect(await run('tryLock', ['1', 'g2', '100.000000', '', '', '25'])).toEqual([null]);
+    await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
+    expect(await run('tryLock', ['1', 'g2', '100.000000', '', '', '25', 'me'])).toEqual([null, 0]);
     // Leases count on Redis TIME even when the caller brings its own clock (useLocalTime).
     const [registration] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(registration?.value).toBe('g2');
@@ -48,41 +65,41 @@ describe('tryLock-6.lua', () => {
 
   test('leaves a reclaimed token to a registered waiter, and reports expired registrations', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'old', '100.000000', '', '', '']);
+    await run('tryLock', ['1', 'old', '100.000000', '', '', '', 'me']);
     await redis.zAdd(keys.waiting, [{ score: 1e12, value: 'waiter' }, { score: 1, value: 'gone' }]);
-    expect(await run('tryLock', ['1', 'new', '200.000000', '5', '', ''])).toEqual([null, 'gone']);
+    expect(await run('tryLock', ['1', 'new', '200.000000', '5', '', '', 'me'])).toEqual([null, 0, 'gone']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
   });
 });
 
-describe('claim-7.lua', () => {
+describe('claim-8.lua', () => {
   test('turns the token in a registered inbox into a grant', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['w', '', '10']);
-    await run('tryLock', ['1', 'other', '', '', '', '']); // take "0" so we can place it by hand
+    await run('tryLock', ['1', 'other', '', '', '', '', 'me']); // take "0" so we can place it by hand
     await redis.hDel(keys.grabbed, '0');
     await redis.hDel(keys.owners, '0');
     await redis.rPush(keys.inbox('w'), '0');
-    expect(await run('claim', ['w', '', '', '1', '', '25'], [keys.inbox('w')])).toEqual(['0', 0]);
-    expect(await redis.hGet(keys.owners, '0')).toBe('w');
+    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number)]);
+    expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 
   test('after an empty slice, renews the registration (or ends it on the last slice)', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['w', '', '10']);
-    expect(await run('claim', ['w', '105.000000', '', '1', '', '25'], [keys.inbox('w')])).toEqual([null, 1]);
+    expect(await run('claim', ['w', '105.000000', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0]);
     const [renewed] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(Math.abs(renewed!.score - (await serverSeconds()) - 25)).toBeLessThan(2);
-    expect(await run('claim', ['w', '106.000000', '', '1', '', ''], [keys.inbox('w')])).toEqual([null, 0]);
+    expect(await run('claim', ['w', '106.000000', '', '1', '', '', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0]);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 
   test('while waiting, reclaims stale holders so the next slice can get their token', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'dead', '100.000000', '', '', '']);
-    await run('tryLock', ['1', 'w', '100.000000', '', '', '25']);
-    expect(await run('claim', ['w', '200.000000', '', '1', '5', '25'], [keys.inbox('w')])).toEqual([null, 1]);
+    await run('tryLock', ['1', 'dead', '100.000000', '', '', '', 'me']);
+    await run('tryLock', ['1', 'w', '100.000000', '', '', '25', 'me']);
+    expect(await run('claim', ['w', '200.000000', '', '1', '5', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hGetAll(keys.owners)).toEqual({});
   });
@@ -91,7 +108,7 @@ describe('claim-7.lua', () => {
     const { name, keys, run } = setup();
     await run('create', ['1', '']);
     await redis.lMove(keys.available, keys.inbox('gone'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['gone', '', '', '1', '', '25'], [keys.inbox('gone')])).toEqual([null, 0]);
+    expect(await run('claim', ['gone', '', '', '1', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0]);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['0']);
     expect(state.owners).toEqual({});
@@ -99,11 +116,11 @@ describe('claim-7.lua', () => {
   });
 });
 
-describe('recover-7.lua', () => {
+describe('recover-8.lua', () => {
   test('adopts a grant whose claim ran but whose reply was lost', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['2', 'lost-reply', '', '', '', '']);
-    expect(await run('recover', ['lost-reply', '', '', '100'], [keys.inbox('lost-reply')])).toBe('0');
+    await run('tryLock', ['2', 'lost-reply', '', '', '', '', 'me']);
+    expect(await run('recover', ['lost-reply', '', '', '100', 'me'], [keys.inbox('lost-reply')])).toEqual(['0', expect.any(Number), expect.any(Number)]);
   });
 
   test('claims a token still in the inbox', async () => {
@@ -111,36 +128,36 @@ describe('recover-7.lua', () => {
     await run('create', ['1', '']);
     await run('prepareWait', ['w', '', '10']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('recover', ['w', '', '', '100'], [keys.inbox('w')])).toBe('0');
-    expect(await redis.hGet(keys.owners, '0')).toBe('w');
+    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toEqual(['0', expect.any(Number), 0]);
+    expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
   });
 
   test('with nothing delivered yet, marks the grant id abandoned for the longer of its lease and the mark', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
     await run('prepareWait', ['w', '', '10']);
-    expect(await run('recover', ['w', '', '', '100'], [keys.inbox('w')])).toBeNull();
+    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toBeNull();
     const [mark] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(mark?.value).toBe('~w');
     expect(Math.abs(mark!.score - (await serverSeconds()) - 100)).toBeLessThan(2);
     // A blocked command still alive on the server delivers late: its claim bounces the token.
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w', '', '', '1', '', '25'], [keys.inbox('w')])).toEqual([null, 0]);
+    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 });
 
-describe('prepareWait-6.lua', () => {
+describe('prepareWait-7.lua', () => {
   test('registers nothing for an abandoned grant id, so a pipeline arriving late cannot be granted', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
     // The client gave up on `late` (its reply never came) before its pipeline reached Redis.
-    expect(await run('recover', ['late', '', '', '100'], [keys.inbox('late')])).toBeNull();
+    expect(await run('recover', ['late', '', '', '100', 'me'], [keys.inbox('late')])).toBeNull();
     expect(await run('prepareWait', ['late', '', '10'])).toBe(0);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~late']);
     await redis.lMove(keys.available, keys.inbox('late'), 'LEFT', 'RIGHT'); // its BLMOVE
-    expect(await run('claim', ['late', '', '', '1', '', '25'], [keys.inbox('late')])).toEqual([null, 0]);
+    expect(await run('claim', ['late', '', '', '1', '', '25', 'me'], [keys.inbox('late')])).toEqual([null, 0, 0]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hGetAll(keys.owners)).toEqual({});
   });
@@ -150,7 +167,7 @@ describe('includes: ensure and touch_expiry', () => {
   test('re-creation after EXISTS alone was lost does not duplicate tokens still on AVAILABLE', async () => {
     const { name, keys, run } = setup();
     await run('create', ['3', '']);
-    await run('tryLock', ['3', 'g', '', '', '', '']); // holds "0"
+    await run('tryLock', ['3', 'g', '', '', '', '', 'me']); // holds "0"
     await redis.del(keys.exists); // e.g. evicted
     expect(await run('create', ['3', ''])).toBe(1);
     const state = await snapshot(redis, name);
@@ -187,10 +204,10 @@ describe('reapWaiters.lua', () => {
   });
 });
 
-describe('release-6.lua and refresh-6.lua', () => {
+describe('release-7.lua and refresh-7.lua', () => {
   test('only the owning grant releases, refreshes or consumes', async () => {
     const { name, run } = setup();
-    await run('tryLock', ['1', 'g1', '100.000000', '', '', '']);
+    await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
     expect(await run('refresh', ['0', 'intruder', ''])).toBe(0);
     expect(await run('release', ['0', 'intruder', '1', ''])).toBe(-1);
     expect(await run('refresh', ['0', 'g1', '150.000000'])).toBe(1);
@@ -198,24 +215,24 @@ describe('release-6.lua and refresh-6.lua', () => {
     expect(await run('release', ['0', 'g1', '1', ''])).toBe(1);
     expect(await run('release', ['0', 'g1', '1', ''])).toBe(-1); // a second release pushes nothing
     expect((await snapshot(redis, name)).available).toEqual(['0']);
-    await run('tryLock', ['1', 'g2', '', '', '', '']);
+    await run('tryLock', ['1', 'g2', '', '', '', '', 'me']);
     expect(await run('release', ['0', 'g2', '0', ''])).toBe(0); // consume: not put back
     expect(await redis.lRange(`SEMAPHORE:${name}:AVAILABLE`, 0, -1)).toEqual([]);
   });
 });
 
-describe('releaseStale-6.lua', () => {
+describe('releaseStale-7.lua', () => {
   test('reclaims by GRABBED time, including unreadable stamps, and forgets owners', async () => {
     const { name, keys, run } = setup();
     await run('create', ['3', '']);
-    await run('tryLock', ['3', 'a', '100.000000', '', '', '']);
-    await run('tryLock', ['3', 'b', '108.000000', '', '', '']);
+    await run('tryLock', ['3', 'a', '100.000000', '', '', '', 'me']);
+    await run('tryLock', ['3', 'b', '108.000000', '', '', '', 'me']);
     await redis.lPop(keys.available);
     await redis.hSet(keys.grabbed, '2', 'garbage');
     expect(await run('releaseStale', ['110.000000', '5', ''])).toEqual([2]);
     const state = await snapshot(redis, name);
     expect(state.grabbed).toEqual({ '1': '108.000000' });
-    expect(state.owners).toEqual({ '1': 'b' });
+    expect(grantIds(state.owners)).toEqual({ '1': 'b' });
     expect([...state.available].sort()).toEqual(['0', '2']);
   });
 });

@@ -5,7 +5,8 @@ const fixture = useFixture();
 
 describe('stale holders', () => {
   test('lock reclaims a holder older than staleClientTimeout, and the old holder cannot unlock or refresh', async () => {
-    const dead = fixture.semaphore({ staleClientTimeout: 300 });
+    // A holder that stopped refreshing (autoRefresh off) stands for a dead one.
+    const dead = fixture.semaphore({ staleClientTimeout: 300, autoRefresh: false });
     const next = fixture.semaphore({ staleClientTimeout: 300 }, dead.name);
     expect(await dead.lock(0)).toBe('0');
     expect(await next.lock(0)).toBeNull();
@@ -21,7 +22,7 @@ describe('stale holders', () => {
   });
 
   test('refresh keeps a long holder from being reclaimed', async () => {
-    const holder = fixture.semaphore({ staleClientTimeout: 400 });
+    const holder = fixture.semaphore({ staleClientTimeout: 400, autoRefresh: false });
     const other = fixture.semaphore({ staleClientTimeout: 400 }, holder.name);
     await holder.lock();
     for (let i = 0; i < 4; i++) {
@@ -33,7 +34,7 @@ describe('stale holders', () => {
   });
 
   test('releaseStaleLocks returns only stale tokens and resolves how many', async () => {
-    const sem = fixture.semaphore({ resources: 3, staleClientTimeout: 300 });
+    const sem = fixture.semaphore({ resources: 3, staleClientTimeout: 300, autoRefresh: false });
     await sem.lock();
     await sem.lock();
     await sleep(400);
@@ -45,7 +46,7 @@ describe('stale holders', () => {
   });
 
   test('the watchdog wakes a blocked waiter when a holder goes stale', async () => {
-    const dead = fixture.semaphore({ staleClientTimeout: 300 });
+    const dead = fixture.semaphore({ staleClientTimeout: 300, autoRefresh: false });
     const waiter = fixture.semaphore({}, dead.name);
     const watchdog = fixture.semaphore({ staleClientTimeout: 300 }, dead.name).startWatchdog(50);
     try {
@@ -74,7 +75,7 @@ describe('stale holders', () => {
   });
 
   test('useLocalTime stamps GRABBED from this process', async () => {
-    const sem = fixture.semaphore({ useLocalTime: true, staleClientTimeout: 300 });
+    const sem = fixture.semaphore({ useLocalTime: true, staleClientTimeout: 300, autoRefresh: false });
     const before = Date.now() / 1000;
     await sem.lock();
     const stamp = Number(await fixture.redis.hGet(`SEMAPHORE:${sem.name}:GRABBED`, '0'));

@@ -3,8 +3,8 @@
   (a waiter that died between BLMOVE and its claim), and removes those registrations. Checks each
   lease again here, so a registration renewed since it was reported is left alone.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
-    KEYS[7..] INBOX:<grant id> of each registration in ARGV[2..], in the same order
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8..] INBOX:<grant id> of each registration in ARGV[2..], in the same order
     ARGV[1] expiration in milliseconds, or '' for none
     ARGV[2..] registrations ('<grant id>' or '~<grant id>'); leases are checked on Redis TIME
   Output: how many tokens went back to AVAILABLE
@@ -17,7 +17,7 @@ local returned = 0
 for i = 2, #ARGV do
   local lease = tonumber(redis.call('ZSCORE', K_WAITING, ARGV[i]))
   if lease and lease <= now then
-    local inbox = KEYS[5 + i]
+    local inbox = KEYS[6 + i]
     while redis.call('RPOPLPUSH', inbox, K_AVAILABLE) do
       returned = returned + 1
     end

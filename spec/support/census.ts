@@ -6,7 +6,7 @@ export interface Census {
   readonly available: string[];
   /** GRABBED: token → acquisition time. */
   readonly grabbed: Record<string, string>;
-  /** OWNERS: token → grant id. */
+  /** OWNERS: token → grant id (the first field of `"<grant id> <fence> <owner label>"`). */
   readonly owners: Record<string, string>;
   /** WAITING: registration (`<grant id>` or `~<grant id>`) and lease end in seconds. */
   readonly waiting: Array<{ registration: string; lease: number }>;
@@ -66,7 +66,7 @@ export async function takeCensus(redis: Client, name: string): Promise<Census> {
   return {
     available,
     grabbed: { ...grabbed },
-    owners: { ...owners },
+    owners: Object.fromEntries(Object.entries(owners).map(([token, record]) => [token, record.split(' ')[0] ?? ''])),
     waiting: waiting.map((entry) => ({ registration: entry.value, lease: entry.score })),
     inboxes,
   };

@@ -118,6 +118,7 @@ async function rawClient() {
     String(config.resources),
     '',
     String(config.leaseSeconds),
+    'crash-worker',
   ]);
   await send({ ready: true });
   return { client, prepare, move, claim };

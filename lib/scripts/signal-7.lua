@@ -4,7 +4,7 @@
   never wipe it. If the token was held, its holder record goes, and that holder's unlock then
   changes nothing (no token is ever pushed twice by one grant).
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     ARGV[1] token
     ARGV[2] resources
     ARGV[3] expiration in milliseconds, or '' for none

@@ -2,26 +2,29 @@
   Sent right after BLMOVE AVAILABLE -> INBOX:<grant id> in the same pipeline, so Redis runs it the
   moment BLMOVE returns. With a token in the inbox: records it as this grant's and ends the
   registration; but a token that reaches an inbox whose registration is gone (reaped, or abandoned
-  by recover-7.lua after a lost reply) goes back to AVAILABLE instead. With an empty inbox (the
+  by recover-8.lua after a lost reply) goes back to AVAILABLE instead. With an empty inbox (the
   slice ended): creates the semaphore if it vanished and reclaims stale holders, then renews the
   registration for the next slice, or ends it on the last slice.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
-    KEYS[7] INBOX:<grant id>
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] INBOX:<grant id>
     ARGV[1] grant id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
     ARGV[4] resources
     ARGV[5] stale timeout in seconds, or '' for none
     ARGV[6] lease in seconds for the next slice, or '' on the last slice
-  Output: { token held by this grant or nil, 1 if still registered else 0, expired waiter registration... }
+    ARGV[7] owner label recorded with the grant
+  Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
+            expired waiter registration... }
 ]]
 --- @include keys
 --- @include clock
 --- @include ensure
 --- @include expiry
+--- @include grant
 --- @include reclaim
-local inbox, grant, lease = KEYS[7], ARGV[1], ARGV[6]
+local inbox, grant, lease = KEYS[8], ARGV[1], ARGV[6]
 local now, stamp = clock(ARGV[2])
 local registered = redis.call('ZSCORE', K_WAITING, grant) ~= false
 redis.call('ZREM', K_WAITING, '~' .. grant)
@@ -31,11 +34,10 @@ if token and not registered then
   token = false
 end
 while redis.call('RPOPLPUSH', inbox, K_AVAILABLE) do end
-local renewed = 0
+local renewed, fence = 0, 0
 if token then
   redis.call('ZREM', K_WAITING, grant)
-  redis.call('HSET', K_GRABBED, token, stamp)
-  redis.call('HSET', K_OWNERS, token, grant)
+  fence = record_grant(token, grant, stamp, ARGV[7])
 else
   if lease ~= '' then
     ensure(tonumber(ARGV[4]))
@@ -51,7 +53,7 @@ else
   end
 end
 touch_expiry(ARGV[3])
-local reply = { token, renewed }
+local reply = { token, renewed, fence }
 for _, id in ipairs(expired_waiters()) do
   reply[#reply + 1] = id
 end

@@ -2,37 +2,39 @@
   Settles a blocking wait whose reply never arrived (connection closed, reply lost, client-side
   deadline): adopts the grant if the claim ran, claims the token if it sits in the inbox, and
   otherwise marks the grant id abandoned ('~' .. grant id) until a long lease ends: a blocked
-  command still alive on the server then hands any token it moves back to AVAILABLE (claim-7.lua),
-  a prepareWait of this id arriving late registers nothing (prepareWait-6.lua), and reapWaiters.lua
+  command still alive on the server then hands any token it moves back to AVAILABLE (claim-8.lua),
+  a prepareWait of this id arriving late registers nothing (prepareWait-7.lua), and reapWaiters.lua
   returns whatever reached the inbox once the lease is over.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
-    KEYS[7] INBOX:<grant id>
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] INBOX:<grant id>
     ARGV[1] grant id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
     ARGV[4] how long the abandoned mark lasts, in seconds
-  Output: the token held by this grant, or nil
+    ARGV[5] owner label recorded with a grant made here
+  Output: { token held by this grant, its fencing number, ms since GRABBED stamped it }, or nil
 ]]
 --- @include keys
 --- @include clock
 --- @include expiry
-local inbox, grant = KEYS[7], ARGV[1]
+--- @include grant
+local inbox, grant = KEYS[8], ARGV[1]
+local now, stamp = clock(ARGV[2])
 local owners = redis.call('HGETALL', K_OWNERS)
 for i = 1, #owners, 2 do
-  if owners[i + 1] == grant then
-    return owners[i]
+  if owner_grant(owners[i + 1]) == grant then
+    local since = tonumber(redis.call('HGET', K_GRABBED, owners[i])) or now
+    return { owners[i], owner_fence(owners[i + 1]), math.max(0, math.floor((now - since) * 1000)) }
   end
 end
 local lease = redis.call('ZSCORE', K_WAITING, grant)
 local token = redis.call('LPOP', inbox)
-local _, stamp = clock(ARGV[2])
 if token and lease then
   redis.call('ZREM', K_WAITING, grant)
-  redis.call('HSET', K_GRABBED, token, stamp)
-  redis.call('HSET', K_OWNERS, token, grant)
+  local fence = record_grant(token, grant, stamp, ARGV[5])
   touch_expiry(ARGV[3])
-  return token
+  return { token, fence, 0 }
 end
 if token then
   redis.call('LPUSH', K_AVAILABLE, token)

@@ -2,7 +2,7 @@
   releaseStaleLocks: returns every token held longer than the stale timeout to AVAILABLE (waking
   blocked waiters), and reports waiter registrations whose lease is over.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     ARGV[1] local time in decimal seconds, or '' for Redis TIME
     ARGV[2] stale timeout in seconds
     ARGV[3] expiration in milliseconds, or '' for none

@@ -1,7 +1,7 @@
 --[[
   existsOrCreate: creates the semaphore if it does not exist (see includes/ensure.lua).
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     ARGV[1] resources
     ARGV[2] expiration in milliseconds, or '' for none
   Output: 1 when it created the semaphore, 0 when it existed

@@ -1,24 +1,26 @@
 --[[
   lock's first step: takes a free token at once and records its holder. On a miss, registers the
-  caller as a waiter (with a lease, as prepareWait-6.lua does) so that its BLMOVE can follow at once.
+  caller as a waiter (with a lease, as prepareWait-7.lua does) so that its BLMOVE can follow at once.
   Creates the semaphore if needed and, with a stale timeout, first reclaims stale holders.
   Never jumps ahead of a waiter blocked in BLMOVE: a free token means nobody is blocked (Redis
   serves them the moment a token is pushed), and a token this script reclaims is left for the
   longest-blocked waiter unless no waiter is registered.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     ARGV[1] resources
     ARGV[2] grant id: the owner recorded for the token
     ARGV[3] local time in decimal seconds, or '' for Redis TIME
     ARGV[4] stale timeout in seconds, or '' for none
     ARGV[5] expiration in milliseconds, or '' for none
     ARGV[6] waiter lease in seconds to register on a miss, or '' not to register (lock(0))
-  Output: { token or nil, expired waiter registration... }
+    ARGV[7] owner label recorded with the grant
+  Output: { token or nil, its fencing number or 0, expired waiter registration... }
 ]]
 --- @include keys
 --- @include clock
 --- @include ensure
 --- @include expiry
+--- @include grant
 --- @include reclaim
 local resources, grant, stale_s, expiration = tonumber(ARGV[1]), ARGV[2], ARGV[4], ARGV[5]
 local now, stamp = clock(ARGV[3])
@@ -27,16 +29,15 @@ local may_take = redis.call('LLEN', K_AVAILABLE) > 0
 if stale_s ~= '' and reclaim_stale(now, tonumber(stale_s)) > 0 and not may_take then
   may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
 end
-local token = false
+local token, fence = false, 0
 if may_take then
   token = redis.call('LPOP', K_AVAILABLE)
-  redis.call('HSET', K_GRABBED, token, stamp)
-  redis.call('HSET', K_OWNERS, token, grant)
+  fence = record_grant(token, grant, stamp, ARGV[7])
 elseif ARGV[6] ~= '' then
   redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[6]), grant)
 end
 touch_expiry(expiration)
-local reply = { token }
+local reply = { token, fence }
 for _, id in ipairs(expired_waiters()) do
   reply[#reply + 1] = id
 end

@@ -4,7 +4,7 @@
   script); consume drops it (a job taken with wait()). A grant that lost its token (reclaimed as
   stale, or wiped by a Redis reset) changes nothing, so a late unlock can never push a token twice.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     ARGV[1] token
     ARGV[2] grant id
     ARGV[3] '1' to put the token back (unlock), '0' to drop it (consume)
@@ -12,9 +12,10 @@
   Output: -1 when the grant no longer owns the token; otherwise the new length of AVAILABLE
 ]]
 --- @include keys
+--- @include grant
 --- @include expiry
 local token, grant = ARGV[1], ARGV[2]
-if redis.call('HGET', K_OWNERS, token) ~= grant then
+if owner_grant(redis.call('HGET', K_OWNERS, token)) ~= grant then
   return -1
 end
 redis.call('HDEL', K_GRABBED, token)

@@ -1,0 +1,100 @@
+import { LockLostError } from './errors';
+import type { LockLostReason } from './options';
+
+/** What a holding asks of its semaphore. */
+export interface HoldingHost {
+  readonly name: string;
+  /** Renews the holding's GRABBED time; resolves whether Redis still records this acquisition. */
+  refreshHolding(holding: Holding): Promise<boolean>;
+  /** Tells the user (callback, events) that the holding was lost. */
+  holdingLost(holding: Holding, reason: LockLostReason): void;
+}
+
+export interface LeaseTerms {
+  /** How long a confirmed acquisition or refresh keeps the token: `staleClientTimeout`. */
+  readonly ms: number;
+  /** Refresh every third of the lease while held. */
+  readonly autoRefresh: boolean;
+}
+
+/** Refreshes per lease: one lost or slow refresh still leaves two chances before the lease ends. */
+const REFRESHES_PER_LEASE = 3;
+
+/**
+ * One acquisition this process holds: its token, the grant id Redis records as its owner, its
+ * fencing number, and its lease as this process sees it. The lease is counted on this process's
+ * monotonic clock from when the acquiring (or last confirmed refreshing) request was *sent*, which is
+ * no later than when Redis stamped it, so the holder gives the token up in its own mind no later than
+ * any other client may reclaim it (clock rates assumed equal).
+ */
+export class Holding {
+  readonly token: string;
+  readonly id: string;
+  readonly fence: number;
+  /** Taken by the callback form, which releases it itself; `unlock()` without a token skips it. */
+  readonly scoped: boolean;
+
+  readonly #host: HoldingHost;
+  readonly #terms: LeaseTerms | null;
+  readonly #controller = new AbortController();
+  #leaseTimer: NodeJS.Timeout | undefined;
+  #refreshTimer: NodeJS.Timeout | undefined;
+  #ended = false;
+
+  constructor(
+    host: HoldingHost,
+    grant: { token: string; id: string; fence: number; scoped: boolean },
+    terms: LeaseTerms | null,
+    sentAt: number,
+  ) {
+    this.#host = host;
+    this.token = grant.token;
+    this.id = grant.id;
+    this.fence = grant.fence;
+    this.scoped = grant.scoped;
+    this.#terms = terms;
+    this.confirm(sentAt);
+    this.#scheduleRefresh();
+  }
+
+  /** Aborts (with a `LockLostError`) when the token is lost; never on a normal release. */
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** Redis confirmed the acquisition at a request sent at `sentAt` (`performance.now()`): the lease runs from there. */
+  confirm(sentAt: number): void {
+    if (this.#ended || this.#terms === null) return;
+    clearTimeout(this.#leaseTimer);
+    const remaining = sentAt + this.#terms.ms - performance.now();
+    this.#leaseTimer = setTimeout(() => this.lose('expired'), Math.max(0, remaining));
+    this.#leaseTimer.unref();
+  }
+
+  /** The token is gone: aborts the signal and tells the user, once. */
+  lose(reason: LockLostReason): void {
+    if (this.#ended) return;
+    this.end();
+    this.#controller.abort(new LockLostError(this.#host.name, this.token, reason));
+    this.#host.holdingLost(this, reason);
+  }
+
+  /** Released, or lost: stops the timers. */
+  end(): void {
+    this.#ended = true;
+    clearTimeout(this.#leaseTimer);
+    clearTimeout(this.#refreshTimer);
+  }
+
+  #scheduleRefresh(): void {
+    if (this.#ended || !this.#terms?.autoRefresh) return;
+    this.#refreshTimer = setTimeout(() => {
+      const sentAt = performance.now();
+      this.#host.refreshHolding(this).then(
+        (held) => (held ? this.confirm(sentAt) : this.lose('reclaimed')),
+        () => undefined, // unconfirmed: the next refresh tries again, and the lease timer decides
+      ).finally(() => this.#scheduleRefresh());
+    }, this.#terms.ms / REFRESHES_PER_LEASE);
+    this.#refreshTimer.unref();
+  }
+}
