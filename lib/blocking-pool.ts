@@ -41,10 +41,11 @@ export class BlockingPool {
 
   /**
    * A connection of the caller's own until `release`, or null once `deadline` (performance.now())
-   * passes in the queue or the pool closes. Rejects when a connection opened for it fails to open.
+   * passes in the queue, `signal` aborts, or the pool closes. Rejects when a connection opened for
+   * it fails to open.
    */
-  async acquire(deadline: number): Promise<RedisClientLike | null> {
-    if (this.#closed) return null;
+  async acquire(deadline: number, signal?: AbortSignal): Promise<RedisClientLike | null> {
+    if (this.#closed || signal?.aborted) return null;
     while (this.#queue.length === 0 && this.#idle.length > 0) {
       const idle = this.#idle.pop();
       // An idle connection can die unnoticed (a server restart, its `timeout` setting).
@@ -54,18 +55,18 @@ export class BlockingPool {
     const handed = new Promise<Handoff>((resolve) => {
       const entry = (handoff: Handoff): void => {
         if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', giveUp);
         resolve(handoff);
+      };
+      const giveUp = (): void => {
+        const index = this.#queue.indexOf(entry);
+        if (index >= 0) this.#queue.splice(index, 1);
+        entry(null);
       };
       const delay = deadline - performance.now();
       // A deadline beyond setTimeout's range arms no timer: the caller checks it once served.
-      const timer =
-        delay > MAX_TIMER_MS
-          ? undefined
-          : setTimeout(() => {
-              const index = this.#queue.indexOf(entry);
-              if (index >= 0) this.#queue.splice(index, 1);
-              resolve(null);
-            }, Math.max(0, delay));
+      const timer = delay > MAX_TIMER_MS ? undefined : setTimeout(giveUp, Math.max(0, delay));
+      signal?.addEventListener('abort', giveUp, { once: true });
       this.#queue.push(entry);
     });
     if (this.size < this.#max) void this.#openOne();

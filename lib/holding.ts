@@ -33,6 +33,8 @@ export class Holding {
   readonly fence: number;
   /** Taken by the callback form, which releases it itself; `unlock()` without a token skips it. */
   readonly scoped: boolean;
+  /** When this process got it (`performance.now()`). */
+  readonly acquiredAt = performance.now();
 
   readonly #host: HoldingHost;
   readonly #terms: LeaseTerms | null;

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { nanoid } from 'nanoid';
 import { createClient } from 'redis';
 import { BlockingPool } from './blocking-pool';
@@ -6,6 +7,7 @@ import { describe } from './describe';
 import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
 import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { Holding, type HoldingHost } from './holding';
+import { createLease, type AcquireOptions, type Lease, type LockOptions } from './lease';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import {
   assertName,
@@ -16,6 +18,7 @@ import {
 } from './options';
 import { isConnectionError, replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
+import { debug, Telemetry, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
 import { warn } from './warn';
 
 /** What `startWatchdog` returns. */
@@ -62,6 +65,14 @@ export interface HolderInfo {
   readonly grantId: string | undefined;
 }
 
+/** One call that wants a token: how its holding is released, when it started, and what may cancel it. */
+interface Attempt {
+  /** Released by the callback form or a `Lease` itself; `unlock()` without a token skips it. */
+  readonly scoped: boolean;
+  readonly startedAt: number;
+  readonly signal: AbortSignal | undefined;
+}
+
 /**
  * A waiter's registration in WAITING (see tryLock-7.lua, claim-8.lua): the grant id its inbox is
  * named after, and until when it surely lasts by this process's clock (`performance.now()`; the
@@ -88,7 +99,7 @@ const MAX_CONNECTION_FAILURES = 5;
  * A distributed counting semaphore on a Redis token list: `resources` tokens, taken with `lock()`
  * (blocking, first come first served across processes) and put back with `unlock()`.
  */
-export class Semaphore {
+export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** The name given to the constructor; the keys are `SEMAPHORE:<name>:…`. */
   readonly name: string;
   /** How many tokens the semaphore is created with. */
@@ -102,12 +113,14 @@ export class Semaphore {
   /** This instance's held tokens, oldest first. */
   readonly #holdings: Holding[] = [];
   readonly #holdingHost: HoldingHost;
+  readonly #telemetry: Telemetry;
   readonly #inFlight = new Set<Promise<unknown>>();
   readonly #watchdogs = new Set<Watchdog>();
   #connecting: Promise<void> | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(name: string, options: SemaphoreOptions = {}) {
+    super();
     assertName(name);
     this.#options = resolveOptions(options);
     this.name = name;
@@ -116,6 +129,7 @@ export class Semaphore {
     this.#ownsClient = this.#options.redis === undefined;
     this.#client = this.#options.redis ?? createOwnClient(this.#options.url);
     this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections, loadClaimScript);
+    this.#telemetry = new Telemetry(name);
     this.#holdingHost = {
       name,
       refreshHolding: (holding) => this.#refreshHolding(holding),
@@ -127,6 +141,8 @@ export class Semaphore {
   lock(): Promise<string>;
   /** Resolves a token, or `null` if none came within `timeout` ms; `0` never blocks; `null`, `undefined` and `Infinity` wait forever. */
   lock(timeout: number | null | undefined): Promise<string | null>;
+  /** Like `lock(timeout)`; `signal` ends the wait and rejects with its reason (a token arriving meanwhile goes back). */
+  lock(timeout: number | null | undefined, options: LockOptions): Promise<string | null>;
   /**
    * Runs `fn(token, signal, fence)` while holding a token and releases it afterwards, whatever
    * happens; resolves what `fn` resolves. `signal` aborts if the token is lost while `fn` runs.
@@ -134,16 +150,49 @@ export class Semaphore {
   lock<T>(fn: LockCallback<T>): Promise<Awaited<T>>;
   /** Like `lock(fn)`, but rejects with `LockTimeoutError` (and does not run `fn`) if no token came within `timeout` ms. */
   lock<T>(timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
-  lock<T>(...args: [] | [number | null | undefined | LockCallback<T>] | [number | null | undefined, LockCallback<T>]) {
+  lock<T>(
+    ...args:
+      | []
+      | [number | null | undefined | LockCallback<T>]
+      | [number | null | undefined, LockCallback<T> | LockOptions]
+  ) {
     const [first, second] = args;
     try {
       if (typeof first === 'function') return this.#track(this.#withToken(null, first));
       const timeout = checkTimeout(first);
-      if (args.length < 2) return this.#track(this.#acquire(timeout, false).then((holding) => holding?.token ?? null));
-      if (typeof second !== 'function') {
-        throw new TypeError(`Expected the second argument of lock to be a function, got ${describe(second)}`);
+      if (typeof second === 'function') return this.#track(this.#withToken(timeout, second));
+      if (args.length >= 2 && (typeof second !== 'object' || second === null)) {
+        throw new TypeError(`Expected the second argument of lock to be a function or options, got ${describe(second)}`);
       }
-      return this.#track(this.#withToken(timeout, second));
+      const attempt = this.#attempt(false, checkSignal(second?.signal));
+      return this.#track(this.#acquire(timeout, attempt).then((holding) => holding?.token ?? null));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Acquires a token as a `Lease`, released with `lease.release()` or at the end of an
+   * `await using` scope. Rejects with `LockTimeoutError` when `timeout` runs out, and with the
+   * signal's reason when `signal` aborts.
+   */
+  acquire(options: AcquireOptions = {}): Promise<Lease> {
+    try {
+      if (typeof options !== 'object' || options === null) {
+        throw new TypeError(`Expected acquire options to be an object, got ${describe(options)}`);
+      }
+      const timeout = checkTimeout(options.timeout);
+      const attempt = this.#attempt(true, checkSignal(options.signal));
+      return this.#track(
+        this.#acquire(timeout, attempt).then((holding) => {
+          if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
+          return createLease(
+            holding,
+            async (held) => (await this.#release(held, true)) !== false,
+            (held) => this.#refreshAndConfirm(held),
+          );
+        }),
+      );
     } catch (error) {
       return Promise.reject(error);
     }
@@ -201,15 +250,12 @@ export class Semaphore {
     const holding = this.#findHolding(token, 'refresh');
     if (!holding) return false;
     await checkpoint('refresh:before');
-    const sentAt = performance.now();
-    const renewed = await this.#refreshHolding(holding);
-    if (renewed) {
-      holding.confirm(sentAt);
-    } else {
-      this.#forget(holding);
-      holding.lose('reclaimed');
-    }
-    return renewed;
+    return this.#refreshAndConfirm(holding);
+  }
+
+  /** Counters since this instance was made, and how long recent acquisitions waited. */
+  stats(): SemaphoreStats {
+    return this.#telemetry.stats();
   }
 
   /** The fencing number of `token`'s acquisition by this instance, or of the latest one; `undefined` if not held. */
@@ -314,7 +360,12 @@ export class Semaphore {
       stale,
       this.#expiration(),
     ])) as [number, ...string[]];
-    return reclaimed + (await this.#reapWaiters(expired));
+    const count = reclaimed + (await this.#reapWaiters(expired));
+    if (count > 0) {
+      this.#telemetry.reclaimed({ count });
+      this.#emit('reclaimed', { count });
+    }
+    return count;
   }
 
   /** Runs `releaseStaleLocks` every `intervalMs` until `stop()`; the timer does not keep the process alive. */
@@ -324,7 +375,7 @@ export class Semaphore {
       throw new TypeError('startWatchdog needs the `staleClientTimeout` option to know what is stale');
     }
     this.#assertOpen();
-    const onError = options.onError ?? ((error: Error) => warn(`The watchdog of semaphore "${this.name}" failed`, error));
+    const onError = options.onError ?? ((error: Error) => this.#emitError(error, 'The watchdog'));
     let running: Promise<void> | undefined;
     const timer = setInterval(() => {
       running ??= this.releaseStaleLocks().then(
@@ -366,7 +417,7 @@ export class Semaphore {
   }
 
   async #withToken<T>(timeout: number | null, fn: LockCallback<T>): Promise<Awaited<T>> {
-    const holding = await this.#acquire(timeout, true);
+    const holding = await this.#acquire(timeout, this.#attempt(true, undefined));
     if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
     let result: Awaited<T>;
     try {
@@ -379,7 +430,23 @@ export class Semaphore {
     return result;
   }
 
-  async #acquire(timeout: number | null, scoped: boolean): Promise<Holding | null> {
+  #attempt(scoped: boolean, signal: AbortSignal | undefined): Attempt {
+    return { scoped, startedAt: performance.now(), signal };
+  }
+
+  async #acquire(timeout: number | null, attempt: Attempt): Promise<Holding | null> {
+    try {
+      const holding = await this.#acquireOrAbort(timeout, attempt);
+      if (holding === null) this.#telemetry.timedOut();
+      return holding;
+    } catch (error) {
+      if (attempt.signal?.aborted && error === attempt.signal.reason) this.#telemetry.aborted();
+      throw error;
+    }
+  }
+
+  async #acquireOrAbort(timeout: number | null, attempt: Attempt): Promise<Holding | null> {
+    attempt.signal?.throwIfAborted();
     await this.#ready();
     const deadline = timeout === null ? Infinity : performance.now() + timeout;
     let registration: Registration | null = null;
@@ -404,53 +471,60 @@ export class Semaphore {
         if (!isConnectionError(error) || wasNeverSent(error)) throw error;
         const adopted = await this.#recover(id).catch(() => null);
         if (adopted === null) throw error;
-        return this.#granted(adopted, scoped);
+        return this.#granted(adopted, attempt);
       }
       const [token, fence, ...expired] = reply;
+      debug('%s tryLock %s: %s', this.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
       this.#reapInBackground(expired);
-      if (token !== null) return this.#granted({ token, id, fence, anchor: sent }, scoped);
+      if (token !== null) return this.#granted({ token, id, fence, anchor: sent }, attempt);
       if (timeout === 0) return null;
       registration = { id, until: sent + this.#leaseMs() };
     }
     await checkpoint('lock:before-wait');
-    return this.#waitForToken(deadline, scoped, registration);
+    return this.#waitForToken(deadline, attempt, registration);
   }
 
   /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
-  async #waitForToken(deadline: number, scoped: boolean, registered: Registration | null): Promise<Holding | null> {
+  async #waitForToken(deadline: number, attempt: Attempt, registered: Registration | null): Promise<Holding | null> {
+    const { signal } = attempt;
     let registration = registered;
     let failures = 0;
     let lastError: unknown;
     for (;;) {
       this.#assertOpen();
+      this.#stopIfAborted(signal, registration);
       if (failures >= MAX_CONNECTION_FAILURES) throw new SemaphoreRedisError(this.name, 'lock', lastError);
       if (failures > 0) await sleep(backoffMs(failures));
       let connection: RedisClientLike | null;
       try {
-        connection = await this.#pool.acquire(deadline);
+        connection = await this.#pool.acquire(deadline, signal);
       } catch (error) {
         failures++;
         lastError = error;
         continue;
       }
       if (connection === null) {
-        // Timed out queued for a connection: no BLMOVE was sent for this registration, so just end it.
-        if (registration) void this.#command('lock', ['ZREM', this.#keys.waiting, registration.id]).catch(() => null);
+        // Queued for a connection past the deadline (or until aborted): no BLMOVE was sent for this
+        // registration, so just end it.
+        this.#endRegistration(registration);
         this.#assertOpen();
+        signal?.throwIfAborted();
         return null;
       }
       let broken = false;
       try {
         for (;;) {
+          this.#stopIfAborted(signal, registration);
           const remaining = deadline - performance.now();
           // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
           if (remaining <= 0 && registration === null) return null;
           const slice = Math.min(Math.max(remaining, 1), this.#options.waitSlice);
           registration ??= { id: nanoid(), until: 0 };
           broken = true; // until #blockOnce says otherwise: a throw leaves the connection in doubt
-          const outcome = await this.#blockOnce(connection, registration, slice, remaining <= this.#options.waitSlice);
+          const lastSlice = remaining <= this.#options.waitSlice;
+          const outcome = await this.#blockOnce(connection, registration, slice, lastSlice, signal);
           broken = outcome.failure !== undefined;
-          if (outcome.grant !== null) return await this.#granted(outcome.grant, scoped);
+          if (outcome.grant !== null) return await this.#granted(outcome.grant, attempt);
           registration = outcome.registration;
           if (broken) {
             failures++;
@@ -476,8 +550,10 @@ export class Semaphore {
     registration: Registration,
     sliceMs: number,
     lastSlice: boolean,
+    signal: AbortSignal | undefined,
   ): Promise<{ grant: Grant | null; registration: Registration | null; failure?: unknown }> {
     const { id } = registration;
+    debug('%s wait %s: BLMOVE for up to %d ms', this.name, id, sliceMs);
     const keys = this.#keys.scriptKeys;
     const inbox = this.#keys.inbox(id);
     const lease = toSeconds(this.#leaseMs());
@@ -504,10 +580,14 @@ export class Semaphore {
       ? moved.then(() => runScript(connection, scripts.claim, [...keys, inbox], claimArgs()))
       : connection.sendCommand(['EVALSHA', scripts.claim.sha1, '8', ...keys, inbox, ...claimArgs()]);
     const waiting = checkpoint('lock:waiting');
-    // A silent connection (black hole, half-open TCP) must not hold a waiter forever.
-    const guard = setTimeout(() => void connection.disconnect().catch(() => undefined), sliceMs + grace / 2);
+    // A silent connection (black hole, half-open TCP) must not hold a waiter forever; an abort ends
+    // the wait the same way. Either way `recover` then settles what the pipeline may have done.
+    const cut = () => void connection.disconnect().catch(() => undefined);
+    const guard = setTimeout(cut, sliceMs + grace / 2);
+    signal?.addEventListener('abort', cut, { once: true });
     const [prepare, move, claim] = await Promise.allSettled([prepared, moved, claimed, waiting]);
     clearTimeout(guard);
+    signal?.removeEventListener('abort', cut);
 
     const results = [prepare, move, claim];
     const failure = results.find(
@@ -538,6 +618,7 @@ export class Semaphore {
 
   /** Adopts the grant of an attempt whose reply was lost, or marks it abandoned (recover-8.lua). */
   async #recover(id: string): Promise<Grant | null> {
+    debug('%s recover %s', this.name, id);
     let attempt = 0;
     for (;;) {
       try {
@@ -563,24 +644,59 @@ export class Semaphore {
     }
   }
 
-  async #granted(grant: Grant, scoped: boolean): Promise<Holding> {
-    if (this.#closing) {
+  async #granted(grant: Grant, attempt: Attempt): Promise<Holding> {
+    // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
+    // to the next waiter.
+    if (this.#closing || attempt.signal?.aborted) {
       await this.#releaseGrant(grant, true).catch(() => undefined);
-      throw new SemaphoreClosedError(this.name);
+      this.#assertOpen();
+      attempt.signal?.throwIfAborted();
     }
     const stale = this.#options.staleClientTimeout;
     const terms = stale === null ? null : { ms: stale, autoRefresh: this.#options.autoRefresh };
-    const holding = new Holding(this.#holdingHost, { ...grant, scoped }, terms, grant.anchor);
+    const holding = new Holding(this.#holdingHost, { ...grant, scoped: attempt.scoped }, terms, grant.anchor);
     this.#holdings.push(holding);
+    const acquired = { token: holding.token, fence: holding.fence, waitedMs: performance.now() - attempt.startedAt };
+    this.#telemetry.acquired(acquired);
+    this.#emit('acquired', acquired);
     await checkpoint('lock:granted');
     return holding;
   }
 
+  /** An aborted wait ends here, between Redis steps: its registration goes (best effort: it also lapses). */
+  #stopIfAborted(signal: AbortSignal | undefined, registration: Registration | null): void {
+    if (!signal?.aborted) return;
+    this.#endRegistration(registration);
+    signal.throwIfAborted();
+  }
+
+  #endRegistration(registration: Registration | null): void {
+    if (registration) void this.#command('lock', ['ZREM', this.#keys.waiting, registration.id]).catch(() => null);
+  }
+
   async #release(holding: Holding, putBack: boolean): Promise<number | false> {
     const available = await this.#releaseGrant(holding, putBack);
+    debug('%s %s %s: %s', this.name, putBack ? 'unlock' : 'consume', holding.token, available === false ? 'not held' : 'done');
     holding.end();
     this.#forget(holding);
+    if (available !== false) {
+      const released = { token: holding.token, fence: holding.fence, heldMs: performance.now() - holding.acquiredAt };
+      this.#telemetry.released(released);
+      this.#emit('released', released);
+    }
     return available;
+  }
+
+  async #refreshAndConfirm(holding: Holding): Promise<boolean> {
+    const sentAt = performance.now();
+    const renewed = await this.#refreshHolding(holding);
+    if (renewed) {
+      holding.confirm(sentAt);
+    } else {
+      this.#forget(holding);
+      holding.lose('reclaimed');
+    }
+    return renewed;
   }
 
   async #releaseGrant(grant: { token: string; id: string }, putBack: boolean): Promise<number | false> {
@@ -604,6 +720,9 @@ export class Semaphore {
   #holdingLost(holding: Holding, reason: LockLostReason): void {
     // An expired lease may still be held in Redis: unlock() then still gives the token back.
     if (reason === 'reclaimed') this.#forget(holding);
+    const lost = { token: holding.token, fence: holding.fence, reason };
+    this.#telemetry.lost(lost);
+    this.#emit('lost', lost);
     const { onLockLost } = this.#options;
     if (!onLockLost) return;
     try {
@@ -624,6 +743,21 @@ export class Semaphore {
   /** Expired registrations are rare (a waiter died mid-hand-off); returning their tokens is off the hot path. */
   #reapInBackground(registrations: readonly string[]): void {
     if (registrations.length > 0) void this.#reapWaiters(registrations).catch(() => undefined);
+  }
+
+  /** Emits an event; a listener that throws must not break the step that emitted (a token would be stranded). */
+  #emit<E extends keyof SemaphoreEvents>(event: E, ...args: SemaphoreEvents[E]): void {
+    try {
+      (this.emit as (event: E, ...args: SemaphoreEvents[E]) => boolean)(event, ...args);
+    } catch (error) {
+      warn(`A "${event}" listener of semaphore "${this.name}" threw`, error);
+    }
+  }
+
+  /** An 'error' event when someone listens; a process warning otherwise (an unheard 'error' event would crash). */
+  #emitError(error: Error, what: string): void {
+    if (this.listenerCount('error') > 0) this.#emit('error', error);
+    else warn(`${what} of semaphore "${this.name}" failed`, error);
   }
 
   #findHolding(token: string | undefined, operation: string): Holding | undefined {
@@ -726,6 +860,16 @@ function checkTimeout(timeout: unknown): number | null {
   if (timeout === null || timeout === undefined || timeout === Infinity) return null;
   assertDuration('timeout', timeout);
   return timeout;
+}
+
+function checkSignal(signal: unknown): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  // By shape, not instanceof: a signal may come from another realm.
+  const { aborted, addEventListener } = (signal ?? {}) as Partial<AbortSignal>;
+  if (typeof aborted !== 'boolean' || typeof addEventListener !== 'function') {
+    throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
+  }
+  return signal as AbortSignal;
 }
 
 function assertToken(token: unknown, operation: string): asserts token is string {

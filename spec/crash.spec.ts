@@ -638,7 +638,6 @@ describe('random kills under load', () => {
       const watcher = target.semaphore({ resources: N, ...OPTIONS }, name);
       await watcher.existsOrCreate();
       const watchdog = watcher.startWatchdog(200);
-      const started = Date.now();
 
       const events: HistoryEvent[] = [];
       const live = new Map<string, Child>();
@@ -661,10 +660,12 @@ describe('random kills under load', () => {
       for (let i = 0; i < WORKERS; i++) spawnWorker();
       await Promise.all([...live.values()].map((child) => child.waitFor((m) => m['ready'] === true, 10_000, 'ready')));
 
-      // Kill a random worker every 200-400 ms; every other kill aims at one that holds a token.
+      // Kill a random worker every 200-400 ms; every other kill aims at one that holds a token. The
+      // time bound is generous (replacements start slowly on a loaded machine); the count ends it.
       let kills = 0;
       let killedHolding = 0;
-      for (let i = 0; i < KILLS && Date.now() - started < 12_000; i++) {
+      const started = Date.now();
+      for (let i = 0; i < KILLS && Date.now() - started < 30_000; i++) {
         await sleep(200 + Math.random() * 200);
         const everyone = [...live.keys()];
         const holders = everyone.filter(holding);
@@ -729,7 +730,7 @@ describe('random kills under load', () => {
       expect(count.lost).toEqual([]);
       expect(count.duplicated).toEqual([]);
     });
-  }, 30_000);
+  }, 60_000);
 });
 
 describe('the history checker', () => {

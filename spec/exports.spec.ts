@@ -2,6 +2,7 @@ import * as api from '../lib';
 
 test('the public exports are exactly these', () => {
   expect(Object.keys(api).sort()).toEqual([
+    'CHANNELS',
     'LockLostError',
     'LockTimeoutError',
     'Mutex',
