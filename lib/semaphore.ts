@@ -9,6 +9,7 @@ import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import { assertName, resolveOptions, type ResolvedOptions, type SemaphoreOptions } from './options';
 import { isConnectionError, replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
+import { checkEvictionPolicy, explainConnectionFailure } from './server-checks';
 
 /** What `startWatchdog` returns. */
 export interface Watchdog {
@@ -334,7 +335,9 @@ export class Semaphore {
     let lastError: unknown;
     for (;;) {
       this.#assertOpen();
-      if (failures >= MAX_CONNECTION_FAILURES) throw new SemaphoreRedisError(this.name, 'lock', lastError);
+      if (failures >= MAX_CONNECTION_FAILURES) {
+        throw new SemaphoreRedisError(this.name, 'lock', await explainConnectionFailure(this.#client, lastError));
+      }
       if (failures > 0) await sleep(backoffMs(failures));
       let connection: RedisClientLike | null;
       try {
@@ -548,6 +551,7 @@ export class Semaphore {
       );
     }
     await this.#connecting;
+    checkEvictionPolicy(this.#client, this.name, this.#options.expiration !== null);
     return this.#client;
   }
 
