@@ -106,7 +106,13 @@ export function assertName(name: unknown): asserts name is string {
   if (typeof name !== 'string' || name.length === 0) {
     throw new TypeError(`Expected the semaphore name to be a non-empty string, got ${describe(name)}`);
   }
+  // A lone surrogate has no UTF-8 encoding (it is sent as U+FFFD), so two different names would share keys.
+  if (LONE_SURROGATE.test(name)) {
+    throw new TypeError(`Expected the semaphore name to be well-formed Unicode (no lone surrogate), got ${describe(name)}`);
+  }
 }
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {

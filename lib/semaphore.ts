@@ -18,6 +18,7 @@ import {
 } from './options';
 import { isConnectionError, replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
+import { checkEvictionPolicy, explainConnectionFailure } from './server-checks';
 import { debug, Telemetry, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
 import { warn } from './warn';
 
@@ -493,7 +494,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     for (;;) {
       this.#assertOpen();
       this.#stopIfAborted(signal, registration);
-      if (failures >= MAX_CONNECTION_FAILURES) throw new SemaphoreRedisError(this.name, 'lock', lastError);
+      if (failures >= MAX_CONNECTION_FAILURES) {
+        throw new SemaphoreRedisError(this.name, 'lock', await explainConnectionFailure(this.#client, lastError));
+      }
       if (failures > 0) await sleep(backoffMs(failures));
       let connection: RedisClientLike | null;
       try {
@@ -809,6 +812,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       );
     }
     await this.#connecting;
+    checkEvictionPolicy(this.#client, this.name, this.#options.expiration !== null);
     return this.#client;
   }
 

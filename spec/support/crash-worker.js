@@ -13,6 +13,11 @@
  *     loops lock → hold → unlock until the parent sends 'stop'; reports `{ event: 'acquired' |
  *     'released' | 'lost', token, at: Date.now() }` (acquired once lock resolved, released before
  *     unlock is sent, lost when unlock found the grant gone).
+ *   { mode: 'soak', url, name, options, holdMs: [min, max], lockTimeout }
+ *     like 'load', but rides out Redis restarts and killed connections (npm run soak): a failed lock
+ *     is reported as `{ event: 'error' }` and retried; a failed unlock is retried (the ownership check
+ *     makes that safe) and, if a retry then finds the grant gone, reported as `{ event: 'ambiguous' }`
+ *     (the first attempt ran but its reply was lost), not 'lost'.
  *   { mode: 'raw-move', url, name, resources, grantId, leaseSeconds, blockSeconds }
  *     a waiter without the pipeline's claim: EVAL prepareWait, then BLMOVE AVAILABLE → its inbox;
  *     reports `{ moved }` and stops, as if it died between BLMOVE and the claim.
@@ -103,6 +108,56 @@ async function load() {
   await send({ stopped: true });
 }
 
+async function soak() {
+  let stopping = false;
+  process.on('message', (message) => {
+    if (message === 'stop') stopping = true;
+  });
+  const [minHold, maxHold] = config.holdMs;
+  const sem = new Semaphore(config.name, { url: config.url, ...config.options });
+  const failed = (op, error) => send({ event: 'error', op, message: String((error && error.message) || error) });
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await sem.existsOrCreate();
+      break;
+    } catch (error) {
+      if (attempt >= 100) throw error;
+      await sleep(100);
+    }
+  }
+  await send({ ready: true });
+  while (!stopping) {
+    let token;
+    try {
+      token = await sem.lock(config.lockTimeout);
+    } catch (error) {
+      await failed('lock', error);
+      await sleep(50);
+      continue;
+    }
+    if (token === null) continue;
+    await send({ event: 'acquired', token, at: Date.now() });
+    await sleep(minHold + Math.random() * (maxHold - minHold));
+    await send({ event: 'released', token, at: Date.now() });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if ((await sem.unlock(token)) === false) {
+          await send({ event: attempt === 0 ? 'lost' : 'ambiguous', token, at: Date.now() });
+        }
+        break;
+      } catch (error) {
+        if (attempt >= 200) {
+          await failed('unlock', error);
+          break;
+        }
+        await sleep(50);
+      }
+    }
+  }
+  await sem.close();
+  await send({ stopped: true });
+}
+
 async function rawClient() {
   const client = createClient({ url: config.url, name: `crash-${config.grantId}` });
   client.on('error', () => undefined);
@@ -139,7 +194,7 @@ async function zombie() {
   await send({ replies: settled.map((r) => (r.status === 'fulfilled' ? r.value : `error: ${r.reason.message}`)) });
 }
 
-const modes = { steps, load, 'raw-move': rawMove, zombie };
+const modes = { steps, load, soak, 'raw-move': rawMove, zombie };
 const run = modes[config.mode];
 (run ? run() : Promise.reject(new Error(`unknown mode ${config.mode}`))).then(
   () => process.exit(0),

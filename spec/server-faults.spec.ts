@@ -1,0 +1,337 @@
+/**
+ * Server-side faults injected for real on private redis-server processes: restarts with and without
+ * persistence, stalls longer than the stale timeout (CLIENT PAUSE, DEBUG SLEEP), the connection limit,
+ * OOM under noeviction, NOPERM from an ACL, and eviction policies that can take the semaphore's keys.
+ */
+import { createClient } from 'redis';
+import { Semaphore, SemaphoreRedisError, type SemaphoreOptions } from '../lib';
+import { EVICTION_WARNING_CODE } from '../lib/server-checks';
+import { censusProblems, takeCensus, type Census } from './support/census';
+import { startRedisServer, type RedisServer } from './support/redis-server';
+import { blockedClients, sleep, uniqueName, until, type Client } from './support/redis';
+
+const opened: Array<{ close(): Promise<unknown> }> = [];
+const servers: RedisServer[] = [];
+
+async function serverWith(args: string[]): Promise<{ server: RedisServer; admin: Client }> {
+  const server = await startRedisServer(args);
+  servers.push(server);
+  const admin = await connect(server.url);
+  return { server, admin };
+}
+
+async function connect(url: string): Promise<Client> {
+  const client = createClient({ url });
+  client.on('error', () => undefined);
+  await client.connect();
+  opened.push({ close: () => client.quit().catch(() => client.disconnect()) });
+  return client;
+}
+
+function semaphore(name: string, options: SemaphoreOptions): Semaphore {
+  const sem = new Semaphore(name, options);
+  opened.push(sem);
+  return sem;
+}
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).reverse().map((thing) => thing.close().catch(() => undefined)));
+  await Promise.all(servers.splice(0).map((server) => server.stop()));
+});
+
+/** Retries `fn` while the caller's own client is still reconnecting after a restart. */
+async function once<T>(fn: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
+  const started = Date.now();
+  for (;;) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (Date.now() - started > timeoutMs) throw error;
+      await sleep(50);
+    }
+  }
+}
+
+/**
+ * Census problems of a semaphore at rest. Abandoned marks (`~<grant id>`, left by `recover` after a
+ * connection failure) are allowed: they hold no token and expire on their own (four leases).
+ */
+function idleProblems(census: Census, resources: number): string[] {
+  const waiting = census.waiting.filter((entry) => !entry.registration.startsWith('~'));
+  return censusProblems({ ...census, waiting }, resources, { idle: true });
+}
+
+function stateOf(census: Census) {
+  return { available: census.available, grabbed: census.grabbed, owners: census.owners };
+}
+
+describe('Redis restarted while tokens are held and waiters block', () => {
+  // spec/faults.spec.ts covers one waiter; here every token is held and more waiters block than tokens.
+  test('without persistence: waiters go on, old holders unlock false, and the pool is exactly N again', async () => {
+    const { server, admin: first } = await serverWith([]);
+    const name = uniqueName('restart');
+    const N = 2;
+    const holder = semaphore(name, { url: server.url, resources: N });
+    const held = [await holder.lock(0), await holder.lock(0)];
+    expect(held).toEqual(['0', '1']);
+    const waiters = [0, 1, 2].map(() => semaphore(name, { url: server.url, resources: N, waitSlice: 500 }));
+    const waiting = waiters.map((waiter) => waiter.lock(20_000));
+    await until(async () => (await blockedClients(first)) === 3, 5000, 'three waiters to block');
+
+    await server.kill('SIGKILL');
+    await sleep(200);
+    await server.restart();
+    const admin = await connect(server.url);
+
+    // Re-created full at the first script after the restart: two waiters get the two new tokens.
+    await until(async () => Object.keys((await takeCensus(admin, name)).grabbed).length === N, 10_000, 'two waiters to be served');
+    const served: string[] = [];
+    for (const [i, promise] of waiting.entries()) {
+      const result = await Promise.race([promise, sleep(100).then(() => `pending:${i}`)]);
+      served.push(String(result));
+    }
+    expect(served.filter((token) => token === '0' || token === '1').sort()).toEqual(['0', '1']);
+
+    // The old holders' tokens were wiped: their unlock resolves false and pushes nothing.
+    expect(await once(() => holder.unlock(held[0] ?? ''))).toBe(false);
+    expect(await once(() => holder.unlock(held[1] ?? ''))).toBe(false);
+    let census = await takeCensus(admin, name);
+    expect(censusProblems(census, N)).toEqual([]);
+    expect(Object.keys(census.grabbed)).toHaveLength(N);
+    expect(census.available).toEqual([]);
+
+    // The served waiters release; the third gets a token; once it releases, exactly N are free.
+    const servedIndex = served.map((token, i) => (token === '0' || token === '1' ? i : -1)).filter((i) => i >= 0);
+    for (const i of servedIndex) expect(await waiters[i]?.unlock()).not.toBe(false);
+    const third = served.findIndex((token) => token.startsWith('pending'));
+    expect(await waiting[third]).not.toBeNull();
+    expect(await waiters[third]?.unlock()).not.toBe(false);
+    census = await takeCensus(admin, name);
+    expect(idleProblems(census, N)).toEqual([]);
+    const probe = semaphore(name, { redis: admin, resources: N });
+    expect([await probe.lock(0), await probe.lock(0), await probe.lock(0)]).toEqual(['0', '1', null]);
+  });
+
+  test.each(['SIGKILL (a crash)', 'SIGTERM (a shutdown)'] as const)(
+    'with AOF everysec, %s: grants, registrations and free tokens survive; holders unlock normally',
+    async (how) => {
+      const { server, admin: first } = await serverWith(['--appendonly', 'yes', '--appendfsync', 'everysec']);
+      const name = uniqueName('aof');
+      const N = 3;
+      const holder = semaphore(name, { url: server.url, resources: N, staleClientTimeout: 60_000 });
+      const held = [await holder.lock(0), await holder.lock(0)];
+      const job = await holder.signal('job-1'); // a signalled string survives too
+      expect(job).toBe(2);
+      const waiter = semaphore(name, { url: server.url, resources: N, waitSlice: 500 });
+      expect(await waiter.lock(0)).toBe('job-1');
+      expect(await waiter.lock(0)).toBe('2');
+      const waiting = waiter.lock(20_000);
+      await until(async () => (await blockedClients(first)) === 1, 5000, 'the waiter to block');
+      // everysec: the AOF is written at each event loop turn and fsynced every second; a process crash
+      // loses nothing written (the kernel has it), a machine crash up to about a second.
+      await sleep(1200);
+      const before = await takeCensus(first, name);
+
+      await server.kill(how.startsWith('SIGKILL') ? 'SIGKILL' : 'SIGTERM');
+      await server.restart();
+      const admin = await connect(server.url);
+      const after = await takeCensus(admin, name);
+      expect(stateOf(after)).toEqual(stateOf(before));
+
+      // The holder's grants survived: unlock puts its token back, and the blocked waiter gets it.
+      expect(await once(() => holder.unlock(held[0] ?? ''))).not.toBe(false);
+      expect(await waiting).toBe(held[0]);
+      expect(await holder.unlock(held[1] ?? '')).not.toBe(false);
+      for (const token of [held[0] ?? '', '2', 'job-1']) expect(await waiter.unlock(token)).not.toBe(false);
+      const census = await takeCensus(admin, name);
+      expect(idleProblems({ ...census, available: census.available.filter((t) => t !== 'job-1') }, N)).toEqual([]);
+      expect(census.available).toContain('job-1');
+    },
+  );
+});
+
+describe('Redis stalled longer than the stale timeout', () => {
+  const STALE = 500;
+  type Stall = 'CLIENT PAUSE ALL' | 'CLIENT PAUSE WRITE' | 'DEBUG SLEEP';
+
+  /**
+   * A holder that refreshes every 100 ms, a watchdog every 100 ms and a waiter blocked behind it; then
+   * the server stalls for three stale timeouts. Redis TIME runs on during the stall, so the first
+   * reclaim to run afterwards (the watchdog's, or the waiter's claim at the end of its slice) may find
+   * the holder stale before its queued refresh runs. Whichever runs first, the state stays exact and
+   * the holder learns the outcome at its next refresh: true and still the only holder, or false, its
+   * unlock false, and the token granted once.
+   */
+  test.each(['CLIENT PAUSE ALL', 'CLIENT PAUSE WRITE', 'DEBUG SLEEP'] as Stall[])('%s', async (stall) => {
+    const { server, admin } = await serverWith(['--enable-debug-command', 'local']);
+    const name = uniqueName('stall');
+    const options = { url: server.url, staleClientTimeout: STALE, waitSlice: 300 };
+    const holder = semaphore(name, options);
+    const watcher = semaphore(name, options);
+    const waiter = semaphore(name, options);
+    expect(await holder.lock(0)).toBe('0');
+    const refreshes: boolean[] = [];
+    let granted: string | null | undefined;
+    const keepFresh = setInterval(() => {
+      void holder.refresh('0').then((ok) => refreshes.push(ok), () => undefined);
+      // The waiter, once served, is a live holder too: it keeps its token fresh against the watchdog.
+      if (granted) void waiter.refresh(granted).catch(() => undefined);
+    }, 100);
+    const watchdog = watcher.startWatchdog(100, { onError: () => undefined });
+    const waiting = waiter.lock(20_000).then((token) => (granted = token));
+    try {
+      await until(async () => (await blockedClients(admin)) === 1, 5000, 'the waiter to block');
+      await sleep(300);
+      expect(granted).toBeUndefined(); // refreshed: not stale before the stall
+      const stallMs = 3 * STALE;
+      const staller = await connect(server.url);
+      if (stall === 'DEBUG SLEEP') await staller.sendCommand(['DEBUG', 'SLEEP', String(stallMs / 1000)]);
+      else await staller.sendCommand(['CLIENT', 'PAUSE', String(stallMs), stall.endsWith('WRITE') ? 'WRITE' : 'ALL']);
+      await sleep(stallMs + 600);
+    } finally {
+      clearInterval(keepFresh);
+      await watchdog.stop();
+    }
+    const stillHolds = await holder.refresh('0');
+    const census = await takeCensus(admin, name);
+    expect(censusProblems(census, 1, { inboxesAllowed: true })).toEqual([]);
+    if (stillHolds) {
+      // Not reclaimed: the holder is still the only holder and the waiter still waits.
+      expect(granted).toBeUndefined();
+      expect(await holder.isLocked()).toBe(true);
+      expect(await holder.unlock()).toBe(1);
+      expect(await waiting).toBe('0');
+    } else {
+      // Reclaimed for a stall it did not cause, and told so: refresh and unlock say false, push nothing.
+      expect(await holder.unlock('0')).toBe(false);
+      expect(await waiting).toBe('0');
+      expect(Object.keys((await takeCensus(admin, name)).grabbed)).toEqual(['0']);
+    }
+    console.log(`${stall} ${3 * STALE} ms with staleClientTimeout ${STALE} ms: holder ${stillHolds ? 'kept its token' : 'was reclaimed and told (refresh false)'}; refreshes ${refreshes.filter((ok) => !ok).length} false of ${refreshes.length}`);
+    expect(await waiter.unlock('0')).toBe(1);
+    expect(idleProblems(await takeCensus(admin, name), 1)).toEqual([]);
+  });
+});
+
+describe('server limits: a typed error naming the semaphore, nothing half-written', () => {
+  test('maxclients reached: a waiter that cannot get a blocking connection says so', async () => {
+    // Two connections allowed: the admin client and the semaphore's own; none left for blocking waits.
+    const { server, admin } = await serverWith(['--maxclients', '2']);
+    const name = uniqueName('maxclients');
+    const main = await connect(server.url);
+    const sem = semaphore(name, { redis: main, waitSlice: 500 });
+    expect(await sem.lock(0)).toBe('0');
+    const error = await sem.lock(5000).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(SemaphoreRedisError);
+    expect(error).toMatchObject({ name: 'SemaphoreRedisError', semaphore: name });
+    expect((error as Error).message).toMatch(new RegExp(`lock on semaphore "${name}" failed: .*maxclients 2`));
+    const census = await takeCensus(admin, name);
+    expect(censusProblems(census, 1)).toEqual([]);
+    expect(Object.keys(census.grabbed)).toEqual(['0']); // the holder only; the failed waiter holds nothing
+    expect(census.waiting.every((entry) => entry.registration.startsWith('~') || entry.lease > 0)).toBe(true);
+    expect(await sem.unlock()).toBe(1);
+
+    // A semaphore that makes its own client cannot even connect: typed, named, and it writes nothing.
+    const other = semaphore(uniqueName('maxclients'), { url: server.url });
+    await expect(other.lock(0)).rejects.toMatchObject({ name: 'SemaphoreRedisError', semaphore: other.name });
+    expect(await admin.keys(`SEMAPHORE:${other.name}:*`)).toEqual([]);
+  });
+
+  test('OOM with noeviction: typed errors; a failed call writes nothing, and releases still work', async () => {
+    const { admin } = await serverWith(['--maxmemory-policy', 'noeviction']);
+    const name = uniqueName('oom');
+    const sem = semaphore(name, { redis: admin, resources: 2, waitSlice: 300 });
+    expect(await sem.lock(0)).toBe('0');
+    const before = await takeCensus(admin, name);
+    // Some data, then a maxmemory below what is used: every write that may grow memory is refused.
+    for (let i = 0; i < 100; i++) await admin.set(`filler:${i}`, 'x'.repeat(4096));
+    const used = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))?.[1]);
+    await admin.configSet('maxmemory', String(Math.floor(used * 0.8)));
+    expect(String(await admin.set('probe', 'x').catch((error: unknown) => error))).toMatch(/OOM/);
+    // A new semaphore cannot be created: nothing of it is written.
+    const fresh = semaphore(uniqueName('oom'), { redis: admin });
+    const created = await fresh.lock(0).catch((error: unknown) => error);
+    expect(created).toMatchObject({ name: 'SemaphoreRedisError', semaphore: fresh.name });
+    expect((created as Error).message).toMatch(/OOM/);
+    expect(await admin.keys(`SEMAPHORE:${fresh.name}:*`)).toEqual([]);
+    // A waiter on a full semaphore cannot register: typed error, nothing left registered or moved.
+    expect(await sem.lock(0)).toBe('1'); // taking a free token writes nothing new (LPOP first)
+    const waited = await sem.lock(1000).catch((error: unknown) => error);
+    expect(waited).toMatchObject({ name: 'SemaphoreRedisError', semaphore: name });
+    expect((waited as Error).message).toMatch(/OOM/);
+    // (Read key by key: Redis refuses MULTI while out of memory.)
+    const prefix = `SEMAPHORE:${name}:`;
+    expect(await admin.zRange(`${prefix}WAITING`, 0, -1)).toEqual([]);
+    expect((await admin.hKeys(`${prefix}GRABBED`)).sort()).toEqual(['0', '1']);
+    expect(await admin.lRange(`${prefix}AVAILABLE`, 0, -1)).toEqual([]);
+    expect(await admin.keys(`${prefix}INBOX:*`)).toEqual([]);
+    // Releasing frees memory and works under OOM.
+    expect(await sem.unlock('1')).toBe(1);
+    expect(await sem.unlock('0')).toBe(2);
+    await admin.configSet('maxmemory', '0');
+    const after = await takeCensus(admin, name);
+    expect(idleProblems(after, 2)).toEqual([]);
+    expect(before.available).toEqual(['1']);
+  });
+
+  test('NOPERM from an ACL that does not cover the keys: typed error, nothing written', async () => {
+    const { server, admin } = await serverWith([]);
+    await admin.sendCommand(['ACL', 'SETUSER', 'narrow', 'on', '>pw', '~OTHER:*', '+@all']);
+    const url = server.url.replace('redis://', 'redis://narrow:pw@');
+    const name = uniqueName('noperm');
+    const sem = semaphore(name, { url });
+    for (const call of [() => sem.lock(0), () => sem.signal('x'), () => sem.existsOrCreate(), () => sem.availableCount()]) {
+      const error = await call().then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+      expect(error).toMatchObject({ name: 'SemaphoreRedisError', semaphore: name });
+      expect((error as Error).message).toMatch(/NOPERM/);
+    }
+    expect(await admin.keys('SEMAPHORE:*')).toEqual([]);
+  });
+});
+
+describe('an eviction policy that can evict the semaphore keys', () => {
+  async function warningsFor(args: string[], options: Partial<SemaphoreOptions> = {}): Promise<string[]> {
+    const { server } = await serverWith(args);
+    // Jest's sandboxed `process` does not forward emitted warnings to listeners: watch emitWarning itself.
+    const emitted = jest.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    const seen = () =>
+      emitted.mock.calls
+        .filter(([, options]) => (options as { code?: string } | undefined)?.code === EVICTION_WARNING_CODE)
+        .map(([warning]) => String(warning));
+    try {
+      const client = await connect(server.url);
+      for (const name of [uniqueName('evict'), uniqueName('evict')]) {
+        const sem = semaphore(name, { redis: client, ...options });
+        expect(await sem.lock(0)).toBe('0');
+        expect(await sem.unlock()).toBe(1);
+      }
+      await sleep(50); // INFO runs in the background
+      return seen();
+    } finally {
+      emitted.mockRestore();
+    }
+  }
+
+  test('allkeys-lru with maxmemory: one warning per client, at first use, naming the policy', async () => {
+    const seen = await warningsFor(['--maxmemory', '50mb', '--maxmemory-policy', 'allkeys-lru']);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatch(/maxmemory-policy allkeys-lru .*noeviction/);
+  });
+
+  test('volatile-lru warns only when `expiration` gives the keys a TTL', async () => {
+    const policy = ['--maxmemory', '50mb', '--maxmemory-policy', 'volatile-lru'];
+    expect(await warningsFor(policy)).toEqual([]);
+    expect(await warningsFor(policy, { expiration: 60_000 })).toHaveLength(1);
+  });
+
+  test('noeviction, or no maxmemory: no warning', async () => {
+    expect(await warningsFor(['--maxmemory', '50mb', '--maxmemory-policy', 'noeviction'])).toEqual([]);
+    expect(await warningsFor(['--maxmemory-policy', 'allkeys-lru'])).toEqual([]);
+  });
+});
