@@ -236,9 +236,11 @@ describe('names and payloads', () => {
     }
     // Every key of the run is one of the expected three of one semaphore (names that extend another
     // name, such as "<tag>:AVAILABLE", make keys that extend its keys, never equal ones).
-    const expected = NAMES.flatMap((name) => ['AVAILABLE', 'EXISTS', 'VERSION'].map((suffix) => `SEMAPHORE:${name}:${suffix}`));
+    const expected = NAMES.flatMap((name) =>
+      ['AVAILABLE', 'EXISTS', 'VERSION', 'FENCE'].map((suffix) => `SEMAPHORE:${name}:${suffix}`),
+    );
     expect((await redis.keys(`*${tag}*`)).sort()).toEqual([...expected].sort());
-    expect(new Set(expected).size).toBe(NAMES.length * 3);
+    expect(new Set(expected).size).toBe(NAMES.length * 4);
     for (const sem of sems) {
       const state = await snapshot(redis, sem.name);
       expect(state.grabbed).toEqual({});
