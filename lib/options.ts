@@ -2,6 +2,10 @@ import type { RedisClientLike } from './redis-client';
 import { describe } from './describe';
 import { assertDuration } from './durations';
 
+/**
+ * The options of `new Semaphore(name, options)` (and, without `resources`, of `new Mutex`). Every
+ * duration is in milliseconds. A bad value throws a `TypeError` or `RangeError` naming the option.
+ */
 export interface SemaphoreOptions {
   /**
    * A connected node-redis v4 client (`createClient()`), used for every non-blocking step; blocking
