@@ -222,7 +222,9 @@ export async function use(): Promise<number> {
 
   test.each([
     ['node16', { module: 'node16', moduleResolution: 'node16' }, ['consumer-cjs.cts', 'consumer-esm.mts']],
+    ['nodenext', { module: 'nodenext', moduleResolution: 'nodenext' }, ['consumer-cjs.cts', 'consumer-esm.mts']],
     ['bundler', { module: 'esnext', moduleResolution: 'bundler' }, ['consumer-bundler.ts']],
+    ['node10', { module: 'commonjs', moduleResolution: 'node10' }, ['consumer-node10.ts']],
   ])('moduleResolution %s', async (label, options, sources) => {
     const dir = join(project, `ts-${label}`);
     mkdirSync(dir);
@@ -240,8 +242,22 @@ export async function use(): Promise<number> {
     );
     const errors = result.stdout.split('\n').filter((line) => /error TS\d+/.test(line));
     expect(errors).toEqual([]);
-    const declarations = result.stdout.split('\n').filter((line) => /node_modules\/redis-token-semaphore\/dist\/index\.d\.m?ts$/.test(line));
-    const expected = label === 'node16' ? ['index.d.mts', 'index.d.ts'] : ['index.d.mts'];
-    expect(declarations.map((line) => line.replace(/^.*\//, '')).sort()).toEqual(expect.arrayContaining(expected));
+    // Which declaration file each consumer's `import … from 'redis-token-semaphore'` resolved to.
+    const resolved: Record<string, string> = {};
+    let file = '';
+    for (const line of result.stdout.split('\n')) {
+      if (!line.startsWith(' ')) file = line.trim();
+      const from = /^ +Imported via 'redis-token-semaphore' from file '([^']+)'/.exec(line)?.[1];
+      if (from) resolved[from] = file.replace(/^.*node_modules\//, '');
+    }
+    const types = (entry: string) => `redis-token-semaphore/dist/${entry}`;
+    expect(resolved).toEqual(
+      {
+        node16: { 'consumer-cjs.cts': types('index.d.ts'), 'consumer-esm.mts': types('index.d.mts') },
+        nodenext: { 'consumer-cjs.cts': types('index.d.ts'), 'consumer-esm.mts': types('index.d.mts') },
+        bundler: { 'consumer-bundler.ts': types('index.d.mts') },
+        node10: { 'consumer-node10.ts': types('index.d.ts') },
+      }[label],
+    );
   }, 60_000);
 });
