@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { freePort } from './support/redis-server';
 import { closeAll, connectClient, redisUrl } from './support/redis';
 
 /**
@@ -128,4 +129,23 @@ describe('examples/cron-once.js', () => {
     const [, job] = field(stdout, /^Job "([^"]+)"/m);
     expect(await keysMatching(`*cron:${job}*`)).toEqual([]);
   }, 60_000);
+});
+
+describe.each(['job-queue.js', 'http-limit.js', 'cron-once.js'])('examples/%s', (file) => {
+  test('when Redis cannot be reached it says how to get one and exits with 1', async () => {
+    const port = await freePort(); // nothing listens there
+    const { code, stdout, stderr } = await runExample(file, [], { REDIS_URL: `redis://127.0.0.1:${port}` });
+    expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
+    expect(stderr).toContain(`Cannot connect to Redis at redis://127.0.0.1:${port}`);
+    expect(stderr).toContain('docker compose up -d');
+  }, 30_000);
+});
+
+test.each([
+  ['job-queue.js', ['--jobs', 'many'], 'Usage: node examples/job-queue.js'],
+  ['cron-once.js', ['--instances', '0'], 'Usage: node examples/cron-once.js'],
+])('examples/%s rejects a bad flag with its usage and exit code 2', async (file, args, usage) => {
+  const { code, stderr } = await runExample(file, args);
+  expect(code).toBe(2);
+  expect(stderr).toContain(usage);
 });

@@ -1,6 +1,6 @@
 'use strict';
 /**
- * What the examples share: the library, a Redis to run against, and stopping cleanly.
+ * What the examples share: a Redis to run against, and a bound on each run.
  *
  * `useRedis()` connects to REDIS_URL when it is set; otherwise it starts a throwaway redis-server
  * (from PATH, no persistence) on a free loopback port, and `stop()` stops it again. Each example
@@ -12,15 +12,12 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 
-/** The built package, as `require('redis-token-semaphore')` gives it to users. */
-function loadLibrary() {
-  try {
-    return { ...require('../..'), createClient: require('redis').createClient };
-  } catch (error) {
-    console.error(`Cannot load the library (${error.message}).\nRun \`npm install\` and \`npm run build\` first.`);
-    process.exit(1);
-  }
+// The examples load the package built from this repository (`require('..')`): say so if it is not built.
+if (!fs.existsSync(path.join(__dirname, '..', '..', 'dist', 'index.js'))) {
+  console.error('The library is not built yet: run `npm install` and `npm run build` first.');
+  process.exit(1);
 }
+const { createClient } = require('redis');
 
 const HOW_TO_GET_REDIS = `The examples need Redis 6.2 or later. Either install redis-server, so they can start a
 throwaway one (sudo apt-get install redis-server, or brew install redis), or run one and set
@@ -97,7 +94,6 @@ async function startRedisServer() {
  * Resolves `{ url, client, origin, stop }`; `stop()` quits the client and stops the server it started.
  */
 async function useRedis() {
-  const { createClient } = loadLibrary();
   let server;
   let url = process.env.REDIS_URL;
   try {
@@ -136,4 +132,4 @@ function exitAfter(ms, what) {
   }, ms).unref();
 }
 
-module.exports = { loadLibrary, useRedis, uniqueSuffix, exitAfter };
+module.exports = { useRedis, uniqueSuffix, exitAfter };
