@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpath
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { promisify } from 'node:util';
+import * as api from '../lib';
 import { redisUrl, uniqueName } from './support/redis';
 
 /**
@@ -126,13 +127,15 @@ function consumerSource(kind: 'require' | 'import'): string {
       ? `const { Semaphore, Mutex, LockTimeoutError, SemaphoreError } = require('redis-token-semaphore');
 const { createClient } = require('redis');
 const same = require('redis-token-semaphore').Semaphore === Semaphore;
-const entry = require.resolve('redis-token-semaphore');`
+const entry = require.resolve('redis-token-semaphore');
+const names = () => Object.keys(require('redis-token-semaphore'));`
       : `import { Semaphore, Mutex, LockTimeoutError, SemaphoreError } from 'redis-token-semaphore';
 import { createClient } from 'redis';
 import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const same = require('redis-token-semaphore').Semaphore === Semaphore; // one build: no dual-package hazard
-const entry = import.meta.resolve('redis-token-semaphore');`;
+const entry = import.meta.resolve('redis-token-semaphore');
+const names = async () => Object.keys(await import('redis-token-semaphore'));`;
   return `${load}
 const main = async () => {
   const name = process.argv[2];
@@ -149,6 +152,7 @@ const main = async () => {
   const ran = await mutex.lock(0, async () => mutex.lock(0, () => 'inner').catch((error) => error));
   const result = {
     entry: entry.replace(/^.*node_modules/, 'node_modules'),
+    names: (await names()).filter((name) => name !== '__esModule').sort(),
     same,
     first,
     none,
@@ -183,6 +187,7 @@ describe.each([
     expect(stderr).toBe('');
     expect(JSON.parse(stdout)).toEqual({
       entry,
+      names: Object.keys(api).sort(), // the ES entry re-exports every export of the CommonJS build
       same: true,
       first: '0',
       none: null,
