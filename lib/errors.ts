@@ -2,6 +2,7 @@ import type { LockLostReason } from './options';
 
 /** The base of every error this library rejects with, except bad arguments (`TypeError`, `RangeError`). */
 export class SemaphoreError extends Error {
+  /** `'SemaphoreError'`, or the subclass' name: a literal, so it survives minifiers. */
   override readonly name: string = 'SemaphoreError';
   /** The name of the semaphore the failed call was made on. */
   readonly semaphore: string;
@@ -14,6 +15,7 @@ export class SemaphoreError extends Error {
 
 /** `lock(timeout, fn)` (the callback form) got no token within `timeout`; `fn` did not run. */
 export class LockTimeoutError extends SemaphoreError {
+  /** Always `'LockTimeoutError'`. */
   override readonly name = 'LockTimeoutError';
   /** The timeout that ran out, in milliseconds. */
   readonly timeout: number;
@@ -26,6 +28,7 @@ export class LockTimeoutError extends SemaphoreError {
 
 /** A Redis command failed; `cause` holds the error node-redis reported. */
 export class SemaphoreRedisError extends SemaphoreError {
+  /** Always `'SemaphoreRedisError'`. */
   override readonly name = 'SemaphoreRedisError';
 
   constructor(semaphore: string, operation: string, cause: unknown) {
@@ -37,6 +40,7 @@ export class SemaphoreRedisError extends SemaphoreError {
 
 /** The semaphore was closed, before or while the call was waiting. */
 export class SemaphoreClosedError extends SemaphoreError {
+  /** Always `'SemaphoreClosedError'`. */
   override readonly name = 'SemaphoreClosedError';
 
   constructor(semaphore: string) {

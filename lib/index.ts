@@ -1,3 +1,20 @@
+/**
+ * A blocking, fair, crash-safe distributed counting semaphore and mutex on a Redis token list
+ * (`BLMOVE`), for node-redis. Key names follow the Ruby gem redis-semaphore, so Ruby and Node
+ * processes can share a semaphore. The README covers the protocol, the guarantees and their limits.
+ *
+ * @example
+ * ```ts
+ * import { createClient } from 'redis';
+ * import { Semaphore } from 'redis-token-semaphore';
+ *
+ * const redis = await createClient({ url: 'redis://127.0.0.1:6379' }).connect();
+ * const sem = new Semaphore('crawler:example.com', { redis, resources: 3 });
+ * const page = await sem.lock(async (token) => fetchPage()); // waits for a token; always releases it
+ * ```
+ *
+ * @packageDocumentation
+ */
 export { Semaphore, type HolderInfo, type LockCallback, type Watchdog, type WatchdogOptions } from './semaphore';
 export type { AcquireOptions, Lease, LockOptions } from './lease';
 export { CHANNELS, type SemaphoreEvents, type SemaphoreStats } from './telemetry';

@@ -12,6 +12,10 @@ import { assertDuration } from './durations';
  */
 export type LockLostReason = 'reclaimed' | 'expired';
 
+/**
+ * The options of `new Semaphore(name, options)` (and, without `resources`, of `new Mutex`). Every
+ * duration is in milliseconds. A bad value throws a `TypeError` or `RangeError` naming the option.
+ */
 export interface SemaphoreOptions {
   /**
    * A connected node-redis v4 client (`createClient()`), used for every non-blocking step; blocking
@@ -120,7 +124,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   }
   const {
     redis,
-    url = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
+    url = process.env['REDIS_URL'] || 'redis://127.0.0.1:6379',
     resources = 1,
     staleClientTimeout = null,
     useLocalTime = false,
@@ -134,7 +138,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   if (redis !== undefined && (typeof redis !== 'object' || redis === null || typeof redis.sendCommand !== 'function')) {
     throw new TypeError(`Expected \`redis\` to be a node-redis client, got ${describe(redis)}`);
   }
-  if (typeof url !== 'string' || url.length === 0) {
+  if (redis === undefined && (typeof url !== 'string' || url.length === 0)) {
     throw new TypeError(`Expected \`url\` to be a Redis URL string, got ${describe(url)}`);
   }
   assertPositiveInteger('resources', resources);

@@ -3,16 +3,28 @@
  * fits as is; commands go through `sendCommand`, so only raw RESP replies are relied on.
  */
 export interface RedisClientLike {
+  /** Sends one command (`['EVALSHA', …]`) and resolves Redis' raw reply. */
   sendCommand(args: Array<string>): Promise<unknown>;
   /** A new, unconnected client with the same options; used for the connections blocking waits run on. */
   duplicate(overrides?: { disableOfflineQueue?: boolean; socket?: object }): RedisClientLike;
   /** The options the client was made with (node-redis v4 exposes them); `socket` is copied to duplicates. */
-  readonly options?: { readonly socket?: object } | undefined;
+  readonly options?:
+    | {
+        /** Socket options (host, port, TLS, timeouts…), given to each duplicate as they are. */
+        readonly socket?: object;
+      }
+    | undefined;
+  /** Opens the connection; called on duplicates, and on the client a semaphore made from `url`. */
   connect(): Promise<unknown>;
+  /** Closes the connection once pending replies arrive; called only on clients the semaphore made. */
   quit(): Promise<unknown>;
+  /** Closes the connection at once; the fallback when `quit` fails. */
   disconnect(): Promise<unknown>;
+  /** Connection errors are reported as rejected commands; the semaphore listens so none is unhandled. */
   on(event: 'error', listener: (error: Error) => void): unknown;
+  /** Whether the client is connected or connecting. */
   readonly isOpen: boolean;
+  /** Whether the client is connected and ready for commands. */
   readonly isReady: boolean;
 }
 
