@@ -19,6 +19,7 @@ export interface AcquireOptions {
  * scope ends.
  */
 export interface Lease extends AsyncDisposable {
+  /** The token held. */
   readonly token: string;
   /** The acquisition's fencing number: larger than any earlier acquisition's of this semaphore. */
   readonly fence: number;

@@ -28,6 +28,7 @@ export interface Watchdog {
   stop(): Promise<void>;
 }
 
+/** What `startWatchdog` takes. */
 export interface WatchdogOptions {
   /** Called when a run fails (the next run tries again). Default: `process.emitWarning`. */
   readonly onError?: (error: Error) => void;
@@ -53,6 +54,7 @@ export type LockCallback<T> = (token: string, signal: AbortSignal, fence: number
 
 /** A held token as `holders()` reports it. */
 export interface HolderInfo {
+  /** The held token. */
   readonly token: string;
   /** When it was taken or last refreshed (GRABBED), or `null` if the stamp cannot be read. */
   readonly since: Date | null;
@@ -854,8 +856,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 }
 
-/** `wait` is `lock` under the semaphore's traditional name. */
 export interface Semaphore {
+  /** `lock` under the semaphore's traditional name (the consumer's side of `signal`). */
   wait: Semaphore['lock'];
 }
 Semaphore.prototype.wait = Semaphore.prototype.lock;

@@ -2,40 +2,91 @@ import { channel, type Channel } from 'node:diagnostics_channel';
 import { debuglog } from 'node:util';
 import type { LockLostReason } from './options';
 
+/** What the `acquired`, `released` and `lost` events say about the acquisition. */
+export interface AcquisitionEvent {
+  /** The token. */
+  readonly token: string;
+  /** The acquisition's fencing number. */
+  readonly fence: number;
+}
+
+/** The `acquired` event. */
+export interface AcquiredEvent extends AcquisitionEvent {
+  /** Milliseconds from the call to the grant. */
+  readonly waitedMs: number;
+}
+
+/** The `released` event. */
+export interface ReleasedEvent extends AcquisitionEvent {
+  /** Milliseconds from the grant to the release. */
+  readonly heldMs: number;
+}
+
+/** The `lost` event. */
+export interface LostEvent extends AcquisitionEvent {
+  /** Why the token was lost. */
+  readonly reason: LockLostReason;
+}
+
+/** The `reclaimed` event. */
+export interface ReclaimedEvent {
+  /** How many tokens this instance returned to the pool. */
+  readonly count: number;
+}
+
 /** The events a `Semaphore` emits, with what each passes to its listeners. */
 export interface SemaphoreEvents {
-  /** A token was acquired; `waitedMs` counts from the call to the grant. */
-  acquired: [event: { token: string; fence: number; waitedMs: number }];
-  /** A held token was released (unlock, consume, or the end of the callback form). */
-  released: [event: { token: string; fence: number; heldMs: number }];
+  /** A token was acquired. */
+  acquired: [event: AcquiredEvent];
+  /** A held token was released (unlock, consume, a lease's release, or the end of the callback form). */
+  released: [event: ReleasedEvent];
   /** A held token was lost (see `LockLostReason`). */
-  lost: [event: { token: string; fence: number; reason: LockLostReason }];
+  lost: [event: LostEvent];
   /** This instance returned stale holders' tokens to the pool (`releaseStaleLocks`, the watchdog). */
-  reclaimed: [event: { count: number }];
+  reclaimed: [event: ReclaimedEvent];
   /** A background step failed (a watchdog run). Without a listener it becomes a process warning. */
   error: [error: Error];
 }
 
 /** What `sem.stats()` reports: counters since the semaphore was made, and recent waits. */
 export interface SemaphoreStats {
+  /** Tokens acquired. */
   readonly acquisitions: number;
+  /** Tokens released (those already lost are not counted). */
   readonly releases: number;
   /** `lock(timeout)` calls that got no token in time. */
   readonly timeouts: number;
   /** Waits ended by an `AbortSignal`. */
   readonly aborts: number;
+  /** Held tokens lost (`lost` events). */
   readonly losses: number;
   /** Tokens this instance returned to the pool as stale. */
   readonly reclaims: number;
   /** How long the last (up to) 1,000 acquisitions waited, in milliseconds. */
-  readonly waits: { readonly count: number; readonly p50: number; readonly p99: number; readonly max: number };
+  readonly waits: WaitStats;
+}
+
+/** Percentiles of recent acquisitions' waits, in milliseconds (0 when there were none). */
+export interface WaitStats {
+  /** How many waits the figures cover. */
+  readonly count: number;
+  /** The median. */
+  readonly p50: number;
+  /** The 99th percentile. */
+  readonly p99: number;
+  /** The longest. */
+  readonly max: number;
 }
 
 /** Diagnostics channel names, for tracers (`diagnostics_channel.subscribe('redis-token-semaphore:acquired', …)`). */
 export const CHANNELS = {
+  /** Each acquisition: an `AcquiredEvent` with `semaphore` (the name). */
   acquired: 'redis-token-semaphore:acquired',
+  /** Each release: a `ReleasedEvent` with `semaphore`. */
   released: 'redis-token-semaphore:released',
+  /** Each loss: a `LostEvent` with `semaphore`. */
   lost: 'redis-token-semaphore:lost',
+  /** Each reclaim by this process: a `ReclaimedEvent` with `semaphore`. */
   reclaimed: 'redis-token-semaphore:reclaimed',
 } as const;
 
@@ -61,24 +112,24 @@ export class Telemetry {
     this.#semaphore = semaphore;
   }
 
-  acquired(event: SemaphoreEvents['acquired'][0]): void {
+  acquired(event: AcquiredEvent): void {
     this.#counters.acquisitions++;
     this.#waits[this.#nextWait] = event.waitedMs;
     this.#nextWait = (this.#nextWait + 1) % WAIT_SAMPLES;
     this.#publish('acquired', event);
   }
 
-  released(event: SemaphoreEvents['released'][0]): void {
+  released(event: ReleasedEvent): void {
     this.#counters.releases++;
     this.#publish('released', event);
   }
 
-  lost(event: SemaphoreEvents['lost'][0]): void {
+  lost(event: LostEvent): void {
     this.#counters.losses++;
     this.#publish('lost', event);
   }
 
-  reclaimed(event: SemaphoreEvents['reclaimed'][0]): void {
+  reclaimed(event: ReclaimedEvent): void {
     this.#counters.reclaims += event.count;
     this.#publish('reclaimed', event);
   }
