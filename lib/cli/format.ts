@@ -1,0 +1,66 @@
+/** Text output of the CLI: durations, tables, and user data made safe for a terminal. */
+
+/** `850ms`, `12.3s`, `1m 05s`, `2h 03m`, `3d 04h`; `?` for an unknown duration. */
+export function formatDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return '?';
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  const s = Math.floor(ms / 1000);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${pad(Math.floor(s / 60) % 60)}m`;
+  return `${Math.floor(s / 86_400)}d ${pad(Math.floor(s / 3600) % 24)}h`;
+}
+
+/**
+ * Names, tokens and owner labels are user data: control characters (a terminal escape sequence in a
+ * label could rewrite the screen) are shown as `\xNN`/`\uNNNN`, and an empty string as `""`.
+ */
+export function printable(text: string): string {
+  if (text === '') return '""';
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** Left-aligned columns separated by two spaces; the header row first. */
+export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((header, i) => Math.max(header.length, ...rows.map((row) => (row[i] ?? '').length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n');
+}
+
+/** A UTC timestamp to the millisecond, without the `T` and `Z` noise: `2026-11-22 12:00:00.123`. */
+export function formatTime(date: Date | null): string {
+  return date === null ? '?' : date.toISOString().replace('T', ' ').replace('Z', '');
+}
+
+/** `redis://user:***@host:port/db`: never print a password. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== '') parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url.replace(/\/\/[^@/]*@/, '//***@');
+  }
+}
+
+const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * `500ms`, `30s`, `1.5m`, `2h`, `1d` in milliseconds; `undefined` if it cannot be read. A unit is
+ * required: a bare `30` could mean seconds (the Ruby gem) or milliseconds (this library's API).
+ */
+export function parseDuration(text: string): number | undefined {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
+  if (!match) return undefined;
+  const ms = Number(match[1]) * (UNITS[match[2] as string] as number);
+  return Number.isFinite(ms) ? ms : undefined;
+}
