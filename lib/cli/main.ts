@@ -292,7 +292,7 @@ function dashboardOptions(values: Values) {
     if (!/^\d+$/.test(values.port) || Number(values.port) > 65_535) throw usage(`--port must be 0 to 65535, got "${printable(values.port)}"`);
     port = Number(values.port);
   }
-  const token = values.token ?? process.env['REDIS_TOKEN_SEMAPHORE_TOKEN'];
+  const token = values.token ?? (values['read-only'] ? undefined : process.env['REDIS_TOKEN_SEMAPHORE_TOKEN']);
   if (token !== undefined && token.length < 8) throw usage('--token must be at least 8 characters');
   if (token !== undefined && values['read-only']) throw usage('--token and --read-only exclude each other');
   return { port, host: values.host ?? '127.0.0.1', token, readOnly: values['read-only'] === true };
