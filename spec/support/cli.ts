@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { redisUrl } from './redis';
@@ -26,4 +26,42 @@ export function runCli(args: readonly string[], { env = {}, timeoutMs = 15_000 }
       },
     );
   });
+}
+
+export interface RunningDashboard {
+  /** `http://127.0.0.1:<port>/` */
+  readonly url: string;
+  /** Everything it printed so far. */
+  output(): string;
+  /** SIGTERM, then waits for the exit; resolves the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** Starts `redis-token-semaphore dashboard --port 0 …` as a child process and waits for its address. */
+export async function startDashboard(redisUrl: string, args: readonly string[] = []): Promise<RunningDashboard> {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
+  const child = spawn(process.execPath, [CLI, 'dashboard', '--port', '0', '--url', redisUrl, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const started = Date.now();
+  let match: RegExpExecArray | null = null;
+  while (!(match = / on (http:\/\/127\.0\.0\.1:\d+\/)/.exec(output))) {
+    if (child.exitCode !== null || Date.now() - started > 15_000) {
+      child.kill('SIGKILL');
+      throw new Error(`the dashboard did not start: ${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return {
+    url: match[1] as string,
+    output: () => output,
+    stop: async () => {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+  };
 }

@@ -117,6 +117,13 @@
     refresh();
   }
 
+  // The time of day (UTC) in the cell, the full timestamp on hover.
+  function since(iso) {
+    const cell = el('td', 'since', iso ? iso.slice(11, 23) : '?');
+    if (iso) cell.title = iso;
+    return cell;
+  }
+
   function releaseButton(name, holder) {
     const key = JSON.stringify([name, holder.token, holder.grantId]);
     const button = el('button', 'release');
@@ -220,7 +227,7 @@
     c.free.style.width = (100 * semaphore.available) / total + '%';
     c.bar.title = semaphore.held + ' held, ' + semaphore.available + ' free';
     c.counts.replaceChildren(
-      el('span', 'count tokens', semaphore.tokens + ' tokens'),
+      el('span', 'count tokens', semaphore.tokens + (semaphore.tokens === 1 ? ' token' : ' tokens')),
       el('span', 'count held', semaphore.held + ' held'),
       el('span', 'count free', semaphore.available + ' free'),
       el('span', 'count waiting' + (semaphore.waiting > 0 ? ' busy' : ''), semaphore.waiting + ' waiting'),
@@ -238,7 +245,7 @@
         row.append(
           el('td', 'token', holder.token),
           el('td', 'age', duration(holder.heldMs)),
-          el('td', 'since', holder.since ? holder.since.replace('T', ' ').replace('Z', '') : '?'),
+          since(holder.since),
           el('td', 'fence', holder.fence === null ? '-' : String(holder.fence)),
           el('td', 'owner', holder.owner === null ? '(not recorded)' : holder.owner),
         );
