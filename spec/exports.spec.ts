@@ -9,6 +9,7 @@ test('the public exports are exactly these', () => {
     'SemaphoreClosedError',
     'SemaphoreError',
     'SemaphoreRedisError',
+    'createDashboard',
   ]);
 });
 
