@@ -43,6 +43,9 @@ const ASSETS: Record<string, { readonly file: string; readonly type: string }> =
   '/app.css': { file: 'app.css', type: 'text/css; charset=utf-8' },
 };
 
+/** A request Redis has not answered by then gets a 503 (a client with an offline queue waits forever). */
+const REDIS_TIMEOUT_MS = 5000;
+
 /** Request bodies are tiny JSON objects. */
 const MAX_BODY = 16 * 1024;
 
@@ -174,9 +177,15 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   };
 
   return (request, response) => {
-    route(request, response).catch((error: unknown) => {
+    const timer = setTimeout(() => {
+      if (response.headersSent) return;
+      const message = `Redis did not answer within ${REDIS_TIMEOUT_MS} ms${request.method === 'POST' ? '; the change may still happen' : ''}`;
+      sendJson(response, 503, { error: { code: 'timeout', message } });
+    }, REDIS_TIMEOUT_MS);
+    timer.unref();
+    const done = route(request, response).catch((error: unknown) => {
       if (response.headersSent) {
-        response.destroy();
+        if (!response.writableEnded) response.destroy();
         return;
       }
       if (error instanceof HttpError) {
@@ -188,6 +197,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       const message = (error as { message?: unknown } | null)?.message;
       sendJson(response, 503, { error: { code: 'redis', message: `Redis: ${typeof message === 'string' ? message : String(error)}` } });
     });
+    void done.finally(() => clearTimeout(timer));
   };
 }
 
@@ -232,6 +242,7 @@ async function readJson(request: IncomingMessage): Promise<unknown> {
 }
 
 function send(response: ServerResponse, status: number, type: string, body: string | Buffer, cache = 'no-store'): void {
+  if (response.headersSent) return; // answered already (timed out)
   response.writeHead(status, { ...SECURITY_HEADERS, 'content-type': type, 'cache-control': cache });
   response.end(response.req.method === 'HEAD' ? undefined : body);
 }
