@@ -107,6 +107,16 @@ test('shows holders and waiters; the release button frees a token and the waiter
   await expect(crawler.unlock(released)).resolves.toBe(false); // the old holder puts nothing back
   await card.locator('svg rect.waited').first().waitFor();
 
+  // More traffic for the chart: the second waiter gets a token its holder gives back, and two more
+  // processes start waiting.
+  await page.waitForTimeout(1200);
+  await expect(crawler.unlock(tokens[1])).resolves.toBeGreaterThanOrEqual(0);
+  await expect(waiters[1]).resolves.toBe(tokens[1]);
+  const lateSem = semaphore('crawler:example.com', 3, 'crawler-3@host-c:31');
+  const late = [lateSem.lock(60_000), lateSem.lock(60_000)];
+  await card.locator('.count.waiting', { hasText: '2 waiting' }).waitFor();
+  await expect(card.locator('svg rect.waited').count()).resolves.toBe(2);
+
   // Escaping: the names and labels are shown as text, and nothing in them ran.
   const xssCard = page.locator('section.semaphore').filter({ has: page.locator('h2', { hasText: '<script>alert(1)</script>' }) });
   await expect(xssCard.locator('h2 a').textContent()).resolves.toBe(xssName);
@@ -131,9 +141,8 @@ test('shows holders and waiters; the release button frees a token and the waiter
   expect(dialogs).toEqual([]);
   expect(errors).toEqual([]);
   await page.close();
-  for (const waiter of waiters) {
-    void waiter.then((token) => (token === null ? undefined : waiterSem.unlock(token)));
-  }
+  for (const token of await Promise.all(waiters)) await waiterSem.unlock(token as string);
+  for (const token of await Promise.all(late)) await lateSem.unlock(token as string);
 });
 
 test('a semaphore that does not exist is a clear 404 page, with the name escaped', async () => {

@@ -219,7 +219,7 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
           throw notFound(`token "${printable(token)}" of semaphore "${printable(name)}" is not held; nothing released`);
         }
         if (io.json) io.out(JSON.stringify({ name, token, released: true, available: outcome.available }));
-        else io.out(`Released token "${printable(token)}" of "${printable(name)}" (${outcome.available} free now, before waiters take it).`);
+        else io.out(`Released token "${printable(token)}" of "${printable(name)}": the longest-blocked waiter gets it, else it is free.`);
         return EXIT.ok;
       };
     }

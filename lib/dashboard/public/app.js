@@ -146,6 +146,10 @@
     return button;
   }
 
+  function latest(handOff) {
+    return handOff.seenWaiting ? '≥ ' + duration(handOff.waitedMs) : 'not seen waiting';
+  }
+
   function chart(handOffs) {
     const width = 260;
     const height = 56;
@@ -171,8 +175,9 @@
       svg.append(rect);
     });
     const label = document.createElementNS(SVG, 'text');
-    label.setAttribute('x', '2');
+    label.setAttribute('x', String(width - 3));
     label.setAttribute('y', '10');
+    label.setAttribute('text-anchor', 'end');
     label.textContent = 'max ' + duration(max);
     svg.append(label);
     return svg;
@@ -261,7 +266,8 @@
       '',
       semaphore.handOffs.length === 0
         ? 'Hand-offs: none seen yet.'
-        : 'Hand-offs: how long each new holder waited, as sampled (bars; flat: not seen waiting).',
+        : 'Hand-offs (last ' + semaphore.handOffs.length + '): how long each new holder waited, as sampled; latest ' +
+          latest(semaphore.handOffs[semaphore.handOffs.length - 1]) + '.',
     );
     c.figure.replaceChildren(chart(semaphore.handOffs), caption);
     return c.root;
