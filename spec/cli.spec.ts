@@ -1,6 +1,7 @@
+import { spawn } from 'node:child_process';
 import { useFixture } from './support/fixture';
-import { runCli } from './support/cli';
-import { blockedClients, uniqueName, until } from './support/redis';
+import { CLI, runCli } from './support/cli';
+import { blockedClients, redisUrl, uniqueName, until } from './support/redis';
 import { freePort } from './support/redis-server';
 
 const fx = useFixture();
@@ -165,6 +166,22 @@ test('watch refreshes --count times, then exits 0', async () => {
   const text = await runCli(['watch', name, '--count', '2', '--interval', '100ms']);
   expect(text.stdout.match(/^--- .* UTC, every 100ms$/gm)).toHaveLength(2);
   expect((await runCli(['watch', uniqueName('cli-missing'), '--count', '1'])).code).toBe(3);
+});
+
+test('watch stops on Ctrl-C (SIGINT) with exit 0', async () => {
+  const { name } = await busy(1, 1, 0);
+  const child = spawn(process.execPath, [CLI, 'watch', name, '--interval', '5s'], {
+    env: { ...process.env, REDIS_URL: redisUrl() },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await until(() => stdout.includes('holders'), 15_000, 'the first frame');
+  const sent = Date.now();
+  child.kill('SIGINT');
+  await expect(exited).resolves.toBe(0);
+  expect(Date.now() - sent).toBeLessThan(4000); // it does not sit out the 5 s interval
 });
 
 test('usage errors are exit 2 with a hint; --help is exit 0; an unreachable Redis is exit 1', async () => {

@@ -1,3 +1,5 @@
+import type { SemaphoreStatus } from '../admin/operations';
+
 /** Text output of the CLI: durations, tables, and user data made safe for a terminal. */
 
 /** `850ms`, `12.3s`, `1m 05s`, `2h 03m`, `3d 04h`; `?` for an unknown duration. */
@@ -63,4 +65,65 @@ export function parseDuration(text: string): number | undefined {
   if (!match) return undefined;
   const ms = Number(match[1]) * (UNITS[match[2] as string] as number);
   return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** `status --json` and each `watch --json` frame. */
+export function statusJson(status: SemaphoreStatus) {
+  return {
+    name: status.name,
+    exists: status.exists,
+    now: status.now.toISOString(),
+    tokens: status.tokens,
+    held: status.holders.length,
+    available: status.available,
+    waiting: status.waiting,
+    holders: status.holders.map((h) => ({
+      token: h.token,
+      since: h.since?.toISOString() ?? null,
+      heldMs: h.heldMs,
+      fence: h.fence ?? null,
+      owner: h.owner ?? null,
+      grantId: h.grantId ?? null,
+    })),
+  };
+}
+
+/** One semaphore in `list --json`. */
+export function summaryJson(status: SemaphoreStatus) {
+  return {
+    name: status.name,
+    tokens: status.tokens,
+    held: status.holders.length,
+    available: status.available,
+    waiting: status.waiting,
+    longestHeldMs: status.holders[0]?.heldMs ?? null,
+  };
+}
+
+/** `status` as text: a header, then one row per holder, longest-held first. */
+export function formatStatus(status: SemaphoreStatus): string {
+  const lines = [
+    `semaphore  ${printable(status.name)}`,
+    `tokens     ${status.tokens} (${status.holders.length} held, ${status.available} free)`,
+    `waiting    ${status.waiting}`,
+  ];
+  if (status.holders.length === 0) {
+    lines.push('holders    none');
+  } else {
+    lines.push('holders');
+    const rows = status.holders.map((h) => [
+      printable(h.token),
+      formatDuration(h.heldMs),
+      formatTime(h.since),
+      h.fence === undefined ? '-' : String(h.fence),
+      h.owner === undefined ? '(not recorded: Ruby gem?)' : printable(h.owner),
+    ]);
+    lines.push(
+      table(['TOKEN', 'HELD FOR', 'SINCE (UTC)', 'FENCE', 'OWNER'], rows)
+        .split('\n')
+        .map((line) => `  ${line}`)
+        .join('\n'),
+    );
+  }
+  return lines.join('\n');
 }

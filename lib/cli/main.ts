@@ -8,26 +8,11 @@ import {
   releaseStale,
   releaseToken,
   resizeSemaphore,
-  type SemaphoreStatus,
 } from '../admin/operations';
 import type { RedisClientLike } from '../redis-client';
-import { formatDuration, formatTime, parseDuration, printable, redactUrl, table } from './format';
-
-/** Exit codes: documented in the README ("Command line") and in `--help`. */
-export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3 } as const;
-
-/** An error with an exit code and a machine-readable code for `--json`. */
-class CliError extends Error {
-  constructor(
-    readonly exitCode: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-const usage = (message: string) => new CliError(EXIT.usage, 'usage', message);
-const notFound = (message: string) => new CliError(EXIT.notFound, 'not_found', message);
+import { CliError, EXIT, missing, notFound, usage } from './errors';
+import { formatDuration, formatStatus, parseDuration, printable, redactUrl, statusJson, summaryJson, table } from './format';
+import { watch, type Io } from './watch';
 
 const BIN = 'redis-token-semaphore';
 
@@ -91,11 +76,6 @@ type Values = {
   token?: string;
   'read-only'?: boolean;
 };
-
-interface Io {
-  out(text: string): void;
-  json: boolean;
-}
 
 export async function main(argv: readonly string[]): Promise<number> {
   let json = argv.includes('--json');
@@ -265,10 +245,6 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
   }
 }
 
-function missing(name: string): CliError {
-  return notFound(`semaphore "${printable(name)}" does not exist (no SEMAPHORE:${printable(name)}:EXISTS key)`);
-}
-
 async function assertExists(client: RedisClientLike, name: string): Promise<void> {
   if ((await client.sendCommand(['EXISTS', `SEMAPHORE:${name}:EXISTS`])) !== 1) throw missing(name);
 }
@@ -320,102 +296,6 @@ function describeError(error: unknown): string {
   if (message) return message;
   if (Array.isArray(errors) && errors.length > 0) return describeError(errors[0]);
   return code ?? String(error);
-}
-
-export function statusJson(status: SemaphoreStatus) {
-  return {
-    name: status.name,
-    exists: status.exists,
-    now: status.now.toISOString(),
-    tokens: status.tokens,
-    held: status.holders.length,
-    available: status.available,
-    waiting: status.waiting,
-    holders: status.holders.map((h) => ({
-      token: h.token,
-      since: h.since?.toISOString() ?? null,
-      heldMs: h.heldMs,
-      fence: h.fence ?? null,
-      owner: h.owner ?? null,
-      grantId: h.grantId ?? null,
-    })),
-  };
-}
-
-function summaryJson(status: SemaphoreStatus) {
-  return {
-    name: status.name,
-    tokens: status.tokens,
-    held: status.holders.length,
-    available: status.available,
-    waiting: status.waiting,
-    longestHeldMs: status.holders[0]?.heldMs ?? null,
-  };
-}
-
-export function formatStatus(status: SemaphoreStatus): string {
-  const lines = [
-    `semaphore  ${printable(status.name)}`,
-    `tokens     ${status.tokens} (${status.holders.length} held, ${status.available} free)`,
-    `waiting    ${status.waiting}`,
-  ];
-  if (status.holders.length === 0) {
-    lines.push('holders    none');
-  } else {
-    lines.push('holders');
-    const rows = status.holders.map((h) => [
-      printable(h.token),
-      formatDuration(h.heldMs),
-      formatTime(h.since),
-      h.fence === undefined ? '-' : String(h.fence),
-      h.owner === undefined ? '(not recorded: Ruby gem?)' : printable(h.owner),
-    ]);
-    lines.push(
-      table(['TOKEN', 'HELD FOR', 'SINCE (UTC)', 'FENCE', 'OWNER'], rows)
-        .split('\n')
-        .map((line) => `  ${line}`)
-        .join('\n'),
-    );
-  }
-  return lines.join('\n');
-}
-
-async function watch(client: RedisClientLike, io: Io, name: string, interval: number, count: number): Promise<number> {
-  let stopped = false;
-  let wake: () => void = () => undefined;
-  const stop = () => {
-    stopped = true;
-    wake();
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  const tty = process.stdout.isTTY === true && !io.json;
-  try {
-    for (let frame = 1; frame <= count && !stopped; frame++) {
-      const status = await readStatus(client, name);
-      if (frame === 1 && !status.exists) throw missing(name);
-      if (io.json) {
-        io.out(JSON.stringify(statusJson(status)));
-      } else {
-        const body = status.exists ? formatStatus(status) : `semaphore  ${printable(name)}\n(does not exist any more)`;
-        const header = `${formatTime(status.now)} UTC, every ${formatDuration(interval)}${tty ? ' (Ctrl-C to stop)' : ''}`;
-        io.out(tty ? `\x1b[H\x1b[2J${header}\n\n${body}` : `--- ${header}\n${body}`);
-      }
-      if (frame < count && !stopped) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, interval);
-          wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-      }
-    }
-  } finally {
-    process.off('SIGINT', stop);
-    process.off('SIGTERM', stop);
-  }
-  return EXIT.ok;
 }
 
 if (require.main === module) {
