@@ -142,11 +142,17 @@ describe('createDashboard', () => {
     expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
     expect(await page.text()).toContain('<script src="/ops/semaphores/app.js"></script>');
     expect((await fetch(`${base}/app.js`)).status).toBe(200);
+    const broken = uniqueName('dash-broken');
+    await fx.redis.set(`SEMAPHORE:${broken}:EXISTS`, '1');
+    await fx.redis.set(`SEMAPHORE:${broken}:AVAILABLE`, 'not a list');
     const list = (await (await fetch(`${base}/api/semaphores`)).json()) as { semaphores: Array<{ name: string }> };
     expect(list.semaphores.find((s) => s.name === name)).toMatchObject({ tokens: 2, held: 1, available: 1 });
+    expect(list.semaphores.find((s) => s.name === broken)).toEqual({ name: broken, error: expect.stringMatching(/^WRONGTYPE/) });
     const one = (await (await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}`)).json()) as Json;
     expect(one.semaphore.holders[0]).toMatchObject({ token: '0', owner: 'api-holder' });
     expect((await fetch(`${base.replace('/ops/semaphores', '')}/api/semaphores`)).status).toBe(404);
+    expect((await fetch(`${base}x/api/semaphores`)).status).toBe(404);
+    expect((await fetch(base)).status).toBe(200);
     expect((await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}/nope`)).status).toBe(404);
     expect((await fetch(`${base}/api/semaphores`, { method: 'DELETE' })).status).toBe(405);
   });

@@ -71,15 +71,22 @@ test('list: every semaphore with its counts, by SCAN', async () => {
   const { name } = await busy(3, 2, 0);
   const other = fx.semaphore({ resources: 1 });
   await other.existsOrCreate();
+  // A semaphore whose keys Redis refuses to read is reported, and does not hide the others.
+  const broken = uniqueName('cli-broken');
+  await fx.redis.set(`SEMAPHORE:${broken}:EXISTS`, '1');
+  await fx.redis.set(`SEMAPHORE:${broken}:AVAILABLE`, 'not a list');
   const json = await runCli(['list', '--json']);
   expect(json.code).toBe(0);
   const { semaphores, truncated } = JSON.parse(json.stdout);
   expect(truncated).toBe(false);
   expect(semaphores).toContainEqual({ name, tokens: 3, held: 2, available: 1, waiting: 0, longestHeldMs: expect.any(Number) });
   expect(semaphores).toContainEqual({ name: other.name, tokens: 1, held: 0, available: 1, waiting: 0, longestHeldMs: null });
+  expect(semaphores).toContainEqual({ name: broken, error: expect.stringMatching(/^WRONGTYPE/) });
   const text = await runCli(['list']);
   expect(text.stdout).toMatch(/^NAME\s+TOKENS\s+HELD\s+FREE\s+WAITING\s+LONGEST HELD$/m);
   expect(text.stdout).toMatch(new RegExp(`^${name}\\s+3\\s+2\\s+1\\s+0\\s+\\S+$`, 'm'));
+  expect(text.stdout).toMatch(new RegExp(`^${broken}\\s+\\?\\s+\\?\\s+\\?\\s+\\?\\s+unreadable: WRONGTYPE`, 'm'));
+  expect((await runCli(['status', broken])).stderr).toContain('WRONGTYPE');
 });
 
 describe('release', () => {

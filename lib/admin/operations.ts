@@ -1,5 +1,5 @@
 import { semaphoreKeys } from '../keys';
-import type { RedisClientLike } from '../redis-client';
+import { isConnectionError, type RedisClientLike } from '../redis-client';
 import { runScript, scripts } from '../scripts';
 import { Semaphore, type HolderInfo } from '../semaphore';
 
@@ -57,6 +57,35 @@ export async function readStatus(client: RedisClientLike, name: string, waiterId
     waiterIds: ids,
     holders,
   };
+}
+
+/** A semaphore whose keys Redis refused to read (`WRONGTYPE`: a key of the wrong type under its name). */
+export interface UnreadableSemaphore {
+  readonly name: string;
+  readonly error: string;
+}
+
+/**
+ * `readStatus` for many semaphores at once (pipelined). One whose keys Redis refuses to read is
+ * reported with its error instead of failing the others; a connection failure still rejects.
+ */
+export async function readStatuses(
+  client: RedisClientLike,
+  names: readonly string[],
+  waiterIds = WAITER_IDS,
+): Promise<Array<SemaphoreStatus | UnreadableSemaphore>> {
+  return Promise.all(
+    names.map((name) =>
+      readStatus(client, name, waiterIds).catch((error: unknown) => {
+        if (isConnectionError(error)) throw error;
+        return { name, error: String((error as { message?: unknown } | null)?.message ?? error) };
+      }),
+    ),
+  );
+}
+
+export function isUnreadable(status: SemaphoreStatus | UnreadableSemaphore): status is UnreadableSemaphore {
+  return 'error' in status;
 }
 
 /** A GRABBED entry and its OWNERS value (`"<grant id> <fence> <owner label>"`, see includes/grant.lua). */

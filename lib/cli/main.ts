@@ -3,8 +3,10 @@ import { parseArgs } from 'node:util';
 import { createClient } from 'redis';
 import {
   deleteSemaphore,
+  isUnreadable,
   listSemaphores,
   readStatus,
+  readStatuses,
   releaseStale,
   releaseToken,
   resizeSemaphore,
@@ -164,21 +166,26 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
     case 'list':
       return async (client, io) => {
         const { names, truncated } = await listSemaphores(client);
-        const statuses = await Promise.all(names.map((n) => readStatus(client, n, 0)));
-        const present = statuses.filter((s) => s.exists);
+        const statuses = await readStatuses(client, names, 0);
+        const present = statuses.filter((s) => isUnreadable(s) || s.exists);
         if (io.json) {
-          io.out(JSON.stringify({ semaphores: present.map(summaryJson), truncated }));
+          const summaries = present.map((s) => (isUnreadable(s) ? { name: s.name, error: s.error } : summaryJson(s)));
+          io.out(JSON.stringify({ semaphores: summaries, truncated }));
         } else if (present.length === 0) {
           io.out('No semaphores (no SEMAPHORE:*:EXISTS key on this Redis).');
         } else {
-          const rows = present.map((s) => [
-            printable(s.name),
-            String(s.tokens),
-            String(s.holders.length),
-            String(s.available),
-            String(s.waiting),
-            s.holders.length > 0 ? formatDuration(s.holders[0]?.heldMs) : '-',
-          ]);
+          const rows = present.map((s) =>
+            isUnreadable(s)
+              ? [printable(s.name), '?', '?', '?', '?', `unreadable: ${printable(s.error)}`]
+              : [
+                  printable(s.name),
+                  String(s.tokens),
+                  String(s.holders.length),
+                  String(s.available),
+                  String(s.waiting),
+                  s.holders.length > 0 ? formatDuration(s.holders[0]?.heldMs) : '-',
+                ],
+          );
           io.out(table(['NAME', 'TOKENS', 'HELD', 'FREE', 'WAITING', 'LONGEST HELD'], rows));
           if (truncated) io.out('(truncated: more semaphores than listed)');
         }

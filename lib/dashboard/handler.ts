@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { releaseStale, releaseToken, type SemaphoreStatus } from '../admin/operations';
+import { isUnreadable, releaseStale, releaseToken, type SemaphoreStatus } from '../admin/operations';
 import type { RedisClientLike } from '../redis-client';
 import { describe } from '../describe';
 import { notFoundPage, page } from './page';
@@ -110,8 +110,8 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
 
   const route = async (request: IncomingMessage, response: ServerResponse) => {
     const url = new URL(request.url ?? '/', 'http://dashboard.invalid');
-    if (!url.pathname.startsWith(basePath)) throw new HttpError(404, 'not_found', 'Not found');
-    const path = url.pathname.slice(basePath.length) || '/';
+    const path = url.pathname.startsWith(basePath) ? url.pathname.slice(basePath.length) || '/' : '';
+    if (!path.startsWith('/')) throw new HttpError(404, 'not_found', 'Not found'); // outside basePath
     // Split before decoding, so a name may contain '/' (sent as %2F).
     const segments = path.split('/').slice(1).map(decodeSegment);
     const method = request.method ?? 'GET';
@@ -137,7 +137,10 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     if (semaphore === undefined) {
       allow(method, ['GET', 'HEAD']);
       const { statuses, truncated } = await sampler.all();
-      return sendJson(response, 200, { readOnly, truncated, semaphores: statuses.map((s) => semaphoreJson(s, sampler.handOffs(s.name))) });
+      const semaphores = statuses.map((s) =>
+        isUnreadable(s) ? { name: s.name, error: s.error } : semaphoreJson(s, sampler.handOffs(s.name)),
+      );
+      return sendJson(response, 200, { readOnly, truncated, semaphores });
     }
     if (semaphore === '' || extra.length > 0) throw new HttpError(404, 'not_found', 'Not found');
     if (verb === undefined) {

@@ -1,5 +1,5 @@
-import { listSemaphores, readStatus, type SemaphoreStatus } from '../admin/operations';
-import type { RedisClientLike } from '../redis-client';
+import { isConnectionError, type RedisClientLike } from '../redis-client';
+import { listSemaphores, readStatus, type SemaphoreStatus, type UnreadableSemaphore } from '../admin/operations';
 
 /**
  * A hand-off: a grant the dashboard saw appear, with how long its holder had waited for it.
@@ -38,7 +38,7 @@ export class Sampler {
   readonly #redis: RedisClientLike;
   readonly #minIntervalMs: number;
   readonly #histories = new Map<string, History>();
-  #all: { at: number; promise: Promise<{ statuses: SemaphoreStatus[]; truncated: boolean }> } | undefined;
+  #all: { at: number; promise: Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> } | undefined;
   readonly #one = new Map<string, { at: number; promise: Promise<SemaphoreStatus> }>();
 
   constructor(redis: RedisClientLike, minIntervalMs = 250) {
@@ -47,12 +47,20 @@ export class Sampler {
   }
 
   /** Every semaphore (SCAN), freshly sampled unless a snapshot younger than the interval exists. */
-  all(): Promise<{ statuses: SemaphoreStatus[]; truncated: boolean }> {
+  all(): Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> {
     const now = Date.now();
     if (this.#all && now - this.#all.at < this.#minIntervalMs) return this.#all.promise;
     const promise = (async () => {
       const { names, truncated } = await listSemaphores(this.#redis, 500);
-      const statuses = (await Promise.all(names.map((name) => this.#sample(name)))).filter((s) => s.exists);
+      const sampled = await Promise.all(
+        names.map((name) =>
+          this.#sample(name).catch((error: unknown): UnreadableSemaphore => {
+            if (isConnectionError(error)) throw error;
+            return { name, error: String((error as { message?: unknown } | null)?.message ?? error) };
+          }),
+        ),
+      );
+      const statuses = sampled.filter((s) => 'error' in s || s.exists);
       for (const name of this.#histories.keys()) if (!names.includes(name)) this.#histories.delete(name);
       return { statuses, truncated };
     })();

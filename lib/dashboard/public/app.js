@@ -225,7 +225,19 @@
     return card;
   }
 
+  // A semaphore whose keys Redis refuses to read (a key of the wrong type under its name).
+  function unreadable(semaphore) {
+    cards.delete(semaphore.name);
+    const root = el('section', 'semaphore unreadable');
+    root.dataset.name = semaphore.name;
+    const title = el('h2');
+    title.append(el('span', 'name', semaphore.name));
+    root.append(title, el('p', 'error', 'Cannot read it: ' + semaphore.error));
+    return root;
+  }
+
   function render(semaphore) {
+    if (semaphore.error !== undefined) return unreadable(semaphore);
     const c = card(semaphore.name);
     const total = Math.max(1, semaphore.tokens);
     c.held.style.width = (100 * semaphore.held) / total + '%';
