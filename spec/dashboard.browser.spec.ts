@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { nanoid } from 'nanoid';
@@ -178,4 +179,40 @@ test('without the token, a release is refused (401) and changes nothing', async 
   await page.locator('form.token-form').waitFor(); // the rejected token was forgotten
   expect(errors).toEqual([]);
   await page.close();
+});
+
+test('--read-only serves no buttons and refuses changes; on loopback only loopback Host names are answered; SIGTERM exits 0', async () => {
+  const sem = semaphore(`read-only:${nanoid(6)}`, 1, 'holder');
+  await sem.lock(0);
+  const readOnly = await startDashboard(server.url, ['--read-only']);
+  try {
+    expect(readOnly.output()).toContain('Read-only: no release buttons.');
+    const page = await browser.newPage();
+    await page.goto(new URL(`/semaphores/${encodeURIComponent(sem.name)}`, readOnly.url).toString());
+    await page.locator('tr.holder td.owner', { hasText: 'holder' }).waitFor();
+    await expect(page.locator('#auth .badge').textContent()).resolves.toBe('read-only');
+    await expect(page.locator('button.release, form.stale').count()).resolves.toBe(0);
+    const refused = await page.request.post(new URL(`/api/semaphores/${encodeURIComponent(sem.name)}/release`, readOnly.url).toString(), {
+      headers: { authorization: `Bearer ${TOKEN}` },
+      data: { token: '0' },
+    });
+    expect(refused.status()).toBe(403);
+    await expect(sem.isLocked('0')).resolves.toBe(true);
+    await page.close();
+
+    const port = new URL(readOnly.url).port;
+    const status = (host: string) =>
+      new Promise<number | undefined>((resolve, reject) => {
+        request({ host: '127.0.0.1', port, path: '/api/semaphores', headers: { host } }, (response) => {
+          response.resume();
+          resolve(response.statusCode);
+        })
+          .on('error', reject)
+          .end();
+      });
+    await expect(status(`localhost:${port}`)).resolves.toBe(200);
+    await expect(status(`rebound.example:${port}`)).resolves.toBe(421);
+  } finally {
+    await expect(readOnly.stop()).resolves.toBe(0);
+  }
 });
