@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -30,6 +30,9 @@ function semaphore(name: string, resources: number, owner: string): Semaphore {
 }
 
 beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`No Chromium at ${CHROMIUM}: \`apt-get install chromium\` (as .ci/run does), or set CHROMIUM_PATH`);
+  }
   server = await startRedisServer();
   redis = await connectClient(server.url);
   dashboard = await startDashboard(server.url, ['--token', TOKEN]);
