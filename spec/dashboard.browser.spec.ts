@@ -128,6 +128,13 @@ test('shows holders and waiters; the release button frees a token and the waiter
   await expect(page.locator('main img, main script').count()).resolves.toBe(0);
   await expect(page.evaluate('window.__xss')).resolves.toBeUndefined();
 
+  // After the button's extra refresh, the page still polls once a second, not in two loops.
+  let polls = 0;
+  page.on('request', (r) => void (new URL(r.url()).pathname === '/api/semaphores' && polls++));
+  await page.waitForTimeout(3000);
+  expect(polls).toBeGreaterThanOrEqual(2);
+  expect(polls).toBeLessThanOrEqual(4);
+
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png'), fullPage: true });
   if (process.env['UPDATE_DOCS_SCREENSHOT'] === '1') {

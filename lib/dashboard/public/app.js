@@ -285,8 +285,17 @@
     return c.root;
   }
 
+  // One refresh at a time: a refresh asked for while one runs (after a button) runs right after it,
+  // so there is only ever one polling loop.
   let timer;
+  let running = false;
+  let again = false;
   async function refresh() {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
     clearTimeout(timer);
     try {
       const response = await fetch(single === null ? apiUrl() : apiUrl(single), { cache: 'no-store' });
@@ -310,7 +319,13 @@
       updated.textContent = 'cannot refresh: ' + error.message;
       updated.className = 'error';
     }
-    timer = setTimeout(refresh, refreshMs);
+    running = false;
+    if (again) {
+      again = false;
+      refresh();
+    } else {
+      timer = setTimeout(refresh, refreshMs);
+    }
   }
 
   renderAuth();
