@@ -32,3 +32,4 @@ export { Mutex, type MutexOptions } from './mutex';
 export type { LockLostReason, SemaphoreOptions } from './options';
 export type { RedisClientLike } from './redis-client';
 export { SemaphoreError, LockTimeoutError, SemaphoreRedisError, SemaphoreClosedError, LockLostError } from './errors';
+export { createDashboard, type DashboardHandler, type DashboardOptions } from './dashboard/handler';

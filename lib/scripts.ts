@@ -33,6 +33,10 @@ export const scripts = {
   create: loadScript('create-7.lua'),
   inspect: loadScript('inspect-7.lua'),
   holders: loadScript('holders-7.lua'),
+  // Operators' scripts (lib/admin/): the CLI and the dashboard.
+  status: loadScript('status-7.lua'),
+  forceRelease: loadScript('forceRelease-7.lua'),
+  resize: loadScript('resize-7.lua'),
 } as const;
 
 /** `EVAL` with the script's text: never fails with NOSCRIPT (used where a failed step must not be skipped). */

@@ -10,6 +10,7 @@ test('the public exports are exactly these', () => {
     'SemaphoreClosedError',
     'SemaphoreError',
     'SemaphoreRedisError',
+    'createDashboard',
   ]);
 });
 

@@ -1,0 +1,22 @@
+import { printable } from './format';
+
+/** What the CLI exits with: documented in the README ("Command line") and in `--help`. */
+export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3 } as const;
+
+/** An error with an exit code and a machine-readable code for `--json`. */
+export class CliError extends Error {
+  constructor(
+    readonly exitCode: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+export const usage = (message: string) => new CliError(EXIT.usage, 'usage', message);
+export const notFound = (message: string) => new CliError(EXIT.notFound, 'not_found', message);
+
+/** The semaphore has no EXISTS key. */
+export function missing(name: string): CliError {
+  return notFound(`semaphore "${printable(name)}" does not exist (no SEMAPHORE:${printable(name)}:EXISTS key)`);
+}

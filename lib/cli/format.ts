@@ -1,0 +1,129 @@
+import type { SemaphoreStatus } from '../admin/operations';
+
+/** Text output of the CLI: durations, tables, and user data made safe for a terminal. */
+
+/** `850ms`, `12.3s`, `1m 05s`, `2h 03m`, `3d 04h`; `?` for an unknown duration. */
+export function formatDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return '?';
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  const s = Math.floor(ms / 1000);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${pad(Math.floor(s / 60) % 60)}m`;
+  return `${Math.floor(s / 86_400)}d ${pad(Math.floor(s / 3600) % 24)}h`;
+}
+
+/**
+ * Names, tokens and owner labels are user data: control characters (a terminal escape sequence in a
+ * label could rewrite the screen) are shown as `\xNN`/`\uNNNN`, and an empty string as `""`.
+ */
+export function printable(text: string): string {
+  if (text === '') return '""';
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** Left-aligned columns separated by two spaces; the header row first. */
+export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((header, i) => Math.max(header.length, ...rows.map((row) => (row[i] ?? '').length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n');
+}
+
+/** A UTC timestamp to the millisecond, without the `T` and `Z` noise: `2026-11-22 12:00:00.123`. */
+export function formatTime(date: Date | null): string {
+  return date === null ? '?' : date.toISOString().replace('T', ' ').replace('Z', '');
+}
+
+/** `redis://user:***@host:port/db`: never print a password. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== '') parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url.replace(/\/\/[^@/]*@/, '//***@');
+  }
+}
+
+const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * `500ms`, `30s`, `1.5m`, `2h`, `1d` in milliseconds; `undefined` if it cannot be read. A unit is
+ * required: a bare `30` could mean seconds (the Ruby gem) or milliseconds (this library's API).
+ */
+export function parseDuration(text: string): number | undefined {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
+  if (!match) return undefined;
+  const ms = Number(match[1]) * (UNITS[match[2] as string] as number);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** `status --json` and each `watch --json` frame. */
+export function statusJson(status: SemaphoreStatus) {
+  return {
+    name: status.name,
+    exists: status.exists,
+    now: status.now.toISOString(),
+    tokens: status.tokens,
+    held: status.holders.length,
+    available: status.available,
+    waiting: status.waiting,
+    holders: status.holders.map((h) => ({
+      token: h.token,
+      since: h.since?.toISOString() ?? null,
+      heldMs: h.heldMs,
+      fence: h.fence ?? null,
+      owner: h.owner ?? null,
+      grantId: h.grantId ?? null,
+    })),
+  };
+}
+
+/** One semaphore in `list --json`. */
+export function summaryJson(status: SemaphoreStatus) {
+  return {
+    name: status.name,
+    tokens: status.tokens,
+    held: status.holders.length,
+    available: status.available,
+    waiting: status.waiting,
+    longestHeldMs: status.holders[0]?.heldMs ?? null,
+  };
+}
+
+/** `status` as text: a header, then one row per holder, longest-held first. */
+export function formatStatus(status: SemaphoreStatus): string {
+  const lines = [
+    `semaphore  ${printable(status.name)}`,
+    `tokens     ${status.tokens} (${status.holders.length} held, ${status.available} free)`,
+    `waiting    ${status.waiting}`,
+  ];
+  if (status.holders.length === 0) {
+    lines.push('holders    none');
+  } else {
+    lines.push('holders');
+    const rows = status.holders.map((h) => [
+      printable(h.token),
+      formatDuration(h.heldMs),
+      formatTime(h.since),
+      h.fence === undefined ? '-' : String(h.fence),
+      h.owner === undefined ? '(not recorded: Ruby gem?)' : printable(h.owner),
+    ]);
+    lines.push(
+      table(['TOKEN', 'HELD FOR', 'SINCE (UTC)', 'FENCE', 'OWNER'], rows)
+        .split('\n')
+        .map((line) => `  ${line}`)
+        .join('\n'),
+    );
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,276 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import { isUnreadable, releaseStale, releaseToken, type SemaphoreStatus } from '../admin/operations';
+import type { RedisClientLike } from '../redis-client';
+import { describe } from '../describe';
+import { notFoundPage, page } from './page';
+import { Sampler, type HandOff } from './sampler';
+
+/** What `createDashboard` takes. */
+export interface DashboardOptions {
+  /** A connected node-redis v4 client. The dashboard never closes it. */
+  readonly redis: RedisClientLike;
+  /**
+   * The bearer token that state-changing requests (the release buttons) must send
+   * (`Authorization: Bearer <token>`). Without it the dashboard is read-only.
+   */
+  readonly token?: string;
+  /**
+   * Serve no release buttons and refuse every state-changing request (403).
+   * @default true when no `token` is given, else false
+   */
+  readonly readOnly?: boolean;
+  /**
+   * The path the dashboard is mounted under in your server (`'/ops/semaphores'`); requests outside
+   * it get 404. The handler strips it itself.
+   * @default ''
+   */
+  readonly basePath?: string;
+  /**
+   * How often the page polls for fresh state, in milliseconds.
+   * @default 1000
+   */
+  readonly refreshMs?: number;
+}
+
+/** A node:http request handler (`http.createServer(createDashboard({ redis }))`). */
+export type DashboardHandler = (request: IncomingMessage, response: ServerResponse) => void;
+
+const PUBLIC = join(__dirname, 'public');
+const ASSETS: Record<string, { readonly file: string; readonly type: string }> = {
+  '/app.js': { file: 'app.js', type: 'text/javascript; charset=utf-8' },
+  '/app.css': { file: 'app.css', type: 'text/css; charset=utf-8' },
+};
+
+/** A request Redis has not answered by then gets a 503 (a client with an offline queue waits forever). */
+const REDIS_TIMEOUT_MS = 5000;
+
+/** Request bodies are tiny JSON objects. */
+const MAX_BODY = 16 * 1024;
+
+/** Strict headers on every response: no inline script can run, even if escaping ever failed. */
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+};
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The dashboard as a request handler for node:http: a page listing every semaphore (held and free
+ * tokens, holders and their ages, waiters, recent hand-offs), refreshed live by polling its JSON
+ * API, with release and release-stale buttons that need the bearer `token`.
+ */
+export function createDashboard(options: DashboardOptions): DashboardHandler {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`Expected options to be an object, got ${describe(options)}`);
+  }
+  const { redis, token, basePath = '', refreshMs = 1000 } = options;
+  if (typeof redis?.sendCommand !== 'function') {
+    throw new TypeError('Expected `redis` to be a connected node-redis v4 client');
+  }
+  if (token !== undefined && (typeof token !== 'string' || token.length === 0)) {
+    throw new TypeError(`Expected \`token\` to be a non-empty string, got ${describe(token)}`);
+  }
+  const readOnly = options.readOnly ?? token === undefined;
+  if (typeof readOnly !== 'boolean') throw new TypeError(`Expected \`readOnly\` to be a boolean, got ${describe(readOnly)}`);
+  if (!readOnly && token === undefined) {
+    throw new TypeError('`readOnly: false` needs a `token`: state-changing requests must be authenticated');
+  }
+  if (typeof basePath !== 'string' || !/^(\/[^/?#]+)*$/.test(basePath)) {
+    throw new TypeError(`Expected \`basePath\` to be '' or a path like '/ops/semaphores', got ${describe(basePath)}`);
+  }
+  if (typeof refreshMs !== 'number' || !Number.isFinite(refreshMs) || refreshMs < 100) {
+    throw new RangeError(`Expected \`refreshMs\` to be a number of milliseconds ≥ 100, got ${describe(refreshMs)}`);
+  }
+  const expected = token === undefined ? undefined : digest(token);
+  const sampler = new Sampler(redis);
+  const assets = new Map<string, Buffer>();
+  const config = { basePath, readOnly, refreshMs };
+
+  const authorize = (request: IncomingMessage) => {
+    if (readOnly) throw new HttpError(403, 'read_only', 'This dashboard is read-only');
+    const match = /^Bearer (.+)$/.exec(request.headers.authorization ?? '');
+    if (!match || expected === undefined || !timingSafeEqual(digest(match[1] as string), expected)) {
+      throw new HttpError(401, 'unauthorized', 'A valid bearer token is needed (Authorization: Bearer <token>)');
+    }
+  };
+
+  const route = async (request: IncomingMessage, response: ServerResponse) => {
+    const url = new URL(request.url ?? '/', 'http://dashboard.invalid');
+    const path = url.pathname.startsWith(basePath) ? url.pathname.slice(basePath.length) || '/' : '';
+    if (!path.startsWith('/')) throw new HttpError(404, 'not_found', 'Not found'); // outside basePath
+    // Split before decoding, so a name may contain '/' (sent as %2F).
+    const segments = path.split('/').slice(1).map(decodeSegment);
+    const method = request.method ?? 'GET';
+    const [first, name, action, ...rest] = segments;
+
+    if (path === '/' || (first === 'semaphores' && name !== undefined && action === undefined && name !== '')) {
+      allow(method, ['GET', 'HEAD']);
+      if (path === '/') return send(response, 200, 'text/html; charset=utf-8', page(config));
+      const status = await sampler.one(name as string);
+      if (!status.exists) return send(response, 404, 'text/html; charset=utf-8', notFoundPage(config, name as string));
+      return send(response, 200, 'text/html; charset=utf-8', page(config, name));
+    }
+    const asset = ASSETS[path];
+    if (asset) {
+      allow(method, ['GET', 'HEAD']);
+      let body = assets.get(asset.file);
+      if (!body) assets.set(asset.file, (body = readFileSync(join(PUBLIC, asset.file))));
+      return send(response, 200, asset.type, body, 'public, max-age=60');
+    }
+    if (first !== 'api' || name !== 'semaphores') throw new HttpError(404, 'not_found', 'Not found');
+    const semaphore = action;
+    const [verb, ...extra] = rest;
+    if (semaphore === undefined) {
+      allow(method, ['GET', 'HEAD']);
+      const { statuses, truncated } = await sampler.all();
+      const semaphores = statuses.map((s) =>
+        isUnreadable(s) ? { name: s.name, error: s.error } : semaphoreJson(s, sampler.handOffs(s.name)),
+      );
+      return sendJson(response, 200, { readOnly, truncated, semaphores });
+    }
+    if (semaphore === '' || extra.length > 0) throw new HttpError(404, 'not_found', 'Not found');
+    if (verb === undefined) {
+      allow(method, ['GET', 'HEAD']);
+      const status = await sampler.one(semaphore);
+      if (!status.exists) throw semaphoreNotFound(semaphore);
+      return sendJson(response, 200, { readOnly, semaphore: semaphoreJson(status, sampler.handOffs(semaphore)) });
+    }
+    if (verb !== 'release' && verb !== 'release-stale') throw new HttpError(404, 'not_found', 'Not found');
+    allow(method, ['POST']);
+    authorize(request);
+    const body = await readJson(request);
+    if (verb === 'release') {
+      const { token: held, grantId = '' } = body as { token?: unknown; grantId?: unknown };
+      if (typeof held !== 'string' || typeof grantId !== 'string') {
+        throw new HttpError(400, 'bad_request', 'Expected {"token": string, "grantId"?: string}');
+      }
+      const outcome = await releaseToken(redis, semaphore, held, grantId);
+      switch (outcome.status) {
+        case 'released':
+          return sendJson(response, 200, { released: true, token: held, available: outcome.available });
+        case 'not-found':
+          throw semaphoreNotFound(semaphore);
+        case 'not-held':
+          throw new HttpError(404, 'not_held', `Token "${held}" is not held; nothing released`);
+        case 'holder-changed':
+          throw new HttpError(409, 'holder_changed', `Token "${held}" was released and taken again since; nothing released`);
+      }
+    }
+    const { olderThanMs } = body as { olderThanMs?: unknown };
+    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs <= 0) {
+      throw new HttpError(400, 'bad_request', 'Expected {"olderThanMs": a number > 0}');
+    }
+    if ((await redis.sendCommand(['EXISTS', `SEMAPHORE:${semaphore}:EXISTS`])) !== 1) throw semaphoreNotFound(semaphore);
+    const released = await releaseStale(redis, semaphore, olderThanMs);
+    return sendJson(response, 200, { released });
+  };
+
+  return (request, response) => {
+    const timer = setTimeout(() => {
+      if (response.headersSent) return;
+      const message = `Redis did not answer within ${REDIS_TIMEOUT_MS} ms${request.method === 'POST' ? '; the change may still happen' : ''}`;
+      sendJson(response, 503, { error: { code: 'timeout', message } });
+    }, REDIS_TIMEOUT_MS);
+    timer.unref();
+    const done = route(request, response).catch((error: unknown) => {
+      if (response.headersSent) {
+        if (!response.writableEnded) response.destroy();
+        return;
+      }
+      if (error instanceof HttpError) {
+        if (error.status === 401) response.setHeader('www-authenticate', 'Bearer');
+        if (error.status === 405) response.setHeader('allow', error.message.replace(/^.*: /, ''));
+        return sendJson(response, error.status, { error: { code: error.code, message: error.message } });
+      }
+      // Redis down, or anything unexpected: a 503 with the reason, never a crash.
+      const message = (error as { message?: unknown } | null)?.message;
+      sendJson(response, 503, { error: { code: 'redis', message: `Redis: ${typeof message === 'string' ? message : String(error)}` } });
+    });
+    void done.finally(() => clearTimeout(timer));
+  };
+}
+
+function semaphoreNotFound(name: string): HttpError {
+  return new HttpError(404, 'semaphore_not_found', `Semaphore "${name}" does not exist`);
+}
+
+function allow(method: string, methods: readonly string[]): void {
+  if (!methods.includes(method)) throw new HttpError(405, 'method_not_allowed', `Method not allowed: ${methods.join(', ')}`);
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(400, 'bad_request', 'Malformed percent-encoding in the path');
+  }
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+async function readJson(request: IncomingMessage): Promise<unknown> {
+  if (!/^application\/json\b/i.test(request.headers['content-type'] ?? '')) {
+    throw new HttpError(415, 'unsupported_media_type', 'Expected Content-Type: application/json');
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY) throw new HttpError(413, 'too_large', `Request bodies are at most ${MAX_BODY} bytes`);
+    chunks.push(chunk);
+  }
+  try {
+    const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('not an object');
+    return value;
+  } catch {
+    throw new HttpError(400, 'bad_request', 'Expected a JSON object');
+  }
+}
+
+function send(response: ServerResponse, status: number, type: string, body: string | Buffer, cache = 'no-store'): void {
+  if (response.headersSent) return; // answered already (timed out)
+  response.writeHead(status, { ...SECURITY_HEADERS, 'content-type': type, 'cache-control': cache });
+  response.end(response.req.method === 'HEAD' ? undefined : body);
+}
+
+function sendJson(response: ServerResponse, status: number, value: unknown): void {
+  send(response, status, 'application/json; charset=utf-8', JSON.stringify(value));
+}
+
+function semaphoreJson(status: SemaphoreStatus, handOffs: readonly HandOff[]) {
+  return {
+    name: status.name,
+    now: status.now.toISOString(),
+    tokens: status.tokens,
+    held: status.holders.length,
+    available: status.available,
+    waiting: status.waiting,
+    holders: status.holders.map((h) => ({
+      token: h.token,
+      since: h.since?.toISOString() ?? null,
+      heldMs: h.heldMs,
+      fence: h.fence ?? null,
+      owner: h.owner ?? null,
+      grantId: h.grantId ?? null,
+    })),
+    handOffs,
+  };
+}

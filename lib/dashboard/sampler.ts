@@ -1,0 +1,120 @@
+import { isConnectionError, type RedisClientLike } from '../redis-client';
+import { listSemaphores, readStatus, type SemaphoreStatus, type UnreadableSemaphore } from '../admin/operations';
+
+/**
+ * A hand-off: a grant the dashboard saw appear, with how long its holder had waited for it.
+ *
+ * Measured from polling, so honest about its resolution: the wait counts from the first snapshot
+ * that saw the holder's grant id registered as a waiter (WAITING) to its grant's Redis timestamp
+ * (GRABBED). It is a lower bound, short by up to one sampling interval; a grant never seen waiting
+ * (it took a free token, or waited less than an interval) has `waitedMs: 0` and `seenWaiting: false`.
+ */
+export interface HandOff {
+  /** When the grant was made (Redis' clock), ISO 8601. */
+  readonly at: string;
+  readonly token: string;
+  readonly waitedMs: number;
+  readonly seenWaiting: boolean;
+}
+
+interface History {
+  /** Grant id of each held token at the last snapshot. */
+  holders: Map<string, string | undefined>;
+  /** Waiter grant id → Redis time (seconds) of the first snapshot that saw it. */
+  firstSeen: Map<string, number>;
+  handOffs: HandOff[];
+}
+
+/** Hand-offs kept per semaphore. */
+const HAND_OFFS = 40;
+/** Most waiter grant ids read per snapshot (the waiter count is always complete). */
+const WAITER_IDS = 1000;
+
+/**
+ * Snapshots of semaphores, shared by every page polling the dashboard: one Redis read per
+ * `minIntervalMs` at most, and the hand-offs seen between consecutive snapshots.
+ */
+export class Sampler {
+  readonly #redis: RedisClientLike;
+  readonly #minIntervalMs: number;
+  readonly #histories = new Map<string, History>();
+  #all: { at: number; promise: Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> } | undefined;
+  readonly #one = new Map<string, { at: number; promise: Promise<SemaphoreStatus> }>();
+
+  constructor(redis: RedisClientLike, minIntervalMs = 250) {
+    this.#redis = redis;
+    this.#minIntervalMs = minIntervalMs;
+  }
+
+  /** Every semaphore (SCAN), freshly sampled unless a snapshot younger than the interval exists. */
+  all(): Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> {
+    const now = Date.now();
+    if (this.#all && now - this.#all.at < this.#minIntervalMs) return this.#all.promise;
+    const promise = (async () => {
+      const { names, truncated } = await listSemaphores(this.#redis, 500);
+      const sampled = await Promise.all(
+        names.map((name) =>
+          this.#sample(name).catch((error: unknown): UnreadableSemaphore => {
+            if (isConnectionError(error)) throw error;
+            return { name, error: String((error as { message?: unknown } | null)?.message ?? error) };
+          }),
+        ),
+      );
+      const statuses = sampled.filter((s) => 'error' in s || s.exists);
+      for (const name of this.#histories.keys()) if (!names.includes(name)) this.#histories.delete(name);
+      return { statuses, truncated };
+    })();
+    this.#all = { at: now, promise };
+    promise.catch(() => (this.#all = undefined));
+    return promise;
+  }
+
+  /** One semaphore (it may not exist: `exists: false`). */
+  one(name: string): Promise<SemaphoreStatus> {
+    const now = Date.now();
+    const cached = this.#one.get(name);
+    if (cached && now - cached.at < this.#minIntervalMs) return cached.promise;
+    const promise = this.#sample(name);
+    this.#one.set(name, { at: now, promise });
+    promise.then(
+      () => (this.#one.size > 100 ? this.#one.clear() : undefined),
+      () => this.#one.delete(name),
+    );
+    return promise;
+  }
+
+  handOffs(name: string): readonly HandOff[] {
+    return this.#histories.get(name)?.handOffs ?? [];
+  }
+
+  async #sample(name: string): Promise<SemaphoreStatus> {
+    const status = await readStatus(this.#redis, name, WAITER_IDS);
+    if (!status.exists) {
+      this.#histories.delete(name);
+      return status;
+    }
+    const nowSeconds = status.now.getTime() / 1000;
+    let history = this.#histories.get(name);
+    const first = history === undefined;
+    history ??= { holders: new Map(), firstSeen: new Map(), handOffs: [] };
+    this.#histories.set(name, history);
+    for (const id of status.waiterIds) if (!history.firstSeen.has(id)) history.firstSeen.set(id, nowSeconds);
+    for (const holder of status.holders) {
+      const isNew = !history.holders.has(holder.token) || history.holders.get(holder.token) !== holder.grantId;
+      if (first || !isNew || holder.since === null) continue;
+      const seen = holder.grantId === undefined ? undefined : history.firstSeen.get(holder.grantId);
+      history.handOffs.push({
+        at: holder.since.toISOString(),
+        token: holder.token,
+        waitedMs: seen === undefined ? 0 : Math.max(0, Math.round(holder.since.getTime() - seen * 1000)),
+        seenWaiting: seen !== undefined,
+      });
+    }
+    history.handOffs.sort((a, b) => a.at.localeCompare(b.at));
+    history.handOffs.splice(0, Math.max(0, history.handOffs.length - HAND_OFFS));
+    history.holders = new Map(status.holders.map((h) => [h.token, h.grantId]));
+    const waiting = new Set(status.waiterIds);
+    for (const id of history.firstSeen.keys()) if (!waiting.has(id)) history.firstSeen.delete(id);
+    return status;
+  }
+}

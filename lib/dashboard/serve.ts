@@ -1,0 +1,91 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage } from 'node:http';
+import { isIP } from 'node:net';
+import { createClient } from 'redis';
+import type { RedisClientLike } from '../redis-client';
+import { redactUrl } from '../cli/format';
+import { createDashboard } from './handler';
+
+export interface ServeOptions {
+  readonly url: string;
+  readonly port: number;
+  readonly host: string;
+  /** The bearer token; a random one is made (and printed) when absent, unless `readOnly`. */
+  readonly token: string | undefined;
+  readonly readOnly: boolean;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
+
+/**
+ * `redis-token-semaphore dashboard`: serves the dashboard until SIGINT or SIGTERM; resolves the exit
+ * code. The Redis client reconnects by itself; while Redis is down the page shows why.
+ */
+export async function serveDashboard(options: ServeOptions): Promise<number> {
+  const { url, port, host, readOnly } = options;
+  const generated = !readOnly && options.token === undefined;
+  const token = readOnly ? undefined : (options.token ?? randomBytes(18).toString('base64url'));
+  const client = createClient({
+    url,
+    disableOfflineQueue: true,
+    socket: { connectTimeout: 5000, reconnectStrategy: (retries: number) => Math.min(2000, 50 * 2 ** retries) },
+  });
+  client.on('error', () => undefined); // requests fail with 503 and the reason while Redis is down
+  try {
+    await client.connect();
+  } catch (error) {
+    await client.disconnect().catch(() => undefined);
+    process.stderr.write(`redis-token-semaphore: cannot connect to ${redactUrl(url)}: ${(error as Error).message}\n`);
+    return 1;
+  }
+  const handler = createDashboard({ redis: client as unknown as RedisClientLike, token, readOnly });
+  const loopback = LOOPBACK.has(host);
+  const server = createServer((request, response) => {
+    // Bound to loopback, answer only requests addressed to loopback: a web page elsewhere cannot reach
+    // the dashboard through a DNS name rebound to 127.0.0.1.
+    if (loopback && !LOOPBACK.has(hostOf(request))) {
+      response.writeHead(421, { 'content-type': 'text/plain; charset=utf-8' });
+      response.end('Misdirected request: this dashboard answers only to 127.0.0.1, localhost or [::1]\n');
+      return;
+    }
+    handler(request, response);
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+  } catch (error) {
+    await client.quit().catch(() => client.disconnect());
+    process.stderr.write(`redis-token-semaphore: cannot listen on ${host}:${port}: ${(error as Error).message}\n`);
+    return 1;
+  }
+  const address = server.address();
+  const boundPort = typeof address === 'object' && address ? address.port : port;
+  const shownHost = isIP(host) === 6 ? `[${host}]` : host;
+  const link = `http://${shownHost}:${boundPort}/`;
+  process.stdout.write(`Dashboard for ${redactUrl(url)} on ${link}${generated ? `#token=${token}` : ''}\n`);
+  process.stdout.write(
+    readOnly
+      ? 'Read-only: no release buttons.\n'
+      : generated
+        ? 'Release buttons need the token in that link (a new one each start; --token to choose it).\n'
+        : 'Release buttons need the token given with --token (or $REDIS_TOKEN_SEMAPHORE_TOKEN).\n',
+  );
+  if (!loopback) {
+    process.stdout.write(`Warning: listening on ${host}, not loopback; the dashboard speaks plain HTTP.\n`);
+  }
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await client.quit().catch(() => client.disconnect());
+  return 0;
+}
+
+function hostOf(request: IncomingMessage): string {
+  const header = request.headers.host ?? '';
+  return header.startsWith('[') ? header.slice(0, header.indexOf(']') + 1) : header.replace(/:\d+$/, '');
+}

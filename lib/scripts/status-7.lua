@@ -1,0 +1,32 @@
+--[[
+  An operator's snapshot of one semaphore, for the CLI and the dashboard (lib/admin/inspect.ts):
+  whether it exists, its free tokens, who holds what and who waits, all at one instant.
+  Input:
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    ARGV[1] most waiter grant ids to list (the count is always complete)
+  Output: { exists (0 or 1), Redis TIME as "sec.usec", free tokens (LLEN AVAILABLE),
+            registered waiters whose lease runs (abandoned '~' marks excluded),
+            { up to ARGV[1] of their grant ids, earliest lease first },
+            then for each held token: token, GRABBED stamp, OWNERS value or false }
+]]
+--- @include keys
+--- @include clock
+local now, stamp = clock('')
+local limit = tonumber(ARGV[1])
+local waiters, ids = 0, {}
+for _, registration in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, now, '+inf')) do
+  if string.sub(registration, 1, 1) ~= '~' then
+    waiters = waiters + 1
+    if #ids < limit then
+      ids[#ids + 1] = registration
+    end
+  end
+end
+local reply = { redis.call('EXISTS', K_EXISTS), stamp, redis.call('LLEN', K_AVAILABLE), waiters, ids }
+local grabbed = redis.call('HGETALL', K_GRABBED)
+for i = 1, #grabbed, 2 do
+  reply[#reply + 1] = grabbed[i]
+  reply[#reply + 1] = grabbed[i + 1]
+  reply[#reply + 1] = redis.call('HGET', K_OWNERS, grabbed[i])
+end
+return reply
