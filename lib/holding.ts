@@ -21,6 +21,14 @@ export interface LeaseTerms {
 const REFRESHES_PER_LEASE = 3;
 
 /**
+ * The lease this process counts is shorter than `staleClientTimeout` by this margin (Redlock's
+ * rule: 1% for clock-rate drift, 2 ms for timer lateness), so it ends before Redis may reclaim.
+ */
+export function leaseMs(staleMs: number): number {
+  return Math.max(1, staleMs * 0.99 - 2);
+}
+
+/**
  * One acquisition this process holds: its token, the grant id Redis records as its owner, its
  * fencing number, and its lease as this process sees it. The lease is counted on this process's
  * monotonic clock from when the acquiring (or last confirmed refreshing) request was *sent*, which is
@@ -41,6 +49,8 @@ export class Holding {
   readonly #controller = new AbortController();
   #leaseTimer: NodeJS.Timeout | undefined;
   #refreshTimer: NodeJS.Timeout | undefined;
+  #leaseEnd = Infinity;
+  #refreshing: boolean;
   #ended = false;
 
   constructor(
@@ -55,8 +65,19 @@ export class Holding {
     this.fence = grant.fence;
     this.scoped = grant.scoped;
     this.#terms = terms;
+    this.#refreshing = terms?.autoRefresh ?? false;
     this.confirm(sentAt);
     this.#scheduleRefresh();
+  }
+
+  /** Whether the token was lost (the signal aborted). */
+  get lost(): boolean {
+    return this.#controller.signal.aborted;
+  }
+
+  /** What is left of the lease, in ms (`Infinity` without `staleClientTimeout`). */
+  get remainingMs(): number {
+    return this.#leaseEnd - performance.now();
   }
 
   /** Aborts (with a `LockLostError`) when the token is lost; never on a normal release. */
@@ -68,9 +89,22 @@ export class Holding {
   confirm(sentAt: number): void {
     if (this.#ended || this.#terms === null) return;
     clearTimeout(this.#leaseTimer);
-    const remaining = sentAt + this.#terms.ms - performance.now();
-    this.#leaseTimer = setTimeout(() => this.lose('expired'), Math.max(0, remaining));
-    this.#leaseTimer.unref();
+    this.#leaseEnd = sentAt + leaseMs(this.#terms.ms);
+    this.#armLeaseTimer();
+  }
+
+  /** Ends the holding at once if its lease is already over (a slow grant): the caller must not start work believing it holds. */
+  loseIfExpired(): void {
+    if (!this.#ended && this.remainingMs <= 0) this.lose('expired');
+  }
+
+  /**
+   * Stops refreshing but keeps counting the lease: after a failed release (the token may still be
+   * held in Redis, and must go stale rather than be refreshed forever) and at `close()`.
+   */
+  stopRefreshing(): void {
+    this.#refreshing = false;
+    clearTimeout(this.#refreshTimer);
   }
 
   /** The token is gone: aborts the signal and tells the user, once. */
@@ -88,14 +122,24 @@ export class Holding {
     clearTimeout(this.#refreshTimer);
   }
 
+  /** setTimeout's range is 2^31-1 ms (`staleClientTimeout` is validated below it). */
+  #armLeaseTimer(): void {
+    this.#leaseTimer = setTimeout(() => this.lose('expired'), Math.max(0, this.remainingMs));
+    this.#leaseTimer.unref();
+  }
+
   #scheduleRefresh(): void {
-    if (this.#ended || !this.#terms?.autoRefresh) return;
+    if (this.#ended || !this.#refreshing || this.#terms === null) return;
     this.#refreshTimer = setTimeout(() => {
+      if (this.#ended || !this.#refreshing) return;
       const sentAt = performance.now();
-      this.#host.refreshHolding(this).then(
-        (held) => (held ? this.confirm(sentAt) : this.lose('reclaimed')),
-        () => undefined, // unconfirmed: the next refresh tries again, and the lease timer decides
-      ).finally(() => this.#scheduleRefresh());
+      this.#host
+        .refreshHolding(this)
+        .then(
+          (held) => (held ? this.confirm(sentAt) : this.lose('reclaimed')),
+          () => undefined, // unconfirmed: the next refresh tries again, and the lease timer decides
+        )
+        .finally(() => this.#scheduleRefresh());
     }, this.#terms.ms / REFRESHES_PER_LEASE);
     this.#refreshTimer.unref();
   }

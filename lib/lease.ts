@@ -29,7 +29,8 @@ export interface Lease extends AsyncDisposable {
   refresh(): Promise<boolean>;
   /**
    * Puts the token back. Idempotent: later calls resolve what the first resolved, `true` if the
-   * token went back, `false` if it had been lost.
+   * token went back, `false` if it had been lost. A call that rejected (Redis unreachable) can be
+   * repeated; meanwhile the token is no longer refreshed, so it goes stale rather than stay held.
    */
   release(): Promise<boolean>;
 }
@@ -48,7 +49,12 @@ export function createLease(
     fence: holding.fence,
     signal: holding.signal,
     refresh: () => (released ? Promise.resolve(false) : refresh(holding)),
-    release: () => (released ??= release(holding)),
+    // A release that failed (Redis unreachable) may be tried again; one that settled is final.
+    release: () =>
+      (released ??= release(holding).catch((error: unknown) => {
+        released = undefined;
+        throw error;
+      })),
     [asyncDispose]: async () => {
       await lease.release();
     },

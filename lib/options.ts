@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { RedisClientLike } from './redis-client';
 import { describe } from './describe';
-import { assertDuration } from './durations';
+import { assertDuration, MAX_TIMER_MS } from './durations';
 
 /**
  * Why a holder lost its token:
@@ -142,7 +142,13 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     throw new TypeError(`Expected \`url\` to be a Redis URL string, got ${describe(url)}`);
   }
   assertPositiveInteger('resources', resources);
-  if (staleClientTimeout !== null) assertDuration('staleClientTimeout', staleClientTimeout, true);
+  if (staleClientTimeout !== null) {
+    assertDuration('staleClientTimeout', staleClientTimeout, true);
+    // The holder's lease runs on a timer, whose range is 2^31-1 ms (about 24.8 days).
+    if (staleClientTimeout > MAX_TIMER_MS) {
+      throw new RangeError(`Expected \`staleClientTimeout\` to be at most ${MAX_TIMER_MS} ms, got ${staleClientTimeout}`);
+    }
+  }
   if (typeof useLocalTime !== 'boolean') {
     throw new TypeError(`Expected \`useLocalTime\` to be a boolean, got ${describe(useLocalTime)}`);
   }

@@ -6,7 +6,7 @@ import { checkpoint } from './checkpoint';
 import { describe } from './describe';
 import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
 import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
-import { Holding, type HoldingHost } from './holding';
+import { Holding, leaseMs, type HoldingHost } from './holding';
 import { createLease, type AcquireOptions, type Lease, type LockOptions } from './lease';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import {
@@ -123,7 +123,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   #closing: Promise<void> | undefined;
 
   constructor(name: string, options: SemaphoreOptions = {}) {
-    super();
+    // An async listener that rejects is reported (below), not left as an unhandled rejection.
+    super({ captureRejections: true });
     assertName(name);
     this.#options = resolveOptions(options);
     this.name = name;
@@ -164,8 +165,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       if (typeof first === 'function') return this.#track(this.#withToken(null, first));
       const timeout = checkTimeout(first);
       if (typeof second === 'function') return this.#track(this.#withToken(timeout, second));
-      if (args.length >= 2 && (typeof second !== 'object' || second === null)) {
-        throw new TypeError(`Expected the second argument of lock to be a function or options, got ${describe(second)}`);
+      if (second !== undefined && (typeof second !== 'object' || second === null || isAbortSignal(second))) {
+        throw new TypeError(
+          `Expected the second argument of lock to be a function or { signal }, got ${describe(second)}`,
+        );
       }
       const attempt = this.#attempt(false, checkSignal(second?.signal));
       return this.#track(this.#acquire(timeout, attempt).then((holding) => holding?.token ?? null));
@@ -181,8 +184,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   acquire(options: AcquireOptions = {}): Promise<Lease> {
     try {
-      if (typeof options !== 'object' || options === null) {
-        throw new TypeError(`Expected acquire options to be an object, got ${describe(options)}`);
+      if (typeof options !== 'object' || options === null || isAbortSignal(options)) {
+        throw new TypeError(`Expected acquire options to be { timeout?, signal? }, got ${describe(options)}`);
       }
       const timeout = checkTimeout(options.timeout);
       const attempt = this.#attempt(true, checkSignal(options.signal));
@@ -238,10 +241,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       this.#expiration(),
     ])) as number;
     // A token signalled back is no longer this instance's to release.
-    for (const holding of this.#holdings.filter((held) => held.token === token)) {
-      holding.end();
-      this.#forget(holding);
-    }
+    for (const holding of this.#holdings.filter((held) => held.token === token)) holding.lose('reclaimed');
     return available;
   }
 
@@ -264,7 +264,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** The fencing number of `token`'s acquisition by this instance, or of the latest one; `undefined` if not held. */
   fence(token?: string): number | undefined {
     if (token !== undefined) assertToken(token, 'fence');
-    const holding = token === undefined ? this.#holdings.at(-1) : this.#holdings.findLast((h) => h.token === token);
+    const held = this.#holdings.filter((holding) => !holding.lost);
+    const holding = token === undefined ? held.at(-1) : held.findLast((h) => h.token === token);
     return holding?.fence;
   }
 
@@ -306,7 +307,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       assertToken(token, 'isLocked');
       return (await this.#command('isLocked', ['HEXISTS', this.#keys.grabbed, token])) === 1;
     }
-    const holdings = [...this.#holdings];
+    const holdings = this.#holdings.filter((holding) => !holding.lost);
     if (holdings.length === 0) return false;
     const owners = (await this.#command('isLocked', ['HMGET', this.#keys.owners, ...holdings.map((h) => h.token)])) as
       | Array<string | null>;
@@ -345,7 +346,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     const registrations = (await this.#command('delete', ['ZRANGE', this.#keys.waiting, '0', '-1'])) as string[];
     const inboxes = registrations.map(this.#keys.inboxOfRegistration);
     await this.#command('delete', ['DEL', ...this.#keys.scriptKeys, this.#keys.gemReleaseGuard, ...inboxes]);
-    for (const holding of this.#holdings.splice(0)) holding.end();
+    for (const holding of [...this.#holdings]) holding.lose('reclaimed');
   }
 
   /**
@@ -378,7 +379,14 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       throw new TypeError('startWatchdog needs the `staleClientTimeout` option to know what is stale');
     }
     this.#assertOpen();
-    const onError = options.onError ?? ((error: Error) => this.#emitError(error, 'The watchdog'));
+    const report = options.onError ?? ((error: Error) => this.#emitError(error, 'The watchdog'));
+    const onError = (error: Error) => {
+      try {
+        report(error);
+      } catch (thrown) {
+        warn(`onError of the watchdog of semaphore "${this.name}" threw`, thrown);
+      }
+    };
     let running: Promise<void> | undefined;
     const timer = setInterval(() => {
       running ??= this.releaseStaleLocks().then(
@@ -408,8 +416,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       await Promise.all([...this.#watchdogs].map((watchdog) => watchdog.stop()));
       this.#pool.close();
       await Promise.allSettled([...this.#inFlight]);
-      // Tokens still held stay held; nobody refreshes them or reports their loss any more.
-      for (const holding of this.#holdings) holding.end();
+      // Tokens still held stay held, but nobody refreshes them any more: their holders hear
+      // 'expired' when their leases end.
+      for (const holding of this.#holdings) holding.stopRefreshing();
       if (this.#ownsClient && this.#client.isOpen) {
         // A client whose connection is gone (reconnecting) cannot QUIT; closing must still settle.
         const quit = this.#client.isReady ? this.#client.quit() : Promise.reject(new Error('not ready'));
@@ -459,17 +468,23 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       const id = nanoid();
       const sent = performance.now();
       let reply: [string | null, number, ...string[]];
+      const trying = this.#run('lock', scripts.tryLock, [
+        String(this.resources),
+        id,
+        this.#now(),
+        this.#staleSeconds(),
+        this.#expiration(),
+        timeout === 0 ? '' : toSeconds(this.#leaseMs()),
+        this.#options.owner,
+      ]) as Promise<[string | null, number, ...string[]]>;
       try {
-        reply = (await this.#run('lock', scripts.tryLock, [
-          String(this.resources),
-          id,
-          this.#now(),
-          this.#staleSeconds(),
-          this.#expiration(),
-          timeout === 0 ? '' : toSeconds(this.#leaseMs()),
-          this.#options.owner,
-        ])) as [string | null, number, ...string[]];
+        reply = await raceAbort(trying, attempt.signal);
       } catch (error) {
+        if (attempt.signal?.aborted && error === attempt.signal.reason) {
+          // Aborted while the script was on its way: whatever it did is undone in the background.
+          void this.#track(this.#undoTryLock(trying, id));
+          throw error;
+        }
         // The script may have run and its reply been lost: adopt its grant, or retire its registration.
         if (!isConnectionError(error) || wasNeverSent(error)) throw error;
         const adopted = await this.#recover(id).catch(() => null);
@@ -499,7 +514,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       if (failures >= MAX_CONNECTION_FAILURES) {
         throw new SemaphoreRedisError(this.name, 'lock', await explainConnectionFailure(this.#client, lastError));
       }
-      if (failures > 0) await sleep(backoffMs(failures));
+      if (failures > 0) {
+        await sleep(backoffMs(failures), signal);
+        this.#stopIfAborted(signal, registration);
+      }
       let connection: RedisClientLike | null;
       try {
         connection = await this.#pool.acquire(deadline, signal);
@@ -598,13 +616,23 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     const failure = results.find(
       (result): result is PromiseRejectedResult => result.status === 'rejected' && isConnectionError(result.reason),
     );
+    if (failure && signal?.aborted) {
+      // Aborted (the cut above): the caller is told at once, and recover settles the attempt in the
+      // background, giving back a token the pipeline may have claimed (close() waits for it).
+      void this.#track(
+        this.#recover(id)
+          .then((grant) => grant && this.#releaseGrant(grant, true))
+          .catch(() => undefined),
+      );
+      return { grant: null, registration: null, failure: failure.reason };
+    }
     if (failure) return { grant: await this.#recover(id), registration: null, failure: failure.reason };
     if (claim.status === 'fulfilled' && move.status === 'fulfilled' && prepare.status === 'fulfilled') {
       const [token, renewed, fence, ...expired] = claim.value as [string | null, number, number, ...string[]];
       this.#reapInBackground(expired);
-      // The claim ran when BLMOVE returned, long after `sent` for a long wait: the lease counts from
-      // the reply's arrival, which assumes its transit is short next to staleClientTimeout.
-      const grant = token === null ? null : { token, id, fence, anchor: performance.now() };
+      // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
+      // (#granted refreshes the grant first when that leaves too little of it).
+      const grant = token === null ? null : { token, id, fence, anchor: sent };
       return { grant, registration: renewed === 1 ? { id, until: sent + this.#leaseMs() } : null };
     }
     // A command failed on a healthy connection (NOSCRIPT for the claim, OOM, NOPERM, WRONGTYPE…):
@@ -652,20 +680,48 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   async #granted(grant: Grant, attempt: Attempt): Promise<Holding> {
     // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
     // to the next waiter.
-    if (this.#closing || attempt.signal?.aborted) {
+    if (this.#closing) {
       await this.#releaseGrant(grant, true).catch(() => undefined);
-      this.#assertOpen();
-      attempt.signal?.throwIfAborted();
+      throw new SemaphoreClosedError(this.name);
+    }
+    if (attempt.signal?.aborted) {
+      // The caller is told at once; the release runs on (close() waits for it).
+      void this.#track(this.#releaseGrant(grant, true).catch(() => undefined));
+      attempt.signal.throwIfAborted();
     }
     const stale = this.#options.staleClientTimeout;
     const terms = stale === null ? null : { ms: stale, autoRefresh: this.#options.autoRefresh };
-    const holding = new Holding(this.#holdingHost, { ...grant, scoped: attempt.scoped }, terms, grant.anchor);
+    // A grant whose lease is mostly spent (a long blocking wait counts from when the pipeline was
+    // sent; see DESIGN "Leases") is refreshed once before it is handed out, which restarts its
+    // lease from a known send time, or finds it already reclaimed.
+    let anchor = grant.anchor;
+    let renewed: boolean | null = null;
+    if (terms !== null && anchor + leaseMs(terms.ms) - performance.now() < (2 / 3) * leaseMs(terms.ms)) {
+      const sentAt = performance.now();
+      renewed = await this.#refreshHolding(grant).catch(() => null);
+      if (renewed) anchor = sentAt;
+    }
+    const holding = new Holding(this.#holdingHost, { ...grant, scoped: attempt.scoped }, terms, anchor);
     this.#holdings.push(holding);
     const acquired = { token: holding.token, fence: holding.fence, waitedMs: performance.now() - attempt.startedAt };
     this.#telemetry.acquired(acquired);
     this.#emit('acquired', acquired);
+    if (renewed === false) holding.lose('reclaimed');
+    else holding.loseIfExpired();
     await checkpoint('lock:granted');
     return holding;
+  }
+
+  /** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
+  async #undoTryLock(trying: Promise<[string | null, number, ...string[]]>, id: string): Promise<void> {
+    try {
+      const [token] = await trying;
+      if (token !== null) await this.#releaseGrant({ token, id }, true);
+      else this.#endRegistration({ id, until: 0 });
+    } catch {
+      const grant = await this.#recover(id).catch(() => null);
+      if (grant) await this.#releaseGrant(grant, true).catch(() => undefined);
+    }
   }
 
   /** An aborted wait ends here, between Redis steps: its registration goes (best effort: it also lapses). */
@@ -680,7 +736,15 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   async #release(holding: Holding, putBack: boolean): Promise<number | false> {
-    const available = await this.#releaseGrant(holding, putBack);
+    let available: number | false;
+    try {
+      available = await this.#releaseGrant(holding, putBack);
+    } catch (error) {
+      // The token may still be held in Redis: it must go stale, not be refreshed forever. The
+      // holding stays, so a later unlock can try again.
+      holding.stopRefreshing();
+      throw error;
+    }
     debug('%s %s %s: %s', this.name, putBack ? 'unlock' : 'consume', holding.token, available === false ? 'not held' : 'done');
     holding.end();
     this.#forget(holding);
@@ -693,6 +757,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   async #refreshAndConfirm(holding: Holding): Promise<boolean> {
+    // A lost holding stays lost: after 'expired' only unlock() may still give the token back.
+    if (holding.lost) return false;
     const sentAt = performance.now();
     const renewed = await this.#refreshHolding(holding);
     if (renewed) {
@@ -715,8 +781,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return available < 0 ? false : available;
   }
 
-  async #refreshHolding(holding: Holding): Promise<boolean> {
-    const renewed = await this.#run('refresh', scripts.refresh, [holding.token, holding.id, this.#now()], {
+  async #refreshHolding(grant: { token: string; id: string }): Promise<boolean> {
+    const renewed = await this.#run('refresh', scripts.refresh, [grant.token, grant.id, this.#now()], {
       whileClosing: true,
     });
     return renewed === 1;
@@ -730,10 +796,12 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     this.#emit('lost', lost);
     const { onLockLost } = this.#options;
     if (!onLockLost) return;
+    const report = (error: unknown) => warn(`onLockLost of semaphore "${this.name}" threw`, error);
     try {
-      onLockLost(holding.token, reason);
+      const result: unknown = onLockLost(holding.token, reason);
+      if (isThenable(result)) result.then(undefined, report);
     } catch (error) {
-      warn(`onLockLost of semaphore "${this.name}" threw`, error);
+      report(error);
     }
   }
 
@@ -748,6 +816,11 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** Expired registrations are rare (a waiter died mid-hand-off); returning their tokens is off the hot path. */
   #reapInBackground(registrations: readonly string[]): void {
     if (registrations.length > 0) void this.#reapWaiters(registrations).catch(() => undefined);
+  }
+
+  /** Where an async listener's rejection goes (captureRejections): a warning, never a crash. */
+  [Symbol.for('nodejs.rejection')](error: unknown, event: string | symbol): void {
+    warn(`A "${String(event)}" listener of semaphore "${this.name}" rejected`, error);
   }
 
   /** Emits an event; a listener that throws must not break the step that emitted (a token would be stranded). */
@@ -868,11 +941,19 @@ function checkTimeout(timeout: unknown): number | null {
   return timeout;
 }
 
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
+
+/** By shape, not instanceof: a signal may come from another realm. */
+function isAbortSignal(value: unknown): value is AbortSignal {
+  const { aborted, addEventListener } = (value ?? {}) as Partial<AbortSignal>;
+  return typeof aborted === 'boolean' && typeof addEventListener === 'function';
+}
+
 function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined) return undefined;
-  // By shape, not instanceof: a signal may come from another realm.
-  const { aborted, addEventListener } = (signal ?? {}) as Partial<AbortSignal>;
-  if (typeof aborted !== 'boolean' || typeof addEventListener !== 'function') {
+  if (!isAbortSignal(signal)) {
     throw new TypeError(`Expected \`signal\` to be an AbortSignal, got ${describe(signal)}`);
   }
   return signal as AbortSignal;
@@ -919,6 +1000,25 @@ function backoffMs(attempt: number): number {
   return Math.min(2000, 50 * 2 ** attempt);
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** Settles as `promise` does, or rejects with `signal`'s reason as soon as it aborts. */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    signal.addEventListener('abort', abort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+  });
+}
+
+/** Resolves after `ms`, or as soon as `signal` aborts. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }

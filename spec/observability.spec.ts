@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { CHANNELS, Semaphore, type SemaphoreEvents } from '../lib';
 import { freePort } from './support/redis-server';
 import { useFixture } from './support/fixture';
-import { redisUrl, sleep, until } from './support/redis';
+import { redisUrl, sleep, uniqueName, until } from './support/redis';
 
 /** Events, diagnostics channels, stats() and NODE_DEBUG. */
 const fixture = useFixture();
@@ -98,16 +98,18 @@ test('stats() counts acquisitions and reports wait percentiles', async () => {
 test('NODE_DEBUG=redis-token-semaphore logs each step', () => {
   const script = `
     const { Semaphore } = require(${JSON.stringify(join(__dirname, '../dist'))});
-    const sem = new Semaphore('debug-log', { url: process.argv[1] });
+    const sem = new Semaphore(process.argv[2], { url: process.argv[1] });
     sem.lock().then(() => sem.unlock()).then(() => sem.close());
   `;
-  const run = spawnSync(process.execPath, ['-e', script, redisUrl()], {
+  const name = uniqueName('debug-log');
+  const run = spawnSync(process.execPath, ['-e', script, redisUrl(), name], {
     env: { ...process.env, NODE_DEBUG: 'redis-token-semaphore' },
     encoding: 'utf8',
     timeout: 20_000,
   });
   expect(run.status).toBe(0);
-  expect(run.stderr).toMatch(/REDIS-TOKEN-SEMAPHORE \d+: debug-log tryLock \S+: token 0, fence \d+/);
-  expect(run.stderr).toMatch(/debug-log acquired/);
-  expect(run.stderr).toMatch(/debug-log unlock 0: done/);
+  expect(run.stderr).toContain(`: ${name} tryLock `);
+  expect(run.stderr).toMatch(/REDIS-TOKEN-SEMAPHORE \d+: \S+ tryLock \S+: token 0, fence \d+/);
+  expect(run.stderr).toContain(`${name} acquired`);
+  expect(run.stderr).toContain(`${name} unlock 0: done`);
 });

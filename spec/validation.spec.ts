@@ -22,6 +22,7 @@ describe('bad input is rejected before anything touches Redis', () => {
     ['staleClientTimeout: -5', { staleClientTimeout: -5 }, RangeError, /staleClientTimeout/],
     ['staleClientTimeout: NaN', { staleClientTimeout: NaN }, TypeError, /staleClientTimeout/],
     ['staleClientTimeout: 0', { staleClientTimeout: 0 }, RangeError, /staleClientTimeout/],
+    ['staleClientTimeout beyond a timer', { staleClientTimeout: 2 ** 31 }, RangeError, /staleClientTimeout/],
     ['expiration: Infinity', { expiration: Infinity }, RangeError, /expiration/],
     ['expiration: -1', { expiration: -1 }, RangeError, /expiration/],
     ['useLocalTime: "yes"', { useLocalTime: 'yes' }, TypeError, /useLocalTime/],
