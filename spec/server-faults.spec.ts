@@ -109,7 +109,10 @@ describe('Redis restarted while tokens are held and waiters block', () => {
     census = await takeCensus(admin, name);
     expect(idleProblems(census, N)).toEqual([]);
     const probe = semaphore(name, { redis: admin, resources: N });
-    expect([await probe.lock(0), await probe.lock(0), await probe.lock(0)]).toEqual(['0', '1', null]);
+    // Exactly N tokens, whichever order the last releases left them in.
+    const taken = [await probe.lock(0), await probe.lock(0), await probe.lock(0)];
+    expect(taken.slice(0, 2).sort()).toEqual(['0', '1']);
+    expect(taken[2]).toBeNull();
   });
 
   test.each(['SIGKILL (a crash)', 'SIGTERM (a shutdown)'] as const)(
@@ -156,17 +159,19 @@ describe('Redis stalled longer than the stale timeout', () => {
 
   /**
    * A holder that refreshes every 100 ms, a watchdog every 100 ms and a waiter blocked behind it; then
-   * the server stalls for three stale timeouts. Redis TIME runs on during the stall, so the first
-   * reclaim to run afterwards (the watchdog's, or the waiter's claim at the end of its slice) may find
-   * the holder stale before its queued refresh runs. Whichever runs first, the state stays exact and
-   * the holder learns the outcome at its next refresh: true and still the only holder, or false, its
-   * unlock false, and the token granted once.
+   * the server stalls for three stale timeouts. No refresh can be confirmed within the holder's lease,
+   * so the holder is told ('expired') during the stall, by its own clock. Redis TIME runs on during
+   * the stall, so the first reclaim to run afterwards (the watchdog's, or the waiter's claim at the end
+   * of its slice) may find the holder stale before its queued refresh runs. Whichever runs first, the
+   * state stays exact: the holder's unlock gives the token back if Redis still records it, or resolves
+   * false and pushes nothing, and the token is granted once.
    */
   test.each(['CLIENT PAUSE ALL', 'CLIENT PAUSE WRITE', 'DEBUG SLEEP'] as Stall[])('%s', async (stall) => {
     const { server, admin } = await serverWith(['--enable-debug-command', 'local']);
     const name = uniqueName('stall');
     const options = { url: server.url, staleClientTimeout: STALE, waitSlice: 300 };
-    const holder = semaphore(name, options);
+    const told: string[] = [];
+    const holder = semaphore(name, { ...options, onLockLost: (_token, reason) => void told.push(reason) });
     const watcher = semaphore(name, options);
     const waiter = semaphore(name, options);
     expect(await holder.lock(0)).toBe('0');
@@ -192,22 +197,26 @@ describe('Redis stalled longer than the stale timeout', () => {
       clearInterval(keepFresh);
       await watchdog.stop();
     }
-    const stillHolds = await holder.refresh('0');
+    // Told during the stall, whatever Redis decides afterwards; a lost holding stays lost.
+    expect(told).toEqual(['expired']);
+    expect(await holder.refresh('0')).toBe(false);
     const census = await takeCensus(admin, name);
     expect(censusProblems(census, 1, { inboxesAllowed: true })).toEqual([]);
-    if (stillHolds) {
-      // Not reclaimed: the holder is still the only holder and the waiter still waits.
-      expect(granted).toBeUndefined();
-      expect(await holder.isLocked()).toBe(true);
-      expect(await holder.unlock()).toBe(1);
+    const unlocked = await holder.unlock('0');
+    if (unlocked !== false) {
+      // Not reclaimed: the holder was still the only holder, and its unlock hands the token on.
+      expect(unlocked).toBe(1);
       expect(await waiting).toBe('0');
     } else {
-      // Reclaimed for a stall it did not cause, and told so: refresh and unlock say false, push nothing.
-      expect(await holder.unlock('0')).toBe(false);
+      // Reclaimed for a stall it did not cause (and told): its unlock pushed nothing.
       expect(await waiting).toBe('0');
       expect(Object.keys((await takeCensus(admin, name)).grabbed)).toEqual(['0']);
     }
-    console.log(`${stall} ${3 * STALE} ms with staleClientTimeout ${STALE} ms: holder ${stillHolds ? 'kept its token' : 'was reclaimed and told (refresh false)'}; refreshes ${refreshes.filter((ok) => !ok).length} false of ${refreshes.length}`);
+    const outcome = unlocked !== false ? 'kept its token' : 'was reclaimed';
+    console.log(
+      `${stall} ${3 * STALE} ms with staleClientTimeout ${STALE} ms: holder told '${told.join()}', ${outcome}; ` +
+        `refreshes ${refreshes.filter((ok) => !ok).length} false of ${refreshes.length}`,
+    );
     expect(await waiter.unlock('0')).toBe(1);
     expect(idleProblems(await takeCensus(admin, name), 1)).toEqual([]);
   });
