@@ -55,6 +55,7 @@ interface Worker {
   readonly process: ChildProcess;
   readonly exited: Promise<void>;
   stopped: boolean;
+  ready: boolean;
 }
 
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
@@ -95,14 +96,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         execArgv: [],
         stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
       });
-      const worker: Worker = { id, process: child, exited: new Promise((resolve) => child.once('exit', () => resolve())), stopped: false };
+      const worker: Worker = { id, process: child, exited: new Promise((resolve) => child.once('exit', () => resolve())), stopped: false, ready: false };
       child.on('error', () => undefined);
-      child.on('message', (message: { event?: string; token: string; at: number; stopped?: boolean }) => {
+      child.on('message', (message: { event?: string; token: string; at: number; stopped?: boolean; ready?: boolean }) => {
         if (message.event === 'acquired' || message.event === 'released') {
           events.push({ holder: id, kind: message.event, token: message.token, at: message.at });
         } else if (message.event === 'lost') lostGrants++;
         else if (message.event === 'error') errors++;
         if (message.stopped) worker.stopped = true;
+        if (message.ready) worker.ready = true;
       });
       live.set(id, worker);
       return worker;
@@ -125,6 +127,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 
     for (let i = 0; i < workerCount; i++) spawn();
     await watcher.existsOrCreate();
+    // The clock starts once every worker runs (starting node processes takes seconds on a busy machine).
+    const readyBy = Date.now() + 30_000;
+    while ([...live.values()].some((worker) => !worker.ready) && Date.now() < readyBy) await sleep(50);
     const watchdog = watcher.startWatchdog(250, { onError: () => undefined });
     const started = Date.now();
     const until = started + seconds * 1000;
@@ -216,6 +221,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         continue;
       }
       maxByKind[fault.kind] = Math.max(maxByKind[fault.kind], next.at - fault.at);
+      if (process.env['SOAK_DEBUG']) log(`${fault.kind} at +${fault.at - started} ms${fault.token === undefined ? '' : ` (held ${fault.token})`}: recovered in ${next.at - fault.at} ms`);
       if (next.at - fault.at > maxRecoveryMs) {
         maxRecoveryMs = next.at - fault.at;
         maxRecoveryKind = fault.kind;
