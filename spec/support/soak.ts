@@ -138,7 +138,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     try {
       await sleep(1000);
       let i = 0;
-      while (Date.now() < until - 2000) {
+      // No fault in the last stale timeout + 2 s: time for the last one to be recovered from, and seen.
+      while (Date.now() < until - STALE - 2000) {
         await sleep(400 + Math.random() * 800);
         const kind = KINDS[i++ % KINDS.length] as FaultKind; // round robin: every kind gets its share
         if (kind === 'sigkill-worker') {
