@@ -1,6 +1,8 @@
 /**
  * The soak: many worker processes (crash-worker.js, mode 'soak') lock, hold and unlock one semaphore
- * on a private redis-server (AOF everysec) while random faults from the fault table hit them; then the
+ * on a private redis-server (AOF everysec), through our TCP proxy, while random faults from the fault
+ * table hit them (SIGKILL, CLIENT KILL, a black-holed blocking connection, a Redis restart, CLIENT
+ * PAUSE shorter than the stale timeout); then the
  * history checker (history.ts) and the token census (census.ts) judge the run. Used by `npm run soak`
  * (soak/run.js, default 60 s) and by spec/soak.spec.ts (CI, about 30 s).
  */
@@ -12,10 +14,11 @@ import { createClient } from 'redis';
 import { Semaphore } from '../../lib';
 import { censusProblems, takeCensus, tally } from './census';
 import { checkHistory, type HistoryEvent } from './history';
+import { FaultProxy } from './proxy';
 import { startRedisServer } from './redis-server';
 
-export type FaultKind = 'sigkill-worker' | 'client-kill' | 'restart-aof' | 'pause';
-const KINDS: readonly FaultKind[] = ['sigkill-worker', 'client-kill', 'restart-aof', 'pause'];
+export type FaultKind = 'sigkill-worker' | 'client-kill' | 'blackhole' | 'restart-aof' | 'pause';
+const KINDS: readonly FaultKind[] = ['sigkill-worker', 'client-kill', 'blackhole', 'restart-aof', 'pause'];
 
 export interface SoakOptions {
   readonly seconds: number;
@@ -64,6 +67,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const dist = mkdtempSync(join(tmpdir(), 'rts-soak-dist-'));
   cpSync(join(root, 'dist'), dist, { recursive: true });
   const server = await startRedisServer(['--appendonly', 'yes', '--appendfsync', 'everysec', '--enable-debug-command', 'local']);
+  // Workers connect through our proxy, so that one of their blocking connections can be black-holed.
+  const proxy = await FaultProxy.start(server.port);
   const name = `soak:${Date.now().toString(36)}`;
   const events: HistoryEvent[] = [];
   const faults: Array<{ kind: FaultKind; at: number; token?: string }> = [];
@@ -84,7 +89,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           ...process.env,
           CRASH_WORKER: JSON.stringify({
             mode: 'soak',
-            url: server.url,
+            url: proxy.url,
             name,
             options: { resources: N, staleClientTimeout: STALE, waitSlice: SLICE },
             holdMs: [5, 40],
@@ -133,7 +138,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const watchdog = watcher.startWatchdog(250, { onError: () => undefined });
     const started = Date.now();
     const until = started + seconds * 1000;
-    log(`soak: ${seconds} s, ${workerCount} workers, ${N} tokens, staleClientTimeout ${STALE} ms, waitSlice ${SLICE} ms, redis-server ${server.port} (AOF everysec)`);
+    log(`soak: ${seconds} s, ${workerCount} workers, ${N} tokens, staleClientTimeout ${STALE} ms, waitSlice ${SLICE} ms, redis-server ${server.port} (AOF everysec), workers through a proxy`);
 
     try {
       await sleep(1000);
@@ -159,6 +164,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           if (!victim) continue;
           faults.push({ kind, at: Date.now() });
           await admin.sendCommand(['CLIENT', 'KILL', 'ID', String(victim.id)]).catch(() => undefined);
+        } else if (kind === 'blackhole') {
+          // One blocking connection goes silent both ways (no RST); its waiter must notice by itself.
+          const victim = pick(proxy.connections((connection) => connection.mode === 'pass' && connection.sent.includes('BLMOVE')));
+          if (!victim) continue;
+          faults.push({ kind, at: Date.now() });
+          proxy.blackhole((connection) => connection.id === victim.id);
         } else if (kind === 'restart-aof') {
           faults.push({ kind, at: Date.now() });
           await server.kill('SIGKILL');
@@ -245,7 +256,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const passed = checks.filter((check) => check.ok).length;
     const lines = [
       ...checks.filter((check) => !check.ok).map((check) => `FAILED: ${check.name} (${check.detail})`),
-      `acquisitions: ${acquisitions.length} by ${spawned} workers in ${((endOfHistory - started) / 1000).toFixed(1)} s`,
+      `acquisitions: ${acquisitions.length} by ${spawned} workers (faults for ${seconds} s, history of ${((endOfHistory - started) / 1000).toFixed(1)} s)`,
       `faults injected: ${KINDS.map((kind) => `${kind} ${byKind[kind]}`).join(', ')} (total ${faults.length})`,
       `over-admissions: ${overAdmissions} (max live holders ${history.maxConcurrent} of ${N}; tokens shared at once ${history.tokenOverlaps.length})`,
       `lost tokens: ${count.lost.length + count.stranded.length}`,
@@ -278,6 +289,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     }
     await watcher.close().catch(() => undefined);
     await admin.quit().catch(() => admin.disconnect().catch(() => undefined));
+    await proxy.close();
     await server.stop();
     rmSync(dist, { recursive: true, force: true });
   }
