@@ -14,7 +14,7 @@ import { createClient } from 'redis';
 import { Semaphore } from '../../lib';
 import { censusProblems, takeCensus, tally } from './census';
 import { checkHistory, type HistoryEvent } from './history';
-import { FaultProxy } from './proxy';
+import { carried, FaultProxy } from './proxy';
 import { startRedisServer } from './redis-server';
 
 export type FaultKind = 'sigkill-worker' | 'client-kill' | 'blackhole' | 'restart-aof' | 'pause';
@@ -110,6 +110,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         else if (message.event === 'error') errors++;
         if (message.stopped) worker.stopped = true;
         if (message.ready) worker.ready = true;
+        if ('stuck' in message && process.env['SOAK_DEBUG']) log(`${id} stuck at stop: ${String((message as { stuck?: string }).stuck)} (now ${Date.now()})`);
       });
       live.set(id, worker);
       return worker;
@@ -166,7 +167,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           await admin.sendCommand(['CLIENT', 'KILL', 'ID', String(victim.id)]).catch(() => undefined);
         } else if (kind === 'blackhole') {
           // One blocking connection goes silent both ways (no RST); its waiter must notice by itself.
-          const victim = pick(proxy.connections((connection) => connection.mode === 'pass' && connection.sent.includes('BLMOVE')));
+          const blocking = carried('BLMOVE');
+          const victim = pick(proxy.connections((connection) => connection.mode === 'pass' && blocking(connection)));
           if (!victim) continue;
           faults.push({ kind, at: Date.now() });
           proxy.blackhole((connection) => connection.id === victim.id);
@@ -185,13 +187,18 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       await sleep(Math.max(0, until - Date.now()));
     } finally {
       for (const worker of live.values()) if (worker.process.connected) worker.process.send('stop');
+      const stopSent = Date.now();
       const stopBy = Date.now() + 8000;
       for (const worker of [...live.values()]) {
         while (!worker.stopped && Date.now() < stopBy && worker.process.exitCode === null) await sleep(20);
-        if (!worker.stopped) events.push({ holder: worker.id, kind: 'killed', at: await kill(worker) });
+        if (!worker.stopped) {
+          if (process.env['SOAK_DEBUG']) log(`${worker.id} did not stop within 8 s; last: ${JSON.stringify(events.findLast((event) => event.holder === worker.id))}`);
+          events.push({ holder: worker.id, kind: 'killed', at: await kill(worker) });
+        }
         await worker.exited;
       }
       await watchdog.stop();
+      if (process.env['SOAK_DEBUG']) log(`workers stopped in ${Date.now() - stopSent} ms`);
     }
     const endOfHistory = Date.now();
 
