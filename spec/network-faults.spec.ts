@@ -42,7 +42,7 @@ async function proxiedClient(): Promise<Client> {
   const client = createClient({ url: proxy.url });
   client.on('error', () => undefined);
   await client.connect();
-  opened.push({ close: () => client.quit().catch(() => client.disconnect()) });
+  opened.push({ close: () => (client.isReady ? client.quit().catch(() => client.disconnect()) : client.disconnect()) });
   return client;
 }
 

@@ -30,6 +30,10 @@ export interface Tally {
   readonly unpaired: string[];
 }
 
+/**
+ * Inboxes are found by SCAN on `SEMAPHORE:<name>:INBOX:*`, so a semaphore named `<name>:INBOX…` on the
+ * same server would be taken for inboxes (the library itself never scans; only this census does).
+ */
 export async function takeCensus(redis: Client, name: string): Promise<Census> {
   const prefix = `SEMAPHORE:${name}:`;
   const inboxPrefix = `${prefix}INBOX:`;

@@ -110,8 +110,12 @@ async function load() {
 
 async function soak() {
   let stopping = false;
+  let phase = 'start';
   process.on('message', (message) => {
-    if (message === 'stop') stopping = true;
+    if (message !== 'stop') return;
+    stopping = true;
+    // Says what it is doing if it has not stopped within 5 s (SOAK_DEBUG).
+    setTimeout(() => void send({ stuck: phase }), 5000).unref();
   });
   const [minHold, maxHold] = config.holdMs;
   const sem = new Semaphore(config.name, { url: config.url, ...config.options });
@@ -128,6 +132,7 @@ async function soak() {
   await send({ ready: true });
   while (!stopping) {
     let token;
+    phase = `lock since ${Date.now()}`;
     try {
       token = await sem.lock(config.lockTimeout);
     } catch (error) {
@@ -140,6 +145,7 @@ async function soak() {
     await sleep(minHold + Math.random() * (maxHold - minHold));
     await send({ event: 'released', token, at: Date.now() });
     for (let attempt = 0; ; attempt++) {
+      phase = `unlock attempt ${attempt}`;
       try {
         if ((await sem.unlock(token)) === false) {
           await send({ event: attempt === 0 ? 'lost' : 'ambiguous', token, at: Date.now() });
@@ -154,6 +160,7 @@ async function soak() {
       }
     }
   }
+  phase = 'close';
   await sem.close();
   await send({ stopped: true });
 }

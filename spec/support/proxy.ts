@@ -24,9 +24,13 @@ export type Filter = (connection: ProxiedConnection) => boolean;
 
 const everyConnection: Filter = () => true;
 
-/** Picks the connections whose client sent `command` (e.g. 'BLMOVE'). */
+/**
+ * Picks the connections whose client sent `command` (e.g. 'BLMOVE') as a command or argument: matched
+ * as a RESP bulk string (`$6\r\nBLMOVE\r\n`), so a script whose text merely mentions it (an EVAL of
+ * a script with a comment about BLMOVE) does not count.
+ */
 export function carried(command: string): Filter {
-  const needle = command.toUpperCase();
+  const needle = `$${command.length}\r\n${command.toUpperCase()}\r\n`;
   return (connection) => connection.sent.toUpperCase().includes(needle);
 }
 

@@ -1,6 +1,8 @@
 /**
  * The soak: many worker processes (crash-worker.js, mode 'soak') lock, hold and unlock one semaphore
- * on a private redis-server (AOF everysec) while random faults from the fault table hit them; then the
+ * on a private redis-server (AOF everysec), through our TCP proxy, while random faults from the fault
+ * table hit them (SIGKILL, CLIENT KILL, a black-holed blocking connection, a Redis restart, CLIENT
+ * PAUSE shorter than the stale timeout); then the
  * history checker (history.ts) and the token census (census.ts) judge the run. Used by `npm run soak`
  * (soak/run.js, default 60 s) and by spec/soak.spec.ts (CI, about 30 s).
  */
@@ -12,10 +14,11 @@ import { createClient } from 'redis';
 import { Semaphore } from '../../lib';
 import { censusProblems, takeCensus, tally } from './census';
 import { checkHistory, type HistoryEvent } from './history';
+import { carried, FaultProxy } from './proxy';
 import { startRedisServer } from './redis-server';
 
-export type FaultKind = 'sigkill-worker' | 'client-kill' | 'restart-aof' | 'pause';
-const KINDS: readonly FaultKind[] = ['sigkill-worker', 'client-kill', 'restart-aof', 'pause'];
+export type FaultKind = 'sigkill-worker' | 'client-kill' | 'blackhole' | 'restart-aof' | 'pause';
+const KINDS: readonly FaultKind[] = ['sigkill-worker', 'client-kill', 'blackhole', 'restart-aof', 'pause'];
 
 export interface SoakOptions {
   readonly seconds: number;
@@ -55,6 +58,7 @@ interface Worker {
   readonly process: ChildProcess;
   readonly exited: Promise<void>;
   stopped: boolean;
+  ready: boolean;
 }
 
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
@@ -63,6 +67,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const dist = mkdtempSync(join(tmpdir(), 'rts-soak-dist-'));
   cpSync(join(root, 'dist'), dist, { recursive: true });
   const server = await startRedisServer(['--appendonly', 'yes', '--appendfsync', 'everysec', '--enable-debug-command', 'local']);
+  // Workers connect through our proxy, so that one of their blocking connections can be black-holed.
+  const proxy = await FaultProxy.start(server.port);
   const name = `soak:${Date.now().toString(36)}`;
   const events: HistoryEvent[] = [];
   const faults: Array<{ kind: FaultKind; at: number; token?: string }> = [];
@@ -83,7 +89,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           ...process.env,
           CRASH_WORKER: JSON.stringify({
             mode: 'soak',
-            url: server.url,
+            url: proxy.url,
             name,
             options: { resources: N, staleClientTimeout: STALE, waitSlice: SLICE },
             holdMs: [5, 40],
@@ -95,14 +101,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         execArgv: [],
         stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
       });
-      const worker: Worker = { id, process: child, exited: new Promise((resolve) => child.once('exit', () => resolve())), stopped: false };
+      const worker: Worker = { id, process: child, exited: new Promise((resolve) => child.once('exit', () => resolve())), stopped: false, ready: false };
       child.on('error', () => undefined);
-      child.on('message', (message: { event?: string; token: string; at: number; stopped?: boolean }) => {
+      child.on('message', (message: { event?: string; token: string; at: number; stopped?: boolean; ready?: boolean }) => {
         if (message.event === 'acquired' || message.event === 'released') {
           events.push({ holder: id, kind: message.event, token: message.token, at: message.at });
         } else if (message.event === 'lost') lostGrants++;
         else if (message.event === 'error') errors++;
         if (message.stopped) worker.stopped = true;
+        if (message.ready) worker.ready = true;
+        if ('stuck' in message && process.env['SOAK_DEBUG']) log(`${id} stuck at stop: ${String((message as { stuck?: string }).stuck)} (now ${Date.now()})`);
       });
       live.set(id, worker);
       return worker;
@@ -125,15 +133,19 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 
     for (let i = 0; i < workerCount; i++) spawn();
     await watcher.existsOrCreate();
+    // The clock starts once every worker runs (starting node processes takes seconds on a busy machine).
+    const readyBy = Date.now() + 30_000;
+    while ([...live.values()].some((worker) => !worker.ready) && Date.now() < readyBy) await sleep(50);
     const watchdog = watcher.startWatchdog(250, { onError: () => undefined });
     const started = Date.now();
     const until = started + seconds * 1000;
-    log(`soak: ${seconds} s, ${workerCount} workers, ${N} tokens, staleClientTimeout ${STALE} ms, waitSlice ${SLICE} ms, redis-server ${server.port} (AOF everysec)`);
+    log(`soak: ${seconds} s, ${workerCount} workers, ${N} tokens, staleClientTimeout ${STALE} ms, waitSlice ${SLICE} ms, redis-server ${server.port} (AOF everysec), workers through a proxy`);
 
     try {
       await sleep(1000);
       let i = 0;
-      while (Date.now() < until - 2000) {
+      // No fault in the last stale timeout + 2 s: time for the last one to be recovered from, and seen.
+      while (Date.now() < until - STALE - 2000) {
         await sleep(400 + Math.random() * 800);
         const kind = KINDS[i++ % KINDS.length] as FaultKind; // round robin: every kind gets its share
         if (kind === 'sigkill-worker') {
@@ -153,6 +165,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           if (!victim) continue;
           faults.push({ kind, at: Date.now() });
           await admin.sendCommand(['CLIENT', 'KILL', 'ID', String(victim.id)]).catch(() => undefined);
+        } else if (kind === 'blackhole') {
+          // One blocking connection goes silent both ways (no RST); its waiter must notice by itself.
+          const blocking = carried('BLMOVE');
+          const victim = pick(proxy.connections((connection) => connection.mode === 'pass' && blocking(connection)));
+          if (!victim) continue;
+          faults.push({ kind, at: Date.now() });
+          proxy.blackhole((connection) => connection.id === victim.id);
         } else if (kind === 'restart-aof') {
           faults.push({ kind, at: Date.now() });
           await server.kill('SIGKILL');
@@ -168,13 +187,18 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       await sleep(Math.max(0, until - Date.now()));
     } finally {
       for (const worker of live.values()) if (worker.process.connected) worker.process.send('stop');
+      const stopSent = Date.now();
       const stopBy = Date.now() + 8000;
       for (const worker of [...live.values()]) {
         while (!worker.stopped && Date.now() < stopBy && worker.process.exitCode === null) await sleep(20);
-        if (!worker.stopped) events.push({ holder: worker.id, kind: 'killed', at: await kill(worker) });
+        if (!worker.stopped) {
+          if (process.env['SOAK_DEBUG']) log(`${worker.id} did not stop within 8 s; last: ${JSON.stringify(events.findLast((event) => event.holder === worker.id))}`);
+          events.push({ holder: worker.id, kind: 'killed', at: await kill(worker) });
+        }
         await worker.exited;
       }
       await watchdog.stop();
+      if (process.env['SOAK_DEBUG']) log(`workers stopped in ${Date.now() - stopSent} ms`);
     }
     const endOfHistory = Date.now();
 
@@ -216,6 +240,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         continue;
       }
       maxByKind[fault.kind] = Math.max(maxByKind[fault.kind], next.at - fault.at);
+      if (process.env['SOAK_DEBUG']) log(`${fault.kind} at +${fault.at - started} ms${fault.token === undefined ? '' : ` (held ${fault.token})`}: recovered in ${next.at - fault.at} ms`);
       if (next.at - fault.at > maxRecoveryMs) {
         maxRecoveryMs = next.at - fault.at;
         maxRecoveryKind = fault.kind;
@@ -238,7 +263,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const passed = checks.filter((check) => check.ok).length;
     const lines = [
       ...checks.filter((check) => !check.ok).map((check) => `FAILED: ${check.name} (${check.detail})`),
-      `acquisitions: ${acquisitions.length} by ${spawned} workers in ${((endOfHistory - started) / 1000).toFixed(1)} s`,
+      `acquisitions: ${acquisitions.length} by ${spawned} workers (faults for ${seconds} s, history of ${((endOfHistory - started) / 1000).toFixed(1)} s)`,
       `faults injected: ${KINDS.map((kind) => `${kind} ${byKind[kind]}`).join(', ')} (total ${faults.length})`,
       `over-admissions: ${overAdmissions} (max live holders ${history.maxConcurrent} of ${N}; tokens shared at once ${history.tokenOverlaps.length})`,
       `lost tokens: ${count.lost.length + count.stranded.length}`,
@@ -271,6 +296,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     }
     await watcher.close().catch(() => undefined);
     await admin.quit().catch(() => admin.disconnect().catch(() => undefined));
+    await proxy.close();
     await server.stop();
     rmSync(dist, { recursive: true, force: true });
   }
