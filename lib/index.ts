@@ -15,7 +15,8 @@
  *
  * @packageDocumentation
  */
-export { Semaphore, type HolderInfo, type LockCallback, type Watchdog, type WatchdogOptions } from './semaphore';
+export { Semaphore, type LockCallback, type Watchdog, type WatchdogOptions } from './semaphore';
+export type { HolderInfo } from './holder-info';
 export type { AcquireOptions, Lease, LockOptions } from './lease';
 export {
   CHANNELS,

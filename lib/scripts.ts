@@ -32,7 +32,6 @@ export const scripts = {
   releaseStale: loadScript('releaseStale-7.lua'),
   create: loadScript('create-7.lua'),
   inspect: loadScript('inspect-7.lua'),
-  holders: loadScript('holders-7.lua'),
   // Operators' scripts (lib/admin/): the CLI and the dashboard.
   status: loadScript('status-7.lua'),
   forceRelease: loadScript('forceRelease-7.lua'),

@@ -6,6 +6,7 @@ import { checkpoint } from './checkpoint';
 import { describe } from './describe';
 import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
 import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
+import { decodeStatus, type HolderInfo } from './holder-info';
 import { Holding, leaseMs, type HoldingHost } from './holding';
 import { createLease, type AcquireOptions, type Lease, type LockOptions } from './lease';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
@@ -51,22 +52,6 @@ interface Grant {
  * if the token is lost meanwhile; `fence` is the acquisition's fencing number.
  */
 export type LockCallback<T> = (token: string, signal: AbortSignal, fence: number) => T | PromiseLike<T>;
-
-/** A held token as `holders()` reports it. */
-export interface HolderInfo {
-  /** The held token. */
-  readonly token: string;
-  /** When it was taken or last refreshed (GRABBED), or `null` if the stamp cannot be read. */
-  readonly since: Date | null;
-  /** Milliseconds since then, on Redis' clock. */
-  readonly heldMs: number | null;
-  /** The acquisition's fencing number; `undefined` for a holder this library did not record (the Ruby gem). */
-  readonly fence: number | undefined;
-  /** The holder's `owner` label; `undefined` as for `fence`. */
-  readonly owner: string | undefined;
-  /** The acquisition's grant id; `undefined` as for `fence`. */
-  readonly grantId: string | undefined;
-}
 
 /** One call that wants a token: how its holding is released, when it started, and what may cancel it. */
 interface Attempt {
@@ -271,31 +256,12 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
 
   /** Every held token with its holder, as Redis records them, oldest first. */
   async holders(): Promise<HolderInfo[]> {
-    const [now, , ...flat] = (await this.#run('holders', scripts.holders, [])) as [string, number, ...Array<string | null>];
-    const nowSeconds = Number(now);
-    const holders: HolderInfo[] = [];
-    for (let i = 0; i < flat.length; i += 3) {
-      const token = flat[i] as string;
-      const stamp = Number(flat[i + 1]);
-      const [grantId, fence, ...label] = (flat[i + 2] ?? '').split(' ');
-      const known = flat[i + 2] != null;
-      const readable = flat[i + 1] != null && Number.isFinite(stamp);
-      holders.push({
-        token,
-        since: readable ? new Date(stamp * 1000) : null,
-        heldMs: readable ? Math.max(0, Math.round((nowSeconds - stamp) * 1000)) : null,
-        fence: known ? Number(fence) : undefined,
-        owner: known ? label.join(' ') : undefined,
-        grantId: known ? grantId : undefined,
-      });
-    }
-    return holders.sort((a, b) => (a.since?.getTime() ?? 0) - (b.since?.getTime() ?? 0));
+    return [...decodeStatus(await this.#run('holders', scripts.status, ['0'])).holders];
   }
 
   /** How many waiters (of this library, in any process) are registered and waiting for a token right now. */
   async waiting(): Promise<number> {
-    const [, waiters] = (await this.#run('waiting', scripts.holders, [])) as [string, number];
-    return waiters;
+    return decodeStatus(await this.#run('waiting', scripts.status, ['0'])).waiting;
   }
 
   /**

@@ -1,7 +1,8 @@
 import { semaphoreKeys } from '../keys';
 import { isConnectionError, type RedisClientLike } from '../redis-client';
 import { runScript, scripts } from '../scripts';
-import { Semaphore, type HolderInfo } from '../semaphore';
+import { decodeStatus, type HolderInfo } from '../holder-info';
+import { Semaphore } from '../semaphore';
 
 /**
  * What an operator does to a semaphore by name (the CLI and the dashboard): read its state, free a
@@ -32,24 +33,11 @@ export interface SemaphoreStatus {
 const WAITER_IDS = 100;
 
 export async function readStatus(client: RedisClientLike, name: string, waiterIds = WAITER_IDS): Promise<SemaphoreStatus> {
-  const reply = (await runScript(client, scripts.status, semaphoreKeys(name).scriptKeys, [String(waiterIds)])) as [
-    number,
-    string,
-    number,
-    number,
-    string[],
-    ...Array<string | null>,
-  ];
-  const [exists, now, available, waiting, ids, ...flat] = reply;
-  const nowSeconds = Number(now);
-  const holders: HolderInfo[] = [];
-  for (let i = 0; i < flat.length; i += 3) {
-    holders.push(parseHolder(flat[i] as string, flat[i + 1] ?? null, flat[i + 2] ?? null, nowSeconds));
-  }
-  holders.sort((a, b) => (a.since?.getTime() ?? 0) - (b.since?.getTime() ?? 0));
+  const reply = await runScript(client, scripts.status, semaphoreKeys(name).scriptKeys, [String(waiterIds)]);
+  const { exists, nowSeconds, available, waiting, waiterIds: ids, holders } = decodeStatus(reply);
   return {
     name,
-    exists: exists === 1,
+    exists,
     now: new Date(nowSeconds * 1000),
     tokens: available + holders.length,
     available,
@@ -86,22 +74,6 @@ export async function readStatuses(
 
 export function isUnreadable(status: SemaphoreStatus | UnreadableSemaphore): status is UnreadableSemaphore {
   return 'error' in status;
-}
-
-/** A GRABBED entry and its OWNERS value (`"<grant id> <fence> <owner label>"`, see includes/grant.lua). */
-function parseHolder(token: string, stamp: string | null, owner: string | null, nowSeconds: number): HolderInfo {
-  const seconds = Number(stamp);
-  const readable = stamp !== null && stamp !== '' && Number.isFinite(seconds);
-  const [grantId, fence, ...label] = (owner ?? '').split(' ');
-  const known = owner !== null;
-  return {
-    token,
-    since: readable ? new Date(seconds * 1000) : null,
-    heldMs: readable ? Math.max(0, Math.round((nowSeconds - seconds) * 1000)) : null,
-    fence: known ? Number(fence) : undefined,
-    owner: known ? label.join(' ') : undefined,
-    grantId: known ? grantId : undefined,
-  };
 }
 
 const PREFIX = 'SEMAPHORE:';

@@ -1,5 +1,5 @@
 --[[
-  An operator's snapshot of one semaphore, for the CLI and the dashboard (lib/admin/inspect.ts):
+  A snapshot of one semaphore, for holders(), waiting(), the CLI and the dashboard (lib/holder-info.ts):
   whether it exists, its free tokens, who holds what and who waits, all at one instant.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
