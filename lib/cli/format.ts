@@ -1,4 +1,5 @@
 import type { SemaphoreStatus } from '../admin/operations';
+import type { HolderInfo } from '../holder-info';
 
 /** Text output of the CLI: durations, tables, and user data made safe for a terminal. */
 
@@ -77,14 +78,19 @@ export function statusJson(status: SemaphoreStatus) {
     held: status.holders.length,
     available: status.available,
     waiting: status.waiting,
-    holders: status.holders.map((h) => ({
-      token: h.token,
-      since: h.since?.toISOString() ?? null,
-      heldMs: h.heldMs,
-      fence: h.fence ?? null,
-      owner: h.owner ?? null,
-      grantId: h.grantId ?? null,
-    })),
+    holders: status.holders.map(holderJson),
+  };
+}
+
+/** A holder in the JSON of `status --json`, `watch --json` and the dashboard's API. */
+export function holderJson(h: HolderInfo) {
+  return {
+    token: h.token,
+    since: h.since?.toISOString() ?? null,
+    heldMs: h.heldMs,
+    fence: h.fence ?? null,
+    owner: h.owner ?? null,
+    grantId: h.grantId ?? null,
   };
 }
 

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { isUnreadable, releaseStale, releaseToken, type SemaphoreStatus } from '../admin/operations';
 import type { RedisClientLike } from '../redis-client';
+import { holderJson } from '../cli/format';
 import { describe } from '../describe';
 import { notFoundPage, page } from './page';
 import { Sampler, type HandOff } from './sampler';
@@ -263,14 +264,7 @@ function semaphoreJson(status: SemaphoreStatus, handOffs: readonly HandOff[]) {
     held: status.holders.length,
     available: status.available,
     waiting: status.waiting,
-    holders: status.holders.map((h) => ({
-      token: h.token,
-      since: h.since?.toISOString() ?? null,
-      heldMs: h.heldMs,
-      fence: h.fence ?? null,
-      owner: h.owner ?? null,
-      grantId: h.grantId ?? null,
-    })),
+    holders: status.holders.map(holderJson),
     handOffs,
   };
 }
