@@ -29,6 +29,30 @@
     return node;
   }
 
+  // An <input> of `type` with an accessible label and the given properties.
+  function field(type, label, properties) {
+    const input = Object.assign(el('input'), { type }, properties);
+    input.setAttribute('aria-label', label);
+    return input;
+  }
+
+  function submitButton(className, text) {
+    const button = el('button', className, text);
+    button.type = 'submit';
+    return button;
+  }
+
+  // A form of `content` (nodes and text) whose submit runs `submitted` instead of loading a page.
+  function inputForm(className, content, submitted) {
+    const form = el('form', className);
+    form.append(...content);
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      submitted();
+    });
+    return form;
+  }
+
   function duration(ms) {
     if (ms === null || ms === undefined) return '?';
     if (ms < 1000) return Math.round(ms) + ' ms';
@@ -70,17 +94,8 @@
       auth.replaceChildren(el('span', 'badge ok', 'token set'), forget);
       return;
     }
-    const form = el('form', 'token-form');
-    const input = el('input');
-    input.type = 'password';
-    input.placeholder = 'bearer token for release buttons';
-    input.autocomplete = 'off';
-    input.setAttribute('aria-label', 'bearer token');
-    const submit = el('button', '', 'use token');
-    submit.type = 'submit';
-    form.append(input, submit);
-    form.addEventListener('submit', (event) => {
-      event.preventDefault();
+    const input = field('password', 'bearer token', { placeholder: 'bearer token for release buttons', autocomplete: 'off' });
+    const form = inputForm('token-form', [input, submitButton('', 'use token')], () => {
       if (input.value) sessionStorage.setItem('rts-token', input.value);
       renderAuth();
     });
@@ -203,17 +218,9 @@
     columns.append(holders, figure);
     root.append(title, bar, counts, columns);
     if (!readOnly) {
-      const form = el('form', 'stale');
-      const input = el('input');
-      input.type = 'number';
-      input.min = '1';
-      input.value = '30';
-      input.setAttribute('aria-label', 'seconds');
-      const button = el('button', 'release-stale', 'release stale');
-      button.type = 'submit';
-      form.append('Release tokens held longer than ', input, ' s ', button);
-      form.addEventListener('submit', (event) => {
-        event.preventDefault();
+      const input = field('number', 'seconds', { min: '1', value: '30' });
+      const content = ['Release tokens held longer than ', input, ' s ', submitButton('release-stale', 'release stale')];
+      const form = inputForm('stale', content, () => {
         const seconds = Number(input.value);
         if (!(seconds > 0)) return say('Give a number of seconds > 0.', true);
         post(name, 'release-stale', { olderThanMs: seconds * 1000 });
