@@ -1,57 +1,12 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { join } from 'node:path';
 import { freePort } from './support/redis-server';
 import { closeAll, connectClient, redisUrl } from './support/redis';
+import { field, hasRedisServer, isRunning, spawnExample, type Outcome } from './support/examples';
 
 /** The showcase, examples/crawler-demo.js, run as a real process against the built library (dist/). */
-const DEMO = join(__dirname, '..', 'examples', 'crawler-demo.js');
-
-interface Outcome {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Runs the demo with `env` added to (or, for `undefined` values, removed from) this process's env. */
 function runDemo(args: readonly string[], env: Record<string, string | undefined>, timeoutMs = 15_000): Promise<Outcome> {
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
-  for (const [key, value] of Object.entries(env)) {
-    if (value === undefined) delete childEnv[key];
-    else childEnv[key] = value;
-  }
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [DEMO, ...args], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    // SIGINT lets the demo stop its workers and redis-server; the test then fails on the exit code.
-    const timer = setTimeout(() => child.kill('SIGINT'), timeoutMs);
-    child.once('error', reject);
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
+  // SIGINT lets the demo stop its workers and redis-server; the test then fails on the exit code.
+  return spawnExample('crawler-demo.js', args, { env: { NO_COLOR: '1', ...env }, timeoutMs, stopSignal: 'SIGINT' });
 }
-
-function field(output: string, pattern: RegExp): RegExpExecArray {
-  const match = pattern.exec(output);
-  if (!match) throw new Error(`No match for ${pattern} in the demo's output:\n${output}`);
-  return match;
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0;
 
 afterAll(closeAll);
 

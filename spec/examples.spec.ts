@@ -1,7 +1,6 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { join } from 'node:path';
 import { freePort } from './support/redis-server';
 import { closeAll, connectClient, redisUrl } from './support/redis';
+import { field, hasRedisServer, isRunning, spawnExample, type Outcome } from './support/examples';
 
 /**
  * The examples in examples/ (other than the crawler demo, which demo.spec.ts covers), each run as a
@@ -9,58 +8,15 @@ import { closeAll, connectClient, redisUrl } from './support/redis';
  * Their output is checked line by line, independently of the OK line each prints, and Redis is
  * checked for leftovers.
  */
-const EXAMPLES = join(__dirname, '..', 'examples');
-
-interface Outcome {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Runs an example with `env` added to (or, for `undefined` values, removed from) this process's env. */
 function runExample(file: string, args: readonly string[], env: Record<string, string | undefined> = {}, timeoutMs = 45_000): Promise<Outcome> {
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, REDIS_URL: redisUrl() };
-  for (const [key, value] of Object.entries(env)) {
-    if (value === undefined) delete childEnv[key];
-    else childEnv[key] = value;
-  }
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(EXAMPLES, file), ...args], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    // Each example bounds itself; this is the backstop. SIGTERM reaches only the example's own process.
-    const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs);
-    child.once('error', reject);
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
-function field(output: string, pattern: RegExp): RegExpExecArray {
-  const match = pattern.exec(output);
-  if (!match) throw new Error(`No match for ${pattern} in the example's output:\n${output}`);
-  return match;
+  // Each example bounds itself; this is the backstop. SIGTERM reaches only the example's own process.
+  return spawnExample(file, args, { env: { REDIS_URL: redisUrl(), ...env }, timeoutMs, stopSignal: 'SIGTERM' });
 }
 
 async function keysMatching(pattern: string): Promise<string[]> {
   const redis = await connectClient();
   return redis.keys(pattern);
 }
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0;
 
 afterAll(closeAll);
 
