@@ -3,11 +3,11 @@
  * waiters and a private redis-server: a black-holed blocking connection, a reply lost in transit,
  * and a server that cannot be reached while a waiter gives up.
  */
-import { createClient } from 'redis';
-import { Semaphore, type SemaphoreOptions } from '../lib';
+import type { Semaphore } from '../lib';
 import { censusProblems, describeCensus, takeCensus } from './support/census';
 import { carried, FaultProxy } from './support/proxy';
-import { startRedisServer, type RedisServer } from './support/redis-server';
+import { PrivateServers } from './support/private-servers';
+import type { RedisServer } from './support/redis-server';
 import { sleep, uniqueName, until, type Client } from './support/redis';
 
 const SLICE = 1000;
@@ -17,39 +17,24 @@ const GUARD = SLICE + Math.max(1000, SLICE / 2) / 2;
 let server: RedisServer;
 let proxy: FaultProxy;
 let admin: Client;
-const opened: Array<{ close(): Promise<unknown> }> = [];
+const shared = new PrivateServers(); // the server and its admin client, for the whole file
+const opened = new PrivateServers(); // what each test makes
 
 beforeAll(async () => {
-  server = await startRedisServer();
-  admin = createClient({ url: server.url });
-  admin.on('error', () => undefined);
-  await admin.connect();
+  ({ server, admin } = await shared.start());
 });
 beforeEach(async () => {
   proxy = await FaultProxy.start(server.port);
 });
 afterEach(async () => {
-  await Promise.all(opened.splice(0).map((thing) => thing.close().catch(() => undefined)));
+  await opened.close();
   await proxy.close();
 });
-afterAll(async () => {
-  await admin.quit().catch(() => undefined);
-  await server.stop();
-});
+afterAll(() => shared.close());
 
 /** A client through the proxy, which the waiter's semaphore uses (its blocking connections are duplicated from it). */
-async function proxiedClient(): Promise<Client> {
-  const client = createClient({ url: proxy.url });
-  client.on('error', () => undefined);
-  await client.connect();
-  opened.push({ close: () => (client.isReady ? client.quit().catch(() => client.disconnect()) : client.disconnect()) });
-  return client;
-}
-
-function semaphore(name: string, options: SemaphoreOptions): Semaphore {
-  const sem = new Semaphore(name, options);
-  opened.push(sem);
-  return sem;
+function proxiedClient(): Promise<Client> {
+  return opened.connect(proxy.url);
 }
 
 /** Client ids of connections Redis has blocked in BLMOVE. */
@@ -61,9 +46,9 @@ async function blockedIds(): Promise<Set<string>> {
 /** A mutex held directly on the server, and a waiter blocked behind it through the proxy. */
 async function waiterThroughProxy() {
   const name = uniqueName('net');
-  const holder = semaphore(name, { url: server.url });
+  const holder = opened.semaphore(name, { url: server.url });
   expect(await holder.lock(0)).toBe('0');
-  const waiter = semaphore(name, { redis: await proxiedClient(), waitSlice: SLICE });
+  const waiter = opened.semaphore(name, { redis: await proxiedClient(), waitSlice: SLICE });
   const waiting = waiter.lock(30_000);
   await until(async () => (await blockedIds()).size === 1 && proxy.connections(carried('BLMOVE')).length === 1, 5000, 'the waiter to block');
   return { name, holder, waiter, waiting, blocked: await blockedIds() };
@@ -128,7 +113,7 @@ describe('a reply lost in transit', () => {
   test('the reply of the tryLock that took the token is lost: recover adopts it', async () => {
     const name = uniqueName('net');
     const client = await proxiedClient();
-    const sem = semaphore(name, { redis: client, waitSlice: SLICE });
+    const sem = opened.semaphore(name, { redis: client, waitSlice: SLICE });
     await sem.existsOrCreate();
     proxy.dropReplies();
     const locking = sem.lock(5000);
@@ -162,9 +147,9 @@ describe('a waiter whose deadline passes while Redis cannot be reached', () => {
 
   test('with the default client (offline queue on): it resolves null once Redis is back, and sends no BLMOVE', async () => {
     const name = uniqueName('net');
-    const holder = semaphore(name, { url: server.url });
+    const holder = opened.semaphore(name, { url: server.url });
     expect(await holder.lock(0)).toBe('0');
-    const waiter = semaphore(name, { redis: await proxiedClient(), waitSlice: SLICE });
+    const waiter = opened.semaphore(name, { redis: await proxiedClient(), waitSlice: SLICE });
     const waiting = waiter.lock(1500);
     await until(async () => (await blockedIds()).size === 1, 5000, 'the waiter to block');
     const started = performance.now();
@@ -177,9 +162,9 @@ describe('a waiter whose deadline passes while Redis cannot be reached', () => {
 
   test('with its own client (no offline queue): it fails fast with a typed error, and sends no BLMOVE later', async () => {
     const name = uniqueName('net');
-    const holder = semaphore(name, { url: server.url });
+    const holder = opened.semaphore(name, { url: server.url });
     expect(await holder.lock(0)).toBe('0');
-    const waiter = semaphore(name, { url: proxy.url, waitSlice: SLICE });
+    const waiter = opened.semaphore(name, { url: proxy.url, waitSlice: SLICE });
     const waiting = waiter.lock(30_000).then(
       (token) => ({ token }),
       (error: Error & { semaphore?: string }) => ({ error: error.name, semaphore: error.semaphore }),

@@ -3,42 +3,14 @@
  * persistence, stalls longer than the stale timeout (CLIENT PAUSE, DEBUG SLEEP), the connection limit,
  * OOM under noeviction, NOPERM from an ACL, and eviction policies that can take the semaphore's keys.
  */
-import { createClient } from 'redis';
-import { Semaphore, SemaphoreRedisError, type SemaphoreOptions } from '../lib';
+import { SemaphoreRedisError, type SemaphoreOptions } from '../lib';
 import { EVICTION_WARNING_CODE } from '../lib/server-checks';
 import { censusProblems, takeCensus, type Census } from './support/census';
-import { startRedisServer, type RedisServer } from './support/redis-server';
-import { blockedClients, sleep, uniqueName, until, type Client } from './support/redis';
+import { PrivateServers } from './support/private-servers';
+import { blockedClients, sleep, uniqueName, until } from './support/redis';
 
-const opened: Array<{ close(): Promise<unknown> }> = [];
-const servers: RedisServer[] = [];
-
-async function serverWith(args: string[]): Promise<{ server: RedisServer; admin: Client }> {
-  const server = await startRedisServer(args);
-  servers.push(server);
-  const admin = await connect(server.url);
-  return { server, admin };
-}
-
-async function connect(url: string): Promise<Client> {
-  const client = createClient({ url });
-  client.on('error', () => undefined);
-  await client.connect();
-  // A client still reconnecting (its server killed) would queue QUIT forever: disconnect it instead.
-  opened.push({ close: () => (client.isReady ? client.quit().catch(() => client.disconnect()) : client.disconnect()) });
-  return client;
-}
-
-function semaphore(name: string, options: SemaphoreOptions): Semaphore {
-  const sem = new Semaphore(name, options);
-  opened.push(sem);
-  return sem;
-}
-
-afterEach(async () => {
-  await Promise.all(opened.splice(0).reverse().map((thing) => thing.close().catch(() => undefined)));
-  await Promise.all(servers.splice(0).map((server) => server.stop()));
-});
+const servers = new PrivateServers();
+afterEach(() => servers.close());
 
 /** Retries `fn` while the caller's own client is still reconnecting after a restart. */
 async function once<T>(fn: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
@@ -69,20 +41,20 @@ function stateOf(census: Census) {
 describe('Redis restarted while tokens are held and waiters block', () => {
   // spec/faults.spec.ts covers one waiter; here every token is held and more waiters block than tokens.
   test('without persistence: waiters go on, old holders unlock false, and the pool is exactly N again', async () => {
-    const { server, admin: first } = await serverWith([]);
+    const { server, admin: first } = await servers.start([]);
     const name = uniqueName('restart');
     const N = 2;
-    const holder = semaphore(name, { url: server.url, resources: N });
+    const holder = servers.semaphore(name, { url: server.url, resources: N });
     const held = [await holder.lock(0), await holder.lock(0)];
     expect(held).toEqual(['0', '1']);
-    const waiters = [0, 1, 2].map(() => semaphore(name, { url: server.url, resources: N, waitSlice: 500 }));
+    const waiters = [0, 1, 2].map(() => servers.semaphore(name, { url: server.url, resources: N, waitSlice: 500 }));
     const waiting = waiters.map((waiter) => waiter.lock(20_000));
     await until(async () => (await blockedClients(first)) === 3, 5000, 'three waiters to block');
 
     await server.kill('SIGKILL');
     await sleep(200);
     await server.restart();
-    const admin = await connect(server.url);
+    const admin = await servers.connect(server.url);
 
     // Re-created full at the first script after the restart: two waiters get the two new tokens.
     await until(async () => Object.keys((await takeCensus(admin, name)).grabbed).length === N, 10_000, 'two waiters to be served');
@@ -109,7 +81,7 @@ describe('Redis restarted while tokens are held and waiters block', () => {
     expect(await waiters[third]?.unlock()).not.toBe(false);
     census = await takeCensus(admin, name);
     expect(idleProblems(census, N)).toEqual([]);
-    const probe = semaphore(name, { redis: admin, resources: N });
+    const probe = servers.semaphore(name, { redis: admin, resources: N });
     const taken = [await probe.lock(0), await probe.lock(0)];
     expect(taken.sort()).toEqual(['0', '1']);
     expect(await probe.lock(0)).toBeNull();
@@ -118,14 +90,14 @@ describe('Redis restarted while tokens are held and waiters block', () => {
   test.each(['SIGKILL (a crash)', 'SIGTERM (a shutdown)'] as const)(
     'with AOF everysec, %s: grants, registrations and free tokens survive; holders unlock normally',
     async (how) => {
-      const { server, admin: first } = await serverWith(['--appendonly', 'yes', '--appendfsync', 'everysec']);
+      const { server, admin: first } = await servers.start(['--appendonly', 'yes', '--appendfsync', 'everysec']);
       const name = uniqueName('aof');
       const N = 3;
-      const holder = semaphore(name, { url: server.url, resources: N, staleClientTimeout: 60_000 });
+      const holder = servers.semaphore(name, { url: server.url, resources: N, staleClientTimeout: 60_000 });
       const held = [await holder.lock(0), await holder.lock(0)];
       const job = await holder.signal('job-1'); // a signalled string survives too
       expect(job).toBe(2);
-      const waiter = semaphore(name, { url: server.url, resources: N, waitSlice: 500 });
+      const waiter = servers.semaphore(name, { url: server.url, resources: N, waitSlice: 500 });
       expect(await waiter.lock(0)).toBe('job-1');
       expect(await waiter.lock(0)).toBe('2');
       const waiting = waiter.lock(20_000);
@@ -137,7 +109,7 @@ describe('Redis restarted while tokens are held and waiters block', () => {
 
       await server.kill(how.startsWith('SIGKILL') ? 'SIGKILL' : 'SIGTERM');
       await server.restart();
-      const admin = await connect(server.url);
+      const admin = await servers.connect(server.url);
       const after = await takeCensus(admin, name);
       expect(stateOf(after)).toEqual(stateOf(before));
 
@@ -167,13 +139,13 @@ describe('Redis stalled longer than the stale timeout', () => {
    * false and pushes nothing, and the token is granted once.
    */
   test.each(['CLIENT PAUSE ALL', 'CLIENT PAUSE WRITE', 'DEBUG SLEEP'] as Stall[])('%s', async (stall) => {
-    const { server, admin } = await serverWith(['--enable-debug-command', 'local']);
+    const { server, admin } = await servers.start(['--enable-debug-command', 'local']);
     const name = uniqueName('stall');
     const options = { url: server.url, staleClientTimeout: STALE, waitSlice: 300 };
     const told: string[] = [];
-    const holder = semaphore(name, { ...options, onLockLost: (_token, reason) => void told.push(reason) });
-    const watcher = semaphore(name, options);
-    const waiter = semaphore(name, options);
+    const holder = servers.semaphore(name, { ...options, onLockLost: (_token, reason) => void told.push(reason) });
+    const watcher = servers.semaphore(name, options);
+    const waiter = servers.semaphore(name, options);
     expect(await holder.lock(0)).toBe('0');
     const refreshes: boolean[] = [];
     let granted: string | null | undefined;
@@ -189,7 +161,7 @@ describe('Redis stalled longer than the stale timeout', () => {
       await sleep(300);
       expect(granted).toBeUndefined(); // refreshed: not stale before the stall
       const stallMs = 3 * STALE;
-      const staller = await connect(server.url);
+      const staller = await servers.connect(server.url);
       if (stall === 'DEBUG SLEEP') await staller.sendCommand(['DEBUG', 'SLEEP', String(stallMs / 1000)]);
       else await staller.sendCommand(['CLIENT', 'PAUSE', String(stallMs), stall.endsWith('WRITE') ? 'WRITE' : 'ALL']);
       await sleep(stallMs + 600);
@@ -225,10 +197,10 @@ describe('Redis stalled longer than the stale timeout', () => {
 describe('server limits: a typed error naming the semaphore, nothing half-written', () => {
   test('maxclients reached: a waiter that cannot get a blocking connection says so', async () => {
     // Two connections allowed: the admin client and the semaphore's own; none left for blocking waits.
-    const { server, admin } = await serverWith(['--maxclients', '2']);
+    const { server, admin } = await servers.start(['--maxclients', '2']);
     const name = uniqueName('maxclients');
-    const main = await connect(server.url);
-    const sem = semaphore(name, { redis: main, waitSlice: 500 });
+    const main = await servers.connect(server.url);
+    const sem = servers.semaphore(name, { redis: main, waitSlice: 500 });
     expect(await sem.lock(0)).toBe('0');
     const error = await sem.lock(5000).then(
       () => null,
@@ -244,15 +216,15 @@ describe('server limits: a typed error naming the semaphore, nothing half-writte
     expect(await sem.unlock()).toBe(1);
 
     // A semaphore that makes its own client cannot even connect: typed, named, and it writes nothing.
-    const other = semaphore(uniqueName('maxclients'), { url: server.url });
+    const other = servers.semaphore(uniqueName('maxclients'), { url: server.url });
     await expect(other.lock(0)).rejects.toMatchObject({ name: 'SemaphoreRedisError', semaphore: other.name });
     expect(await admin.keys(`SEMAPHORE:${other.name}:*`)).toEqual([]);
   });
 
   test('OOM with noeviction: typed errors; a failed call writes nothing, and releases still work', async () => {
-    const { admin } = await serverWith(['--maxmemory-policy', 'noeviction']);
+    const { admin } = await servers.start(['--maxmemory-policy', 'noeviction']);
     const name = uniqueName('oom');
-    const sem = semaphore(name, { redis: admin, resources: 2, waitSlice: 300 });
+    const sem = servers.semaphore(name, { redis: admin, resources: 2, waitSlice: 300 });
     expect(await sem.lock(0)).toBe('0');
     const before = await takeCensus(admin, name);
     // Some data, then a maxmemory below what is used: every write that may grow memory is refused.
@@ -261,7 +233,7 @@ describe('server limits: a typed error naming the semaphore, nothing half-writte
     await admin.configSet('maxmemory', String(Math.floor(used * 0.8)));
     expect(String(await admin.set('probe', 'x').catch((error: unknown) => error))).toMatch(/OOM/);
     // A new semaphore cannot be created: nothing of it is written.
-    const fresh = semaphore(uniqueName('oom'), { redis: admin });
+    const fresh = servers.semaphore(uniqueName('oom'), { redis: admin });
     const created = await fresh.lock(0).catch((error: unknown) => error);
     expect(created).toMatchObject({ name: 'SemaphoreRedisError', semaphore: fresh.name });
     expect((created as Error).message).toMatch(/OOM/);
@@ -287,11 +259,11 @@ describe('server limits: a typed error naming the semaphore, nothing half-writte
   });
 
   test('NOPERM from an ACL that does not cover the keys: typed error, nothing written', async () => {
-    const { server, admin } = await serverWith([]);
+    const { server, admin } = await servers.start([]);
     await admin.sendCommand(['ACL', 'SETUSER', 'narrow', 'on', '>pw', '~OTHER:*', '+@all']);
     const url = server.url.replace('redis://', 'redis://narrow:pw@');
     const name = uniqueName('noperm');
-    const sem = semaphore(name, { url });
+    const sem = servers.semaphore(name, { url });
     for (const call of [() => sem.lock(0), () => sem.signal('x'), () => sem.existsOrCreate(), () => sem.availableCount()]) {
       const error = await call().then(
         () => null,
@@ -306,9 +278,9 @@ describe('server limits: a typed error naming the semaphore, nothing half-writte
 
 describe('replication settings that narrow the failover window', () => {
   test('min-replicas-to-write with too few replicas: writes are refused (typed error), nothing written', async () => {
-    const { server, admin } = await serverWith(['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10']);
+    const { server, admin } = await servers.start(['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10']);
     const name = uniqueName('minreplicas');
-    const sem = semaphore(name, { url: server.url });
+    const sem = servers.semaphore(name, { url: server.url });
     const error = await sem.lock(0).catch((caught: unknown) => caught);
     expect(error).toMatchObject({ name: 'SemaphoreRedisError', semaphore: name });
     expect((error as Error).message).toMatch(/NOREPLICAS/);
@@ -316,11 +288,11 @@ describe('replication settings that narrow the failover window', () => {
   });
 
   test('WAIT on the caller client after a fast-path grant: acknowledged by the replica', async () => {
-    const { server: primary, admin } = await serverWith([]);
-    const replica = await serverWith(['--replicaof', '127.0.0.1', String(primary.port)]);
+    const { server: primary, admin } = await servers.start([]);
+    const replica = await servers.start(['--replicaof', '127.0.0.1', String(primary.port)]);
     await until(async () => /master_link_status:up/.test(await replica.admin.info('replication')), 10_000, 'the replica to sync');
     const name = uniqueName('wait');
-    const sem = semaphore(name, { redis: admin });
+    const sem = servers.semaphore(name, { redis: admin });
     expect(await sem.lock(0)).toBe('0');
     // WAIT covers the writes of the connection it runs on: the grant tryLock made on this client.
     expect(await admin.sendCommand(['WAIT', '1', '2000'])).toBe(1);
@@ -334,7 +306,7 @@ describe('replication settings that narrow the failover window', () => {
 
 describe('an eviction policy that can evict the semaphore keys', () => {
   async function warningsFor(args: string[], options: Partial<SemaphoreOptions> = {}): Promise<string[]> {
-    const { server } = await serverWith(args);
+    const { server } = await servers.start(args);
     // Jest's sandboxed `process` does not forward emitted warnings to listeners: watch emitWarning itself.
     const emitted = jest.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
     const seen = () =>
@@ -342,9 +314,9 @@ describe('an eviction policy that can evict the semaphore keys', () => {
         .filter(([, options]) => (options as { code?: string } | undefined)?.code === EVICTION_WARNING_CODE)
         .map(([warning]) => String(warning));
     try {
-      const client = await connect(server.url);
+      const client = await servers.connect(server.url);
       for (const name of [uniqueName('evict'), uniqueName('evict')]) {
-        const sem = semaphore(name, { redis: client, ...options });
+        const sem = servers.semaphore(name, { redis: client, ...options });
         expect(await sem.lock(0)).toBe('0');
         expect(await sem.unlock()).toBe(1);
       }
