@@ -1,14 +1,16 @@
-import type { RedisClientLike } from './redis-client';
+import type { SupportedRedisClient } from './redis-client';
 import { describe } from './describe';
 import { assertDuration } from './durations';
 
 export interface SemaphoreOptions {
   /**
-   * A connected node-redis v4 client (`createClient()`), used for every non-blocking step; blocking
-   * waits run on connections duplicated from it. The semaphore never closes it.
+   * A connected node-redis client, v4, v5 or v6: a standalone client (`createClient()`), a cluster
+   * client (`createCluster()`) or (v5+) a Sentinel client (`createSentinel()`). It runs every
+   * non-blocking step; blocking waits run on connections duplicated from it. The semaphore never
+   * closes it.
    * When absent, the semaphore creates its own from `url`, and `close()` quits it.
    */
-  readonly redis?: RedisClientLike;
+  readonly redis?: SupportedRedisClient;
   /**
    * Where to connect when `redis` is absent.
    * @default process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -55,7 +57,7 @@ export interface SemaphoreOptions {
 }
 
 export interface ResolvedOptions {
-  readonly redis: RedisClientLike | undefined;
+  readonly redis: SupportedRedisClient | undefined;
   readonly url: string;
   readonly resources: number;
   readonly staleClientTimeout: number | null;

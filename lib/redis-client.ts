@@ -1,12 +1,15 @@
 /**
- * The few things this library asks of a Redis client. A node-redis v4 client (`createClient()`)
- * fits as is; commands go through `sendCommand`, so only raw RESP replies are relied on.
+ * Everything that differs between the Redis clients this library accepts lives here: node-redis v4,
+ * v5 and v6 standalone clients (`createClient()`), their cluster clients (`createCluster()`), and
+ * (v5+) their Sentinel clients (`createSentinel()`). The rest of the library talks to one narrow
+ * interface, `RedisClientLike`, sends every command through `sendCommand` and relies on raw RESP2
+ * replies only (scripts reply RESP2 shapes even to a RESP3 connection unless they ask otherwise).
  */
 export interface RedisClientLike {
   sendCommand(args: Array<string>): Promise<unknown>;
   /** A new, unconnected client with the same options; used for the connections blocking waits run on. */
   duplicate(overrides?: { disableOfflineQueue?: boolean; socket?: object }): RedisClientLike;
-  /** The options the client was made with (node-redis v4 exposes them); `socket` is copied to duplicates. */
+  /** The options the client was made with (node-redis exposes them); `socket` is copied to duplicates. */
   readonly options?: { readonly socket?: object } | undefined;
   connect(): Promise<unknown>;
   quit(): Promise<unknown>;
@@ -16,10 +19,242 @@ export interface RedisClientLike {
   readonly isReady: boolean;
 }
 
+/** A node-redis cluster client (`createCluster()`, v4, v5 or v6): commands are routed by a key. */
+export interface RedisClusterLike {
+  sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: Array<string>): Promise<unknown>;
+  duplicate(overrides?: object): RedisClusterLike;
+  getSlotMaster(slot: number): unknown;
+  connect(): Promise<unknown>;
+  disconnect?(): Promise<unknown>;
+  close?(): Promise<unknown>;
+  quit?(): Promise<unknown>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  readonly isOpen: boolean;
+}
+
+/** A node-redis v5+ Sentinel client (`createSentinel()`): commands go to the current primary. */
+export interface RedisSentinelLike {
+  sendCommand(isReadonly: boolean | undefined, args: Array<string>): Promise<unknown>;
+  connect(): Promise<unknown>;
+  close(): Promise<unknown>;
+  destroy(): Promise<unknown>;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+}
+
+/** Any client the `redis` option accepts. */
+export type SupportedRedisClient = RedisClientLike | RedisClusterLike | RedisSentinelLike;
+
+export type Topology = 'standalone' | 'cluster' | 'sentinel';
+
+/** Which kind of client this is, by shape (clients may come from another copy of node-redis). */
+export function topologyOf(client: SupportedRedisClient): Topology {
+  const probe = client as { getSlotMaster?: unknown; getSentinelNode?: unknown; getMasterNode?: unknown };
+  if (typeof probe.getSlotMaster === 'function') return 'cluster';
+  if (typeof probe.getSentinelNode === 'function' || typeof probe.getMasterNode === 'function') return 'sentinel';
+  return 'standalone';
+}
+
+/**
+ * The client the semaphore talks to, for the client it was given. `routingKey` is one of the
+ * semaphore's keys: in a cluster every key of a semaphore is in one slot, so every command (also
+ * the keyless `SCRIPT LOAD`) goes to the node that owns that slot.
+ */
+export function adaptClient(client: SupportedRedisClient, routingKey: string): RedisClientLike {
+  switch (topologyOf(client)) {
+    case 'cluster':
+      return new ClusterAdapter(client as RedisClusterLike, routingKey, true);
+    case 'sentinel':
+      return new SentinelAdapter(client as RedisSentinelLike);
+    default:
+      return new StandaloneAdapter(client as RedisClientLike);
+  }
+}
+
+/**
+ * A standalone client as is, except for the duplicates blocking waits run on: node-redis v6's
+ * `socket.socketTimeout` (an idle-socket timeout) would cut a blocked BLMOVE that waits longer
+ * than it, so it is switched off there (the semaphore guards silent connections itself).
+ */
+class StandaloneAdapter implements RedisClientLike {
+  readonly #client: RedisClientLike;
+
+  constructor(client: RedisClientLike) {
+    this.#client = client;
+  }
+
+  sendCommand(args: Array<string>): Promise<unknown> {
+    return this.#client.sendCommand(args);
+  }
+
+  duplicate(overrides: { disableOfflineQueue?: boolean; socket?: object } = {}): RedisClientLike {
+    const socket = { ...this.#client.options?.socket, ...overrides.socket, socketTimeout: undefined };
+    return this.#client.duplicate({ ...overrides, socket });
+  }
+
+  get options() {
+    return this.#client.options;
+  }
+
+  connect() {
+    return this.#client.connect();
+  }
+
+  quit() {
+    return this.#client.quit();
+  }
+
+  disconnect() {
+    return this.#client.disconnect();
+  }
+
+  on(event: 'error', listener: (error: Error) => void) {
+    return this.#client.on(event, listener);
+  }
+
+  get isOpen() {
+    return this.#client.isOpen;
+  }
+
+  get isReady() {
+    return this.#client.isReady;
+  }
+}
+
+/** Most tries of a command that a cluster or a failover answered "not now" (TRYAGAIN, CLUSTERDOWN…). */
+const TRANSIENT_RETRIES = 8;
+
+/**
+ * A cluster client, with every command routed to the node owning the semaphore's slot; node-redis
+ * follows MOVED and ASK itself. The main adapter (not the blocking duplicates, whose pipelines must
+ * keep their order: the semaphore settles those with `recover`) retries what a slot migration or a
+ * failover answers before running anything: TRYAGAIN (a multi-key command mid-migration),
+ * CLUSTERDOWN, LOADING, MASTERDOWN.
+ */
+class ClusterAdapter implements RedisClientLike {
+  readonly #cluster: RedisClusterLike;
+  readonly #routingKey: string;
+  readonly #retries: boolean;
+
+  constructor(cluster: RedisClusterLike, routingKey: string, retries: boolean) {
+    this.#cluster = cluster;
+    this.#routingKey = routingKey;
+    this.#retries = retries;
+  }
+
+  async sendCommand(args: Array<string>): Promise<unknown> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#cluster.sendCommand(this.#routingKey, false, args);
+      } catch (error) {
+        if (!this.#retries || attempt >= TRANSIENT_RETRIES || !wasRefusedForNow(error)) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 25 * 2 ** attempt)));
+      }
+    }
+  }
+
+  /**
+   * A new cluster client for one blocking waiter. v5+ connect it lazily (`minimizeConnections`: only
+   * the slot owner's node gets a connection). v4 cannot read back the cluster's options to change
+   * them, so its duplicate keeps them as they are (and connects to every master).
+   */
+  duplicate(): RedisClientLike {
+    const options = (this.#cluster as { _options?: { defaults?: { socket?: object } } })._options;
+    const overrides =
+      options === undefined
+        ? undefined
+        : {
+            minimizeConnections: true,
+            defaults: {
+              ...options.defaults,
+              disableOfflineQueue: true,
+              socket: { ...options.defaults?.socket, socketTimeout: undefined },
+            },
+          };
+    return new ClusterAdapter(this.#cluster.duplicate(overrides), this.#routingKey, false);
+  }
+
+  get options() {
+    return undefined;
+  }
+
+  connect() {
+    return this.#cluster.connect();
+  }
+
+  quit() {
+    return (this.#cluster.close ?? this.#cluster.quit ?? this.#cluster.disconnect)!.call(this.#cluster);
+  }
+
+  disconnect() {
+    const cluster = this.#cluster as { destroy?: () => Promise<unknown>; disconnect?: () => Promise<unknown> };
+    return (cluster.destroy ?? cluster.disconnect)!.call(cluster);
+  }
+
+  on(event: 'error', listener: (error: Error) => void) {
+    return this.#cluster.on(event, listener);
+  }
+
+  get isOpen() {
+    return this.#cluster.isOpen;
+  }
+
+  get isReady() {
+    return (this.#cluster as { isReady?: boolean }).isReady ?? this.#cluster.isOpen;
+  }
+}
+
+/** Placeholder until the Sentinel adapter lands: commands go to the primary. */
+class SentinelAdapter implements RedisClientLike {
+  readonly #sentinel: RedisSentinelLike;
+
+  constructor(sentinel: RedisSentinelLike) {
+    this.#sentinel = sentinel;
+  }
+
+  sendCommand(args: Array<string>): Promise<unknown> {
+    return this.#sentinel.sendCommand(false, args);
+  }
+
+  duplicate(): RedisClientLike {
+    throw new Error('not yet');
+  }
+
+  get options() {
+    return undefined;
+  }
+
+  connect() {
+    return this.#sentinel.connect();
+  }
+
+  quit() {
+    return this.#sentinel.close();
+  }
+
+  disconnect() {
+    return this.#sentinel.destroy();
+  }
+
+  on(event: 'error', listener: (error: Error) => void) {
+    return this.#sentinel.on(event, listener);
+  }
+
+  get isOpen() {
+    return this.#sentinel.isOpen;
+  }
+
+  get isReady() {
+    return this.#sentinel.isReady;
+  }
+}
+
 // node-redis' messages for SocketClosedUnexpectedlyError, ClientClosedError, ClientOfflineError,
-// DisconnectsClientError and ConnectionTimeoutError, and the socket errors behind them.
+// DisconnectsClientError, ConnectionTimeoutError and (v5+) SocketTimeoutError, and the socket errors
+// behind them. The messages are the same in v4, v5 and v6.
 const CONNECTION_ERROR =
-  /Socket closed unexpectedly|client is closed|client is offline|Disconnects client|Connection timeout|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT/i;
+  /Socket closed unexpectedly|client is closed|client is offline|Disconnects client|Connection timeout|Socket timeout|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT/i;
 
 /** Errors that say the connection failed, not the command: the command may or may not have run. */
 export function isConnectionError(error: unknown): boolean {
@@ -31,6 +266,19 @@ export function isConnectionError(error: unknown): boolean {
 export function wasNeverSent(error: unknown): boolean {
   const { cause, message } = (error ?? {}) as { cause?: unknown; message?: unknown };
   return /client is offline|client is closed/i.test(String(message)) || (cause !== undefined && wasNeverSent(cause));
+}
+
+/**
+ * Replies with which a cluster or a server changing roles refuses a command before running any of
+ * it, so it is safe to send again a moment later: TRYAGAIN (a multi-key command during a slot
+ * migration), CLUSTERDOWN (a failover in progress), LOADING, MASTERDOWN, READONLY (a demoted primary:
+ * no script here writes before it reads TIME and state, and a replica refuses the first write),
+ * MOVED/ASK that node-redis gave up following (v6: "Too many Cluster redirections").
+ */
+export function wasRefusedForNow(error: unknown): boolean {
+  const code = replyErrorCode(error);
+  if (code !== undefined && /^(TRYAGAIN|CLUSTERDOWN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)$/.test(code)) return true;
+  return /Too many Cluster redirections/.test(String((error as { message?: unknown } | null)?.message));
 }
 
 /** Redis' reply error code (`NOSCRIPT`, `WRONGTYPE`…). Read by shape, not instanceof: errors may come from another realm. */

@@ -7,7 +7,15 @@ import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument,
 import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import { assertName, resolveOptions, type ResolvedOptions, type SemaphoreOptions } from './options';
-import { isConnectionError, replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
+import {
+  adaptClient,
+  isConnectionError,
+  replyErrorCode,
+  topologyOf,
+  wasNeverSent,
+  wasRefusedForNow,
+  type RedisClientLike,
+} from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
 
 /** What `startWatchdog` returns. */
@@ -80,9 +88,10 @@ export class Semaphore {
     this.#options = resolveOptions(options);
     this.name = name;
     this.resources = this.#options.resources;
-    this.#keys = semaphoreKeys(name);
-    this.#ownsClient = this.#options.redis === undefined;
-    this.#client = this.#options.redis ?? createOwnClient(this.#options.url);
+    const given = this.#options.redis;
+    this.#keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster' });
+    this.#ownsClient = given === undefined;
+    this.#client = given === undefined ? createOwnClient(this.#options.url) : adaptClient(given, this.#keys.available);
     this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections, loadClaimScript);
   }
 
@@ -420,8 +429,11 @@ export class Semaphore {
     clearTimeout(guard);
 
     const results = [prepare, move, claim];
+    // A connection failure, or a cluster or failover refusing for now (TRYAGAIN mid-migration,
+    // CLUSTERDOWN, READONLY from a demoted primary): settle the attempt and retry on a new connection.
     const failure = results.find(
-      (result): result is PromiseRejectedResult => result.status === 'rejected' && isConnectionError(result.reason),
+      (result): result is PromiseRejectedResult =>
+        result.status === 'rejected' && (isConnectionError(result.reason) || wasRefusedForNow(result.reason)),
     );
     if (failure) return { token: await this.#recover(id), registration: null, failure: failure.reason };
     if (claim.status === 'fulfilled' && move.status === 'fulfilled' && prepare.status === 'fulfilled') {
