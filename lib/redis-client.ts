@@ -141,6 +141,7 @@ class ClusterAdapter implements RedisClientLike {
     this.#cluster = cluster;
     this.#routingKey = routingKey;
     this.#retries = retries;
+    if (retries) rediscoverOnNodeErrors(cluster);
   }
 
   async sendCommand(args: Array<string>): Promise<unknown> {
@@ -183,13 +184,15 @@ class ClusterAdapter implements RedisClientLike {
     return this.#cluster.connect();
   }
 
-  quit() {
-    return (this.#cluster.close ?? this.#cluster.quit ?? this.#cluster.disconnect)!.call(this.#cluster);
+  /** v5+ `close()`, v4 `quit()`; either may return nothing. */
+  async quit() {
+    await (this.#cluster.close ?? this.#cluster.quit ?? this.#cluster.disconnect)!.call(this.#cluster);
   }
 
-  disconnect() {
-    const cluster = this.#cluster as { destroy?: () => Promise<unknown>; disconnect?: () => Promise<unknown> };
-    return (cluster.destroy ?? cluster.disconnect)!.call(cluster);
+  /** v5+ `destroy()` (returns nothing), v4 `disconnect()`. */
+  async disconnect() {
+    const cluster = this.#cluster as { destroy?: () => unknown; disconnect?: () => unknown };
+    await (cluster.destroy ?? cluster.disconnect)!.call(cluster);
   }
 
   on(event: 'error', listener: (error: Error) => void) {
@@ -203,6 +206,38 @@ class ClusterAdapter implements RedisClientLike {
   get isReady() {
     return (this.#cluster as { isReady?: boolean }).isReady ?? this.#cluster.isOpen;
   }
+}
+
+/** Cluster clients already watched by `rediscoverOnNodeErrors`. */
+const watchedClusters = new WeakSet<object>();
+
+/**
+ * node-redis' cluster clients learn a new topology only from MOVED/ASK: when a master dies, its node
+ * client keeps reconnecting to the dead address and every command for its slots waits there (or
+ * fails at once, with `disableOfflineQueue`), even after a replica took over. In v5 and v6 the
+ * slot map can be refreshed from outside: on each error of a node client (each failed reconnect),
+ * rediscover from the root nodes, at most once per half second. Rediscovery drops the clients of
+ * nodes that no longer own slots, which rejects what waited on them; the semaphore settles and
+ * retries those calls. v4 has no such hook (its slot map is private): there, recreate the cluster
+ * client after a failover, or use v5+.
+ */
+function rediscoverOnNodeErrors(cluster: RedisClusterLike): void {
+  const internals = cluster as unknown as {
+    _slots?: { rediscover?: (startWith: { options: unknown }) => Promise<unknown> };
+    _options?: { rootNodes?: unknown[] };
+  };
+  const slots = internals._slots;
+  const rootNodes = internals._options?.rootNodes;
+  if (typeof slots?.rediscover !== 'function' || !rootNodes?.length || watchedClusters.has(cluster)) return;
+  watchedClusters.add(cluster);
+  let last = 0;
+  cluster.on('node-error' as 'error', () => {
+    const now = Date.now();
+    if (now - last < 500 || !cluster.isOpen) return;
+    last = now;
+    const startWith = rootNodes[Math.floor(Math.random() * rootNodes.length)];
+    void slots.rediscover!.call(slots, { options: startWith }).catch(() => undefined);
+  });
 }
 
 /** Placeholder until the Sentinel adapter lands: commands go to the primary. */
