@@ -144,15 +144,9 @@ class ClusterAdapter implements RedisClientLike {
     if (retries) rediscoverOnNodeErrors(cluster);
   }
 
-  async sendCommand(args: Array<string>): Promise<unknown> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.#cluster.sendCommand(this.#routingKey, false, args);
-      } catch (error) {
-        if (!this.#retries || attempt >= TRANSIENT_RETRIES || !wasRefusedForNow(error)) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 25 * 2 ** attempt)));
-      }
-    }
+  sendCommand(args: Array<string>): Promise<unknown> {
+    const send = () => this.#cluster.sendCommand(this.#routingKey, false, args);
+    return this.#retries ? retryRefused(send) : send();
   }
 
   /**
@@ -240,20 +234,47 @@ function rediscoverOnNodeErrors(cluster: RedisClusterLike): void {
   });
 }
 
-/** Placeholder until the Sentinel adapter lands: commands go to the primary. */
+/**
+ * A node-redis v5+ Sentinel client: commands go to the current primary, which the client follows
+ * across failovers (Sentinel's `+switch-master`). The main adapter retries what a primary in the
+ * middle of a failover refuses before running anything (READONLY from the demoted primary, LOADING,
+ * MASTERDOWN). Blocking waits each get a duplicate with one reserved primary connection, so a
+ * waiter's pipeline stays on one connection, in order.
+ */
 class SentinelAdapter implements RedisClientLike {
   readonly #sentinel: RedisSentinelLike;
+  readonly #retries: boolean;
 
-  constructor(sentinel: RedisSentinelLike) {
+  constructor(sentinel: RedisSentinelLike, retries = true) {
     this.#sentinel = sentinel;
+    this.#retries = retries;
   }
 
   sendCommand(args: Array<string>): Promise<unknown> {
-    return this.#sentinel.sendCommand(false, args);
+    const send = () =>
+      this.#sentinel.sendCommand(false, args).catch((error: unknown) => {
+        // node-redis' Sentinel client can fail a command with a TypeError while it reconfigures
+        // (a reserved connection it just dropped): the command may or may not have run.
+        if (error instanceof TypeError) throw new Error(`${SENTINEL_RECONFIGURATION} (${error.message})`);
+        throw error;
+      });
+    return this.#retries ? retryRefused(send) : send();
   }
 
+  /**
+   * v6: a duplicate Sentinel client with one reserved primary connection. v5 has no `duplicate()`
+   * (nor a way to read the client's options back): a waiter borrows a primary connection from the
+   * client's own pool (`acquire()`), so `masterPoolSize` must exceed `maxBlockingConnections`.
+   */
   duplicate(): RedisClientLike {
-    throw new Error('not yet');
+    const sentinel = this.#sentinel as unknown as {
+      duplicate?(overrides: object): RedisSentinelLike;
+      acquire(): Promise<SentinelLease>;
+    };
+    if (typeof sentinel.duplicate === 'function') {
+      return new SentinelAdapter(sentinel.duplicate({ masterPoolSize: 1, replicaPoolSize: 0, reserveClient: true }), false);
+    }
+    return new SentinelLeaseAdapter(sentinel);
   }
 
   get options() {
@@ -264,12 +285,12 @@ class SentinelAdapter implements RedisClientLike {
     return this.#sentinel.connect();
   }
 
-  quit() {
-    return this.#sentinel.close();
+  async quit() {
+    await this.#sentinel.close();
   }
 
-  disconnect() {
-    return this.#sentinel.destroy();
+  async disconnect() {
+    await this.#sentinel.destroy();
   }
 
   on(event: 'error', listener: (error: Error) => void) {
@@ -285,11 +306,85 @@ class SentinelAdapter implements RedisClientLike {
   }
 }
 
+/** A primary connection borrowed from a v5 Sentinel client's pool (`acquire()`). */
+interface SentinelLease {
+  sendCommand(isReadonly: boolean | undefined, args: Array<string>): Promise<unknown>;
+  release(): unknown;
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+}
+
+class SentinelLeaseAdapter implements RedisClientLike {
+  readonly #sentinel: { acquire(): Promise<SentinelLease> };
+  #lease: SentinelLease | undefined;
+
+  constructor(sentinel: { acquire(): Promise<SentinelLease> }) {
+    this.#sentinel = sentinel;
+  }
+
+  async sendCommand(args: Array<string>): Promise<unknown> {
+    if (!this.#lease) throw new Error('The client is closed');
+    return this.#lease.sendCommand(false, args).catch((error: unknown) => {
+      if (error instanceof TypeError) throw new Error(`${SENTINEL_RECONFIGURATION} (${error.message})`);
+      throw error;
+    });
+  }
+
+  duplicate(): RedisClientLike {
+    return new SentinelLeaseAdapter(this.#sentinel);
+  }
+
+  get options() {
+    return undefined;
+  }
+
+  async connect() {
+    this.#lease = await this.#sentinel.acquire();
+  }
+
+  async quit() {
+    await this.disconnect();
+  }
+
+  /** Gives the connection back to the pool. */
+  async disconnect() {
+    const lease = this.#lease;
+    this.#lease = undefined;
+    await lease?.release();
+  }
+
+  on() {
+    return this;
+  }
+
+  get isOpen() {
+    return this.#lease !== undefined;
+  }
+
+  get isReady() {
+    return this.#lease !== undefined && this.#lease.isReady;
+  }
+}
+
+const SENTINEL_RECONFIGURATION = 'Connection lost during a Sentinel reconfiguration';
+
+/** Sends again, with backoff, a command a cluster or failover refused before running it (`wasRefusedForNow`). */
+async function retryRefused<T>(send: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await send();
+    } catch (error) {
+      if (attempt >= TRANSIENT_RETRIES || !wasRefusedForNow(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 25 * 2 ** attempt)));
+    }
+  }
+}
+
 // node-redis' messages for SocketClosedUnexpectedlyError, ClientClosedError, ClientOfflineError,
-// DisconnectsClientError, ConnectionTimeoutError and (v5+) SocketTimeoutError, and the socket errors
-// behind them. The messages are the same in v4, v5 and v6.
+// DisconnectsClientError, ConnectionTimeoutError and (v5+) SocketTimeoutError, the socket errors
+// behind them, and the Sentinel adapter's own (SENTINEL_RECONFIGURATION). The messages are the same in v4, v5 and v6.
 const CONNECTION_ERROR =
-  /Socket closed unexpectedly|client is closed|client is offline|Disconnects client|Connection timeout|Socket timeout|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT/i;
+  /Socket closed unexpectedly|client is closed|client is offline|Disconnects client|Connection timeout|Socket timeout|Sentinel reconfiguration|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT/i;
 
 /** Errors that say the connection failed, not the command: the command may or may not have run. */
 export function isConnectionError(error: unknown): boolean {
@@ -308,11 +403,14 @@ export function wasNeverSent(error: unknown): boolean {
  * it, so it is safe to send again a moment later: TRYAGAIN (a multi-key command during a slot
  * migration), CLUSTERDOWN (a failover in progress), LOADING, MASTERDOWN, READONLY (a demoted primary:
  * no script here writes before it reads TIME and state, and a replica refuses the first write),
- * MOVED/ASK that node-redis gave up following (v6: "Too many Cluster redirections").
+ * UNBLOCKED (a blocked BLMOVE ended by a role change: it moved nothing), MOVED/ASK that node-redis
+ * gave up following (v6: "Too many Cluster redirections").
  */
 export function wasRefusedForNow(error: unknown): boolean {
   const code = replyErrorCode(error);
-  if (code !== undefined && /^(TRYAGAIN|CLUSTERDOWN|LOADING|MASTERDOWN|READONLY|MOVED|ASK)$/.test(code)) return true;
+  if (code !== undefined && /^(TRYAGAIN|CLUSTERDOWN|LOADING|MASTERDOWN|READONLY|UNBLOCKED|MOVED|ASK)$/.test(code)) {
+    return true;
+  }
   return /Too many Cluster redirections/.test(String((error as { message?: unknown } | null)?.message));
 }
 

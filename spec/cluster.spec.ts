@@ -237,9 +237,11 @@ describe('Redis Cluster, 3 masters', () => {
     const { census, problems } = await censusOn(cluster, name, resources);
     expect({ problems, census: describeCensus(census) }).toEqual({ problems: [], census: expect.any(String) });
     expect(census.available.sort()).toEqual(['0', '1']);
+    const tryAgain = /errorstat_TRYAGAIN:count=(\d+)/.exec(await dst.info('errorstats'))?.[1] ?? '0';
     // eslint-disable-next-line no-console
     console.log(
-      `slot ${slot} moved ${source.port} → ${target.port} (${moved} keys) under load: ${report.acquisitions} acquisitions, ` +
+      `slot ${slot} moved ${source.port} → ${target.port} (${moved} keys, TRYAGAIN answered ${tryAgain} times) under load: ` +
+        `${report.acquisitions} acquisitions, ` +
         `max ${report.maxConcurrent} holders, ${load.errors.length} calls failed: ${[...new Set(load.errors)].slice(0, 3).join(' | ')}`,
     );
   });
