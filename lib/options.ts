@@ -2,6 +2,20 @@ import type { SupportedRedisClient } from './redis-client';
 import { describe } from './describe';
 import { assertDuration } from './durations';
 
+/** `waitReplicas`: Redis `WAIT` after each grant and release. */
+export interface WaitReplicasOptions {
+  /** How many replicas must acknowledge. */
+  readonly replicas: number;
+  /** How long `WAIT` waits for them, in milliseconds (at least 1). */
+  readonly timeoutMs: number;
+  /**
+   * What a shortfall does: `'reject'` (the default) rejects with `ReplicationError` (a lock gives its
+   * token back first); `'warn'` emits the error as a process warning and goes on.
+   * @default 'reject'
+   */
+  readonly onShortfall?: 'reject' | 'warn';
+}
+
 export interface SemaphoreOptions {
   /**
    * A connected node-redis client, v4, v5 or v6: a standalone client (`createClient()`), a cluster
@@ -54,6 +68,13 @@ export interface SemaphoreOptions {
    * @default 10
    */
   readonly maxBlockingConnections?: number;
+  /**
+   * After each grant and each release, wait until this many replicas have it (Redis `WAIT`, on the
+   * connection that wrote it), so that a failover cannot silently undo it. `null` (the default)
+   * does not wait. Narrows the failover window; does not close it (see the README).
+   * @default null
+   */
+  readonly waitReplicas?: WaitReplicasOptions | null;
 }
 
 export interface ResolvedOptions {
@@ -65,6 +86,7 @@ export interface ResolvedOptions {
   readonly expiration: number | null;
   readonly waitSlice: number;
   readonly maxBlockingConnections: number;
+  readonly waitReplicas: Required<WaitReplicasOptions> | null;
 }
 
 /** Longest `waitSlice`: an hour keeps every timer derived from it far below setTimeout's limit. */
@@ -89,6 +111,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     expiration = null,
     waitSlice = 10_000,
     maxBlockingConnections = 10,
+    waitReplicas = null,
   } = options;
   if (redis !== undefined && (typeof redis !== 'object' || redis === null || typeof redis.sendCommand !== 'function')) {
     throw new TypeError(`Expected \`redis\` to be a node-redis client, got ${describe(redis)}`);
@@ -107,7 +130,32 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     throw new RangeError(`Expected \`waitSlice\` to be from 10 ms to one hour, got ${waitSlice}`);
   }
   assertPositiveInteger('maxBlockingConnections', maxBlockingConnections);
-  return { redis, url, resources, staleClientTimeout, useLocalTime, expiration, waitSlice, maxBlockingConnections };
+  return {
+    redis,
+    url,
+    resources,
+    staleClientTimeout,
+    useLocalTime,
+    expiration,
+    waitSlice,
+    maxBlockingConnections,
+    waitReplicas: resolveWaitReplicas(waitReplicas),
+  };
+}
+
+function resolveWaitReplicas(waitReplicas: unknown): Required<WaitReplicasOptions> | null {
+  if (waitReplicas === null) return null;
+  if (typeof waitReplicas !== 'object') {
+    throw new TypeError(`Expected \`waitReplicas\` to be { replicas, timeoutMs } or null, got ${describe(waitReplicas)}`);
+  }
+  const { replicas, timeoutMs, onShortfall = 'reject' } = waitReplicas as WaitReplicasOptions;
+  assertPositiveInteger('waitReplicas.replicas', replicas);
+  // WAIT reads 0 as "wait forever".
+  assertDuration('waitReplicas.timeoutMs', timeoutMs, true);
+  if (onShortfall !== 'reject' && onShortfall !== 'warn') {
+    throw new TypeError(`Expected \`waitReplicas.onShortfall\` to be 'reject' or 'warn', got ${describe(onShortfall)}`);
+  }
+  return { replicas, timeoutMs: Math.max(1, Math.ceil(timeoutMs)), onShortfall };
 }
 
 function assertPositiveInteger(name: string, value: unknown): asserts value is number {

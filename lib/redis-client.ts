@@ -17,6 +17,15 @@ export interface RedisClientLike {
   on(event: 'error', listener: (error: Error) => void): unknown;
   readonly isOpen: boolean;
   readonly isReady: boolean;
+  /** Sends `commands` in order on one connection (`WAIT` must follow the write on its connection). */
+  sendPinned?(commands: Array<Array<string>>): Promise<unknown[]>;
+}
+
+/** `commands` in order on one connection of `client`: a plain client has only one. */
+export function sendPinned(client: RedisClientLike, commands: Array<Array<string>>): Promise<unknown[]> {
+  return client.sendPinned
+    ? client.sendPinned(commands)
+    : Promise.all(commands.map((command) => client.sendCommand(command)));
 }
 
 /** A node-redis cluster client (`createCluster()`, v4, v5 or v6): commands are routed by a key. */
@@ -88,6 +97,10 @@ class StandaloneAdapter implements RedisClientLike {
     return this.#client.sendCommand(args);
   }
 
+  sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {
+    return Promise.all(commands.map((command) => this.#client.sendCommand(command)));
+  }
+
   duplicate(overrides: { disableOfflineQueue?: boolean; socket?: object } = {}): RedisClientLike {
     const socket = { ...this.#client.options?.socket, ...overrides.socket, socketTimeout: undefined };
     return this.#client.duplicate({ ...overrides, socket });
@@ -146,6 +159,12 @@ class ClusterAdapter implements RedisClientLike {
 
   sendCommand(args: Array<string>): Promise<unknown> {
     const send = () => this.#cluster.sendCommand(this.#routingKey, false, args);
+    return this.#retries ? retryRefused(send) : send();
+  }
+
+  /** One routing key, so one node client: the commands go out in order on its connection. */
+  sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {
+    const send = () => Promise.all(commands.map((command) => this.#cluster.sendCommand(this.#routingKey, false, command)));
     return this.#retries ? retryRefused(send) : send();
   }
 
@@ -258,6 +277,16 @@ class SentinelAdapter implements RedisClientLike {
         if (error instanceof TypeError) throw new Error(`${SENTINEL_RECONFIGURATION} (${error.message})`);
         throw error;
       });
+    return this.#retries ? retryRefused(send) : send();
+  }
+
+  /** The client's pool may hold several primary connections: `use()` lends one for all the commands. */
+  sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {
+    const sentinel = this.#sentinel as unknown as {
+      use?<T>(fn: (client: { sendCommand(isReadonly: boolean, args: string[]): Promise<unknown> }) => Promise<T>): Promise<T>;
+    };
+    if (typeof sentinel.use !== 'function') return Promise.all(commands.map((command) => this.sendCommand(command)));
+    const send = () => sentinel.use!((client) => Promise.all(commands.map((command) => client.sendCommand(false, command))));
     return this.#retries ? retryRefused(send) : send();
   }
 

@@ -4,19 +4,21 @@ import { BlockingPool } from './blocking-pool';
 import { checkpoint } from './checkpoint';
 import { describe } from './describe';
 import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
-import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
+import { LockTimeoutError, ReplicationError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import { assertName, resolveOptions, type ResolvedOptions, type SemaphoreOptions } from './options';
 import {
   adaptClient,
   isConnectionError,
   replyErrorCode,
+  sendPinned,
   topologyOf,
   wasNeverSent,
   wasRefusedForNow,
   type RedisClientLike,
 } from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
+
 
 /** What `startWatchdog` returns. */
 export interface Watchdog {
@@ -310,15 +312,16 @@ export class Semaphore {
       const id = nanoid();
       const sent = performance.now();
       let reply: [string | null, ...string[]];
+      let acknowledged: number | null = null;
       try {
-        reply = (await this.#run('lock', scripts.tryLock, [
+        [reply, acknowledged] = (await this.#runAndWait('lock', scripts.tryLock, [
           String(this.resources),
           id,
           this.#now(),
           this.#staleSeconds(),
           this.#expiration(),
           timeout === 0 ? '' : toSeconds(this.#leaseMs()),
-        ])) as [string | null, ...string[]];
+        ])) as [[string | null, ...string[]], number | null];
       } catch (error) {
         // The script may have run and its reply been lost: adopt its grant, or retire its registration.
         if (!isConnectionError(error) || wasNeverSent(error)) throw error;
@@ -328,7 +331,10 @@ export class Semaphore {
       }
       const [token, ...expired] = reply;
       this.#reapInBackground(expired);
-      if (token !== null) return this.#granted({ token, id, scoped });
+      if (token !== null) {
+        await this.#checkReplicated('lock', acknowledged, { token, id, scoped });
+        return this.#granted({ token, id, scoped });
+      }
       if (timeout === 0) return null;
       registration = { id, until: sent + this.#leaseMs() };
     }
@@ -370,7 +376,12 @@ export class Semaphore {
           broken = true; // until #blockOnce says otherwise: a throw leaves the connection in doubt
           const outcome = await this.#blockOnce(connection, registration, slice, remaining <= this.#options.waitSlice);
           broken = outcome.failure !== undefined;
-          if (outcome.token !== null) return await this.#granted({ token: outcome.token, id: registration.id, scoped });
+          if (outcome.token !== null) {
+            const grant = { token: outcome.token, id: registration.id, scoped };
+            // waitReplicas: the claim wrote the grant on this connection, so WAIT there.
+            if (this.#options.waitReplicas) await this.#checkReplicated('lock', await this.#waitOn(connection), grant);
+            return await this.#granted(grant);
+          }
           registration = outcome.registration;
           if (broken) {
             failures++;
@@ -486,16 +497,75 @@ export class Semaphore {
     return grant;
   }
 
-  async #release(grant: Grant, putBack: boolean): Promise<number | false> {
+  /** `replicated`: with `waitReplicas`, WAIT after the release and reject on a shortfall (it still took effect). */
+  async #release(grant: Grant, putBack: boolean, replicated = true): Promise<number | false> {
+    const operation = putBack ? 'unlock' : 'consume';
     // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens back.
-    const available = (await this.#run(
-      putBack ? 'unlock' : 'consume',
+    const [available, acknowledged] = (await this.#runAndWait(
+      operation,
       scripts.release,
       [grant.token, grant.id, putBack ? '1' : '0', this.#expiration()],
-      { whileClosing: true },
-    )) as number;
+      { whileClosing: true, wait: replicated },
+    )) as [number, number | null];
     this.#forget(grant);
+    if (available >= 0) await this.#checkReplicated(operation, acknowledged);
     return available < 0 ? false : available;
+  }
+
+  /**
+   * `#run`, and with `waitReplicas` (unless `wait` is false) a `WAIT` right behind the script on the
+   * same connection: resolves the script's reply and how many replicas acknowledged (null: no WAIT).
+   */
+  async #runAndWait(
+    operation: string,
+    script: Script,
+    args: readonly string[],
+    { whileClosing = false, wait = true }: { whileClosing?: boolean; wait?: boolean } = {},
+  ): Promise<[unknown, number | null]> {
+    const replicas = this.#options.waitReplicas;
+    if (!replicas || !wait) return [await this.#run(operation, script, args, { whileClosing }), null];
+    const client = await this.#ready(whileClosing);
+    const keys = this.#keys.scriptKeys;
+    const waitCommand = ['WAIT', String(replicas.replicas), String(replicas.timeoutMs)];
+    try {
+      const [reply, acknowledged] = await sendPinned(client, [
+        ['EVALSHA', script.sha1, String(keys.length), ...keys, ...args],
+        waitCommand,
+      ]).catch((error: unknown) => {
+        if (replyErrorCode(error) !== 'NOSCRIPT') throw error;
+        return sendPinned(client, [evalArguments(script, keys, args), waitCommand]);
+      });
+      return [reply, Number(acknowledged)];
+    } catch (error) {
+      throw new SemaphoreRedisError(this.name, operation, error);
+    }
+  }
+
+  /** WAIT on `connection` (with `waitReplicas`): how many replicas have its writes. */
+  async #waitOn(connection: RedisClientLike): Promise<number> {
+    const { replicas, timeoutMs } = this.#options.waitReplicas!;
+    try {
+      return Number(await connection.sendCommand(['WAIT', String(replicas), String(timeoutMs)]));
+    } catch (error) {
+      throw new SemaphoreRedisError(this.name, 'lock', error);
+    }
+  }
+
+  /**
+   * A shortfall of acknowledging replicas (`waitReplicas`) rejects with ReplicationError, after giving
+   * `grant` back when a lock made one; with `onShortfall: 'warn'` it only emits a warning.
+   */
+  async #checkReplicated(operation: string, acknowledged: number | null, grant?: Grant): Promise<void> {
+    const wanted = this.#options.waitReplicas;
+    if (!wanted || acknowledged === null || acknowledged >= wanted.replicas) return;
+    const error = new ReplicationError(this.name, operation, wanted.replicas, acknowledged);
+    if (wanted.onShortfall === 'warn') {
+      // By message and name: an Error from another realm (a VM context) is not accepted as is.
+      process.emitWarning(error.message, error.name);
+      return;
+    }
+    if (grant) await this.#release(grant, true, false).catch(() => undefined);
+    throw error;
   }
 
   async #reapWaiters(registrations: readonly string[]): Promise<number> {

@@ -4,6 +4,7 @@ test('the public exports are exactly these', () => {
   expect(Object.keys(api).sort()).toEqual([
     'LockTimeoutError',
     'Mutex',
+    'ReplicationError',
     'Semaphore',
     'SemaphoreClosedError',
     'SemaphoreError',
@@ -16,8 +17,14 @@ test('every error is a SemaphoreError with a literal name', () => {
     new api.LockTimeoutError('s', 5),
     new api.SemaphoreRedisError('s', 'lock', new Error('x')),
     new api.SemaphoreClosedError('s'),
+    new api.ReplicationError('s', 'lock', 1, 0),
   ];
-  expect(errors.map((error) => error.name)).toEqual(['LockTimeoutError', 'SemaphoreRedisError', 'SemaphoreClosedError']);
+  expect(errors.map((error) => error.name)).toEqual([
+    'LockTimeoutError',
+    'SemaphoreRedisError',
+    'SemaphoreClosedError',
+    'ReplicationError',
+  ]);
   for (const error of errors) {
     expect(error).toBeInstanceOf(api.SemaphoreError);
     expect(error.semaphore).toBe('s');
