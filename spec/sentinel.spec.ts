@@ -128,6 +128,21 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
     }
   });
 
+  test('waitReplicas through the Sentinel client: a lock resolves once the replica has the grant', async () => {
+    const name = uniqueName('sentinel-wait');
+    const sem = new Semaphore(name, { redis: client as never, waitReplicas: { replicas: 1, timeoutMs: 2000 } });
+    try {
+      const token = await sem.lock();
+      const primaryPort = await setup.primaryPort();
+      const replica = await connectNode(setup.servers.find((server) => server.port !== primaryPort)!.port);
+      expect(await replica.hKeys(`SEMAPHORE:${name}:GRABBED`)).toEqual([token]);
+      expect(await sem.unlock()).toBe(1);
+      expect(await replica.hKeys(`SEMAPHORE:${name}:GRABBED`)).toEqual([]);
+    } finally {
+      await sem.close();
+    }
+  });
+
   test('SENTINEL FAILOVER under load, with a waiter blocked on the old primary: the load goes on, no token lost', async () => {
     const name = uniqueName('sentinel-failover');
     const resources = 2;
