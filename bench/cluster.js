@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 /*
- * npm run bench:cluster [-- --semaphores 1000 --workers 4 --concurrency 16 --duration 5000 --masters 1,2,3 --reps 1]
+ * npm run bench:cluster [-- --semaphores 1000 --workers 4 --concurrency 16 --duration 5000 --masters 1,2,3 --reps 1 --client redis]
  *
  * 1,000 semaphores (resources 1) spread over a Redis Cluster of 1, 2 and 3 masters, and over one
  * standalone redis-server, all started here on free loopback ports. Worker processes each run
@@ -26,6 +26,8 @@ const settings = {
   durationMs: Number(arg('duration', 5000)),
   masters: String(arg('masters', '1,2,3')).split(',').map(Number),
   reps: Number(arg('reps', 1)),
+  /** The node-redis package: redis (v4), redis5 or redis6. */
+  client: String(arg('client', 'redis')),
 };
 
 if (process.env.BENCH_CLUSTER_WORKER) worker(JSON.parse(process.env.BENCH_CLUSTER_WORKER));
@@ -35,7 +37,8 @@ else main().catch((error) => {
 });
 
 /** One worker process: `concurrency` loops of lock → unlock on random semaphores until the deadline. */
-async function worker({ topology, urls, semaphores, concurrency, durationMs, seed }) {
+async function worker({ topology, urls, semaphores, concurrency, durationMs, seed, client: pkg }) {
+  redirectRedis(pkg);
   const { createClient, createCluster } = require('redis');
   const { Semaphore } = require(path.join(__dirname, '..', 'dist'));
   const client =
@@ -96,13 +99,25 @@ async function main() {
         };
         const next = workers.map(messages);
         await Promise.all(next.map((read) => read()));
+        const cpuBefore = await Promise.all(nodes.map((node) => cpuSeconds(node.port)));
         for (const child of workers) child.send('go');
         const replies = await Promise.all(next.map((read) => read()));
+        const cpuAfter = await Promise.all(nodes.map((node) => cpuSeconds(node.port)));
         await Promise.all(workers.map((child) => new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', resolve)))));
         const cycles = replies.reduce((sum, reply) => sum + reply.cycles, 0);
         const misses = replies.reduce((sum, reply) => sum + reply.misses, 0);
         const perNode = await Promise.all(nodes.map((node) => commandCalls(node.port)));
-        const row = { rep, topology, cyclesPerSecond: Math.round(cycles / (settings.durationMs / 1000)), misses, perNodeEvalsha: perNode, wallMs: Date.now() - started };
+        // Redis CPU (user + sys, every node) per lock + unlock cycle: what one master can serve at most.
+        const redisCpuUs = cpuAfter.reduce((sum, after, i) => sum + after - cpuBefore[i], 0) * 1e6;
+        const row = {
+          rep,
+          topology,
+          cyclesPerSecond: Math.round(cycles / (settings.durationMs / 1000)),
+          misses,
+          perNodeEvalsha: perNode,
+          redisCpuUsPerCycle: Number((redisCpuUs / Math.max(1, cycles)).toFixed(1)),
+          wallMs: Date.now() - started,
+        };
         results.push(row);
         console.log(JSON.stringify(row));
       } finally {
@@ -112,12 +127,32 @@ async function main() {
   }
   const base = results.find((row) => row.topology === 'standalone')?.cyclesPerSecond ?? 1;
   const lines = [
-    `| topology | cycles/s | vs one node | script calls per node (EVALSHA + EVAL) |`,
-    `|---|---|---|---|`,
-    ...results.map((row) => `| ${row.topology} | ${row.cyclesPerSecond} | ${(row.cyclesPerSecond / base).toFixed(2)}× | ${row.perNodeEvalsha.join(' / ')} |`),
+    `| topology | cycles/s | vs one node | Redis CPU µs per cycle | script calls per node (EVALSHA + EVAL) |`,
+    `|---|---|---|---|---|`,
+    ...results.map(
+      (row) =>
+        `| ${row.topology} | ${row.cyclesPerSecond} | ${(row.cyclesPerSecond / base).toFixed(2)}× | ${row.redisCpuUsPerCycle} | ${row.perNodeEvalsha.join(' / ')} |`,
+    ),
   ];
-  console.log(`\n${os.cpus().length} CPUs, ${settings.workers} worker processes × ${settings.concurrency} loops, ${settings.semaphores} semaphores, ${settings.durationMs} ms per cell, redis ${execFileSync('redis-server', ['--version']).toString().split(' ')[2]}, node-redis ${require('redis/package.json').version}\n`);
+  console.log(`\n${os.cpus().length} CPUs, ${settings.workers} worker processes × ${settings.concurrency} loops, ${settings.semaphores} semaphores, ${settings.durationMs} ms per cell, redis ${execFileSync('redis-server', ['--version']).toString().split(' ')[2]}, node-redis ${require(`${settings.client}/package.json`).version}\n`);
   console.log(lines.join('\n'));
+}
+
+/** Makes `require('redis')` load `pkg` (redis5, redis6) in this process. */
+function redirectRedis(pkg) {
+  if (!pkg || pkg === 'redis') return;
+  const Module = require('node:module');
+  const resolve = Module._resolveFilename;
+  Module._resolveFilename = function (request, ...rest) {
+    return resolve.call(this, request === 'redis' ? pkg : request, ...rest);
+  };
+}
+
+/** used_cpu_user + used_cpu_sys of a node, in seconds. */
+async function cpuSeconds(port) {
+  const info = await cli(port, 'INFO', 'cpu');
+  const field = (name) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+  return field('used_cpu_user') + field('used_cpu_sys');
 }
 
 function freePort() {
