@@ -53,6 +53,7 @@ async function worker({ topology, urls, semaphores, concurrency, durationMs, see
   process.send({ ready: true });
   await new Promise((resolve) => process.once('message', resolve));
   const deadline = Date.now() + durationMs;
+  const cpu = process.cpuUsage();
   let cycles = 0;
   let misses = 0;
   await Promise.all(
@@ -69,7 +70,8 @@ async function worker({ topology, urls, semaphores, concurrency, durationMs, see
       }
     }),
   );
-  process.send({ cycles, misses });
+  const used = process.cpuUsage(cpu);
+  process.send({ cycles, misses, cpuUs: used.user + used.system });
   await Promise.all(sems.map((sem) => sem.close()));
   await (client.close ?? client.quit).call(client);
   process.exit(0);
@@ -109,6 +111,7 @@ async function main() {
         const perNode = await Promise.all(nodes.map((node) => commandCalls(node.port)));
         // Redis CPU (user + sys, every node) per lock + unlock cycle: what one master can serve at most.
         const redisCpuUs = cpuAfter.reduce((sum, after, i) => sum + after - cpuBefore[i], 0) * 1e6;
+        const clientCpuUs = replies.reduce((sum, reply) => sum + reply.cpuUs, 0);
         const row = {
           rep,
           topology,
@@ -116,6 +119,7 @@ async function main() {
           misses,
           perNodeEvalsha: perNode,
           redisCpuUsPerCycle: Number((redisCpuUs / Math.max(1, cycles)).toFixed(1)),
+          clientCpuUsPerCycle: Number((clientCpuUs / Math.max(1, cycles)).toFixed(1)),
           wallMs: Date.now() - started,
         };
         results.push(row);
@@ -127,11 +131,11 @@ async function main() {
   }
   const base = results.find((row) => row.topology === 'standalone')?.cyclesPerSecond ?? 1;
   const lines = [
-    `| topology | cycles/s | vs one node | Redis CPU µs per cycle | script calls per node (EVALSHA + EVAL) |`,
-    `|---|---|---|---|---|`,
+    `| topology | cycles/s | vs one node | Redis CPU µs per cycle | client CPU µs per cycle | script calls per node (EVALSHA + EVAL) |`,
+    `|---|---|---|---|---|---|`,
     ...results.map(
       (row) =>
-        `| ${row.topology} | ${row.cyclesPerSecond} | ${(row.cyclesPerSecond / base).toFixed(2)}× | ${row.redisCpuUsPerCycle} | ${row.perNodeEvalsha.join(' / ')} |`,
+        `| ${row.topology} | ${row.cyclesPerSecond} | ${(row.cyclesPerSecond / base).toFixed(2)}× | ${row.redisCpuUsPerCycle} | ${row.clientCpuUsPerCycle} | ${row.perNodeEvalsha.join(' / ')} |`,
     ),
   ];
   console.log(`\n${os.cpus().length} CPUs, ${settings.workers} worker processes × ${settings.concurrency} loops, ${settings.semaphores} semaphores, ${settings.durationMs} ms per cell, redis ${execFileSync('redis-server', ['--version']).toString().split(' ')[2]}, node-redis ${require(`${settings.client}/package.json`).version}\n`);

@@ -19,7 +19,6 @@ import {
 } from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
 
-
 /** What `startWatchdog` returns. */
 export interface Watchdog {
   /** Stops the timer and resolves once a run in progress has finished. */
