@@ -229,7 +229,8 @@ const watchedClusters = new WeakSet<object>();
  * client keeps reconnecting to the dead address and every command for its slots waits there (or
  * fails at once, with `disableOfflineQueue`), even after a replica took over. In v5 and v6 the
  * slot map can be refreshed from outside: on each error of a node client (each failed reconnect),
- * rediscover from the root nodes, at most once per half second. Rediscovery drops the clients of
+ * and every second for 30 s after the last one, rediscover from the root nodes (at most once per
+ * half second). Rediscovery drops the clients of
  * nodes that no longer own slots, which rejects what waited on them; the semaphore settles and
  * retries those calls. v4 has no such hook (its slot map is private): there, recreate the cluster
  * client after a failover, or use v5+.
@@ -244,12 +245,28 @@ function rediscoverOnNodeErrors(cluster: RedisClusterLike): void {
   if (typeof slots?.rediscover !== 'function' || !rootNodes?.length || watchedClusters.has(cluster)) return;
   watchedClusters.add(cluster);
   let last = 0;
-  cluster.on('node-error' as 'error', () => {
-    const now = Date.now();
-    if (now - last < 500 || !cluster.isOpen) return;
-    last = now;
+  let activeUntil = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const rediscover = () => {
+    if (Date.now() - last < 500 || !cluster.isOpen) return;
+    last = Date.now();
     const startWith = rootNodes[Math.floor(Math.random() * rootNodes.length)];
     void slots.rediscover!.call(slots, { options: startWith }).catch(() => undefined);
+  };
+  cluster.on('node-error' as 'error', () => {
+    // Also keep trying for a while after the last error: a promotion takes a few node timeouts, and
+    // a node client that stopped reconnecting emits nothing more.
+    activeUntil = Date.now() + 30_000;
+    rediscover();
+    timer ??= setInterval(() => {
+      if (Date.now() > activeUntil || !cluster.isOpen) {
+        clearInterval(timer);
+        timer = undefined;
+        return;
+      }
+      rediscover();
+    }, 1000);
+    timer.unref();
   });
 }
 

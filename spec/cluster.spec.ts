@@ -2,7 +2,7 @@ import { createClient, createCluster } from 'redis';
 import { Semaphore } from '../lib';
 import { semaphoreKeys } from '../lib/keys';
 import { censusProblems, describeCensus, takeCensus } from './support/census';
-import { checkHistory, type HistoryEvent } from './support/history';
+import { checkHistory, type HistoryEvent, type Interval } from './support/history';
 import { startRedisCluster, type RedisCluster } from './support/redis-cluster';
 import { redisClientPackage, sleep, uniqueName, until, type Client } from './support/redis';
 
@@ -59,10 +59,20 @@ function tagged(name: string): string {
   return /\{[^}]+\}/.test(name) ? name : `{${name}}`;
 }
 
+/**
+ * Token overlaps not explained by a grant the failover forgot: each overlap must involve a hold
+ * whose unlock then resolved false (the documented over-admission of an unreplicated failover).
+ */
+function unexplainedOverlaps(overlaps: Array<[Interval, Interval]>, lostHolds: Set<string>): Array<[Interval, Interval]> {
+  return overlaps.filter((pair) => !pair.some((hold) => lostHolds.has(`${hold.holder}|${hold.token}|${hold.start}`)));
+}
+
 interface Load {
   readonly events: HistoryEvent[];
   readonly errors: string[];
   readonly lost: number;
+  /** `holder|token|acquired at` of each hold whose unlock resolved false (its grant was gone). */
+  readonly lostHolds: Set<string>;
   stop(): Promise<void>;
 }
 
@@ -78,6 +88,7 @@ function startLoad(
   const events: HistoryEvent[] = [];
   const errors: string[] = [];
   let lost = 0;
+  const lostHolds = new Set<string>();
   let running = true;
   const deadline = Date.now() + 100_000;
   const loops = Array.from({ length: workers }, async (_, w) => {
@@ -93,10 +104,14 @@ function startLoad(
         try {
           const token = await sem.lock(2000);
           if (token === null) continue;
-          events.push({ holder, kind: 'acquired', token, at: Date.now() });
+          const acquiredAt = Date.now();
+          events.push({ holder, kind: 'acquired', token, at: acquiredAt });
           await sleep(holdMs);
           events.push({ holder, kind: 'released', token, at: Date.now() });
-          if ((await sem.unlock(token)) === false) lost++;
+          if ((await sem.unlock(token)) === false) {
+            lost++;
+            lostHolds.add(`${holder}|${token}|${acquiredAt}`);
+          }
         } catch (error) {
           errors.push(String((error as { cause?: unknown }).cause ?? error));
           await sleep(100);
@@ -106,18 +121,28 @@ function startLoad(
       await sem.close();
     }
   });
-  return {
+  const load: Load = {
     events,
     errors,
+    lostHolds,
     get lost() {
       return lost;
     },
+    /** Stops the loops and waits for them, at most 20 s (a call stuck on a dead node must not hang the run). */
     async stop() {
       running = false;
-      await Promise.all(loops);
+      await Promise.race([Promise.all(loops), new Promise((resolve) => setTimeout(resolve, 20_000).unref())]);
     },
   };
+  loads.push(load);
+  return load;
 }
+
+/** Every load started, stopped after each test whatever happened. */
+const loads: Load[] = [];
+afterEach(async () => {
+  await Promise.all(loads.splice(0).map((load) => load.stop()));
+});
 
 describe('Redis Cluster, 3 masters', () => {
   let cluster: RedisCluster;
@@ -224,8 +249,7 @@ describe('Redis Cluster, 3 masters', () => {
       await cluster.cli(port, 'CLUSTER', 'SETSLOT', String(slot), 'NODE', target.id);
     }
     const after = load.events.length;
-    await until(() => load.events.length > after + 40, 30_000, 'load to go on after the migration');
-    await load.stop();
+    await until(() => load.events.length > after + 40, 30_000, 'load to go on after the migration').finally(() => load.stop());
 
     expect(moved).toBeGreaterThan(0);
     expect((await cluster.ownerOf(slot)).id).toBe(target.id);
@@ -321,8 +345,7 @@ describeFailover('Redis Cluster, 3 masters + 3 replicas: failover under load', (
     );
     const promotedAfter = Date.now() - killedAt;
     const after = load.events.length;
-    await until(() => load.events.length > after + 40, 60_000, 'load to go on after the failover');
-    await load.stop();
+    await until(() => load.events.length > after + 40, 60_000, 'load to go on after the failover').finally(() => load.stop());
 
     // Tokens whose release the failover forgot come back once stale.
     const sem = new Semaphore(name, { redis: client as never, resources, staleClientTimeout });
@@ -338,7 +361,7 @@ describeFailover('Redis Cluster, 3 masters + 3 replicas: failover under load', (
     // Replication is asynchronous: a grant the dead master had not passed on can be forgotten, so
     // its token is handed out again while its holder still runs (the documented over-admission);
     // that holder's unlock then resolves false. Each overlap needs one such forgotten grant.
-    expect(report.tokenOverlaps.length).toBeLessThanOrEqual(load.lost);
+    expect(unexplainedOverlaps(report.tokenOverlaps, load.lostHolds)).toEqual([]);
     // eslint-disable-next-line no-console
     console.log(
       `master ${master.port} killed, replica promoted after ${promotedAfter} ms: ${report.acquisitions} acquisitions, ` +

@@ -1,7 +1,7 @@
 import * as redis from 'redis';
 import { Semaphore } from '../lib';
 import { censusProblems, describeCensus, takeCensus } from './support/census';
-import { checkHistory, type HistoryEvent } from './support/history';
+import { checkHistory, type HistoryEvent, type Interval } from './support/history';
 import { startSentinelSetup, type SentinelSetup } from './support/redis-sentinel';
 import { redisClientPackage, sleep, uniqueName, until, type Client } from './support/redis';
 
@@ -43,10 +43,20 @@ async function closeClients(): Promise<void> {
   for (const client of direct.splice(0)) if (client.isOpen) await client.disconnect().catch(() => undefined);
 }
 
+/**
+ * Token overlaps not explained by a grant the failover forgot: each overlap must involve a hold
+ * whose unlock then resolved false (the documented over-admission of an unreplicated failover).
+ */
+function unexplainedOverlaps(overlaps: Array<[Interval, Interval]>, lostHolds: Set<string>): Array<[Interval, Interval]> {
+  return overlaps.filter((pair) => !pair.some((hold) => lostHolds.has(`${hold.holder}|${hold.token}|${hold.start}`)));
+}
+
 interface Load {
   readonly events: HistoryEvent[];
   readonly errors: string[];
   readonly lost: number;
+  /** `holder|token|acquired at` of each hold whose unlock resolved false (its grant was gone). */
+  readonly lostHolds: Set<string>;
   stop(): Promise<void>;
 }
 
@@ -55,6 +65,7 @@ function startLoad(client: SentinelClient, name: string, options: { workers: num
   const events: HistoryEvent[] = [];
   const errors: string[] = [];
   let lost = 0;
+  const lostHolds = new Set<string>();
   let running = true;
   const deadline = Date.now() + 100_000;
   const loops = Array.from({ length: options.workers }, async (_, w) => {
@@ -70,10 +81,14 @@ function startLoad(client: SentinelClient, name: string, options: { workers: num
         try {
           const token = await sem.lock(2000);
           if (token === null) continue;
-          events.push({ holder, kind: 'acquired', token, at: Date.now() });
+          const acquiredAt = Date.now();
+          events.push({ holder, kind: 'acquired', token, at: acquiredAt });
           await sleep(options.holdMs);
           events.push({ holder, kind: 'released', token, at: Date.now() });
-          if ((await sem.unlock(token)) === false) lost++;
+          if ((await sem.unlock(token)) === false) {
+            lost++;
+            lostHolds.add(`${holder}|${token}|${acquiredAt}`);
+          }
         } catch (error) {
           errors.push(String((error as { cause?: unknown }).cause ?? error));
           await sleep(100);
@@ -83,18 +98,28 @@ function startLoad(client: SentinelClient, name: string, options: { workers: num
       await sem.close();
     }
   });
-  return {
+  const load: Load = {
     events,
     errors,
+    lostHolds,
     get lost() {
       return lost;
     },
+    /** Stops the loops and waits for them, at most 20 s (a call stuck on a dead node must not hang the run). */
     async stop() {
       running = false;
-      await Promise.all(loops);
+      await Promise.race([Promise.all(loops), new Promise((resolve) => setTimeout(resolve, 20_000).unref())]);
     },
   };
+  loads.push(load);
+  return load;
 }
+
+/** Every load started, stopped after each test whatever happened. */
+const loads: Load[] = [];
+afterEach(async () => {
+  await Promise.all(loads.splice(0).map((load) => load.stop()));
+});
 
 describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
   let setup: SentinelSetup;
@@ -151,8 +176,7 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
     await until(() => load.events.length > 40, 20_000, 'load to start');
     const { from, to, ms } = await setup.failover();
     const after = load.events.length;
-    await until(() => load.events.length > after + 40, 60_000, 'load to go on after the failover');
-    await load.stop();
+    await until(() => load.events.length > after + 40, 60_000, 'load to go on after the failover').finally(() => load.stop());
 
     const sem = new Semaphore(name, { redis: client as never, resources, staleClientTimeout });
     await sleep(staleClientTimeout + 200);
@@ -169,7 +193,7 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
     expect(census.available.sort()).toEqual(['0', '1']);
     // A grant the old primary had not replicated can be forgotten: each overlap needs one, and its
     // holder's unlock resolved false.
-    expect(report.tokenOverlaps.length).toBeLessThanOrEqual(load.lost);
+    expect(unexplainedOverlaps(report.tokenOverlaps, load.lostHolds)).toEqual([]);
     // eslint-disable-next-line no-console
     console.log(
       `SENTINEL FAILOVER ${from} → ${to} in ${ms} ms under load: ${report.acquisitions} acquisitions, max ${report.maxConcurrent} ` +
@@ -214,8 +238,7 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
     const promoted = await setup.waitForNewPrimary(port, 60_000);
     const promotedAfter = Date.now() - killedAt;
     const after = load.events.length;
-    await until(() => load.events.length > after + 40, 60_000, 'load to go on after the failover');
-    await load.stop();
+    await until(() => load.events.length > after + 40, 60_000, 'load to go on after the failover').finally(() => load.stop());
 
     const sem = new Semaphore(name, { redis: client as never, resources, staleClientTimeout });
     await sleep(staleClientTimeout + 200);
@@ -230,12 +253,61 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
       census: expect.any(String),
     });
     expect(census.available.sort()).toEqual(['0', '1']);
-    expect(report.tokenOverlaps.length).toBeLessThanOrEqual(load.lost);
+    expect(unexplainedOverlaps(report.tokenOverlaps, load.lostHolds)).toEqual([]);
     // eslint-disable-next-line no-console
     console.log(
       `primary ${port} killed, ${promoted} promoted after ${promotedAfter} ms: ${report.acquisitions} acquisitions, max ` +
         `${report.maxConcurrent} holders (resources ${resources}), ${report.tokenOverlaps.length} token overlaps, ${load.lost} ` +
         `unlocks found their grant gone, ${load.errors.length} calls failed: ${[...new Set(load.errors)].slice(0, 3).join(' | ')}`,
     );
+  });
+});
+
+// The alternative without a Sentinel client (node-redis v4, or by choice): a standalone client on the
+// primary. After a failover it reaches a replica: calls fail with READONLY, and none is ever taken
+// for a grant. Runs with every major.
+describe('a standalone client on the primary (no Sentinel client) through a failover', () => {
+  let setup: SentinelSetup;
+
+  beforeAll(async () => {
+    setup = await startSentinelSetup({ replicas: 1 });
+  });
+  afterAll(async () => {
+    await closeClients();
+    await setup?.stop();
+  });
+
+  test('calls fail with READONLY once the primary is demoted; a client on the new primary goes on', async () => {
+    const name = uniqueName('standalone-demoted');
+    const before = await setup.primaryPort();
+    const old = await connectNode(before);
+    const sem = new Semaphore(name, { redis: old as never, resources: 2 });
+    try {
+      const token = await sem.lock(0);
+      expect(token).toBe('0');
+      const { to } = await setup.failover();
+      // The demoted primary (after Sentinel reconfigures it) refuses the write: a failed call, not a grant.
+      let error: unknown;
+      for (let i = 0; i < 100 && error === undefined; i++) {
+        error = await sem.lock(0).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        if (error === undefined) {
+          await sem.unlock().catch(() => undefined);
+          await sleep(100);
+        }
+      }
+      expect(error).toMatchObject({ name: 'SemaphoreRedisError' });
+      expect(String((error as { cause?: unknown }).cause)).toMatch(/READONLY/);
+      // Recreated on the new primary (SENTINEL GET-MASTER-ADDR-BY-NAME), it works.
+      const fresh = new Semaphore(name, { redis: (await connectNode(to)) as never, resources: 2, staleClientTimeout: 1000 });
+      await sleep(1100);
+      expect(await fresh.releaseStaleLocks()).toBeGreaterThanOrEqual(0);
+      expect(await fresh.lock(0)).not.toBeNull();
+      await fresh.close();
+    } finally {
+      await sem.close();
+    }
   });
 });
