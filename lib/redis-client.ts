@@ -180,10 +180,13 @@ class ClusterAdapter implements RedisClientLike {
         ? undefined
         : {
             minimizeConnections: true,
+            // No offline queue and no reconnection, as for standalone waiters: a node that cannot
+            // be reached fails the command at once (a first connection with reconnection would
+            // wait for a dead master forever), and the semaphore retries on a new duplicate.
             defaults: {
               ...options.defaults,
               disableOfflineQueue: true,
-              socket: { ...options.defaults?.socket, socketTimeout: undefined },
+              socket: { ...options.defaults?.socket, socketTimeout: undefined, reconnectStrategy: false },
             },
           };
     return new ClusterAdapter(this.#cluster.duplicate(overrides), this.#routingKey, false);

@@ -31,9 +31,10 @@ async function connectNode(port: number): Promise<Client> {
 }
 
 async function closeClients(): Promise<void> {
+  // Destroy, not close: closing waits for commands queued on a dead master, which never come back.
   for (const client of clusters.splice(0)) {
-    const c = client as unknown as { close?: () => Promise<void>; quit?: () => Promise<void>; disconnect: () => Promise<void> };
-    await (c.close ?? c.quit ?? c.disconnect).call(c).catch(() => c.disconnect().catch(() => undefined));
+    const c = client as unknown as { destroy?: () => unknown; disconnect: () => unknown };
+    await Promise.resolve((c.destroy ?? c.disconnect).call(c)).catch(() => undefined);
   }
   for (const client of direct.splice(0)) if (client.isOpen) await client.disconnect().catch(() => undefined);
 }

@@ -39,7 +39,8 @@ async function connectNode(port: number): Promise<Client> {
 }
 
 async function closeClients(): Promise<void> {
-  for (const client of opened.splice(0)) await client.close().catch(() => client.destroy().catch(() => undefined));
+  // Destroy, not close: closing waits for commands queued for a primary that is gone.
+  for (const client of opened.splice(0)) await Promise.resolve(client.destroy()).catch(() => undefined);
   for (const client of direct.splice(0)) if (client.isOpen) await client.disconnect().catch(() => undefined);
 }
 
