@@ -23,7 +23,8 @@ async function connectCluster(cluster: RedisCluster): Promise<Cluster> {
 /** A standalone client on one node (for CLUSTER commands and census of the slot owner). */
 const direct: Client[] = [];
 async function connectNode(port: number): Promise<Client> {
-  const client = createClient({ url: `redis://127.0.0.1:${port}` }) as Client;
+  // No reconnection: a connection to a node that is gone fails instead of waiting for it.
+  const client = createClient({ url: `redis://127.0.0.1:${port}`, socket: { reconnectStrategy: false } }) as Client;
   client.on('error', () => undefined);
   await client.connect();
   direct.push(client);
@@ -47,7 +48,7 @@ async function slotOf(node: Client, key: string): Promise<number> {
 /** The census of a semaphore, read from the node that owns its slot. */
 async function censusOn(cluster: RedisCluster, name: string, resources: number) {
   const keys = semaphoreKeys(name, { cluster: true });
-  const anyNode = await connectNode(cluster.nodes.find((n) => n.pid > 0)!.port);
+  const anyNode = await connectNode(cluster.liveNodes()[0]!.port);
   const owner = await cluster.ownerOf(await slotOf(anyNode, keys.available));
   const node = await connectNode(owner.port);
   // takeCensus builds key names from the name: give it the tagged name, which maps to the same keys.

@@ -30,8 +30,10 @@ async function connectSentinel(setup: SentinelSetup): Promise<SentinelClient> {
 }
 
 const direct: Client[] = [];
-async function connectNode(port: number): Promise<Client> {
-  const client = redis.createClient({ url: `redis://127.0.0.1:${port}` }) as Client;
+/** A client on one node; without `reconnect`, a connection to a node that is gone fails instead of waiting. */
+async function connectNode(port: number, { reconnect = false } = {}): Promise<Client> {
+  const socket = reconnect ? {} : { reconnectStrategy: false as const };
+  const client = redis.createClient({ url: `redis://127.0.0.1:${port}`, socket }) as Client;
   client.on('error', () => undefined);
   await client.connect();
   direct.push(client);
@@ -281,7 +283,9 @@ describe('a standalone client on the primary (no Sentinel client) through a fail
   test('calls fail with READONLY once the primary is demoted; a client on the new primary goes on', async () => {
     const name = uniqueName('standalone-demoted');
     const before = await setup.primaryPort();
-    const old = await connectNode(before);
+    // Reconnecting, as an application's client would: Sentinel closes its connection when it
+    // converts the old primary, and it comes back to the same address.
+    const old = await connectNode(before, { reconnect: true });
     const sem = new Semaphore(name, { redis: old as never, resources: 2 });
     try {
       const token = await sem.lock(0);

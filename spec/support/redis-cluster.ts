@@ -8,6 +8,8 @@ const run = promisify(execFile);
 export interface RedisCluster {
   /** Every node, masters first as created (`redis-cli --cluster create` makes the first ones masters). */
   readonly nodes: RedisServer[];
+  /** The nodes whose process is still running (a killed master is not). */
+  liveNodes(): RedisServer[];
   /** `{ url }` of every node, for `createCluster({ rootNodes })`. */
   readonly rootNodes: Array<{ url: string }>;
   /** Runs `redis-cli -p <port> <args>` and resolves its stdout. */
@@ -76,10 +78,11 @@ export async function startRedisCluster({
       ],
       { timeout: 60_000 },
     );
-    const topology = async (port = nodes[0]!.port) => parseNodes(await cli(port, 'CLUSTER', 'NODES'));
     const alive = () => nodes.filter((node) => node.pid > 0 && isAlive(node.pid));
+    const topology = async (port = alive()[0]!.port) => parseNodes(await cli(port, 'CLUSTER', 'NODES'));
     const cluster: RedisCluster = {
       nodes,
+      liveNodes: alive,
       rootNodes: nodes.map((node) => ({ url: node.url })),
       cli,
       topology,
