@@ -69,3 +69,28 @@ export class LockLostError extends SemaphoreError {
     this.reason = reason;
   }
 }
+
+/**
+ * `waitReplicas`: fewer replicas than asked acknowledged a grant or a release within `timeoutMs`,
+ * so a failover could still undo it. A lock that fails this way gave its token back first; an unlock
+ * or consume did take effect on the primary.
+ */
+export class ReplicationError extends SemaphoreError {
+  override readonly name = 'ReplicationError';
+  /** `lock`, `unlock` or `consume`. */
+  readonly operation: string;
+  /** Replicas asked for (`waitReplicas.replicas`). */
+  readonly replicas: number;
+  /** Replicas that acknowledged in time (Redis' WAIT reply). */
+  readonly acknowledged: number;
+
+  constructor(semaphore: string, operation: string, replicas: number, acknowledged: number) {
+    super(
+      semaphore,
+      `${operation} on semaphore "${semaphore}" reached ${acknowledged} of ${replicas} replicas in time: a failover could undo it`,
+    );
+    this.operation = operation;
+    this.replicas = replicas;
+    this.acknowledged = acknowledged;
+  }
+}

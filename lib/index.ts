@@ -30,7 +30,14 @@ export {
   type WaitStats,
 } from './telemetry';
 export { Mutex, type MutexOptions } from './mutex';
-export type { LockLostReason, SemaphoreOptions } from './options';
-export type { RedisClientLike } from './redis-client';
-export { SemaphoreError, LockTimeoutError, SemaphoreRedisError, SemaphoreClosedError, LockLostError } from './errors';
+export type { LockLostReason, SemaphoreOptions, WaitReplicasOptions } from './options';
+export type { RedisClientLike, RedisClusterLike, RedisSentinelLike, SupportedRedisClient } from './redis-client';
+export {
+  SemaphoreError,
+  LockTimeoutError,
+  SemaphoreRedisError,
+  SemaphoreClosedError,
+  LockLostError,
+  ReplicationError,
+} from './errors';
 export { createDashboard, type DashboardHandler, type DashboardOptions } from './dashboard/handler';

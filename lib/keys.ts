@@ -28,8 +28,13 @@ export interface SemaphoreKeys {
   inboxOfRegistration(registration: string): string;
 }
 
-export function semaphoreKeys(name: string): SemaphoreKeys {
-  const prefix = `SEMAPHORE:${name}:`;
+/**
+ * The keys of semaphore `name`. With `cluster`, a name without a hash tag gets one, so every key
+ * lands in one slot: `SEMAPHORE:{<name>}:AVAILABLE`…; a name that has one (`{jobs}`, `crawl:{eu}`)
+ * is kept as is, so the keys stay the gem's and Ruby clients can share the semaphore.
+ */
+export function semaphoreKeys(name: string, { cluster = false }: { cluster?: boolean } = {}): SemaphoreKeys {
+  const prefix = `SEMAPHORE:${cluster && !hasHashTag(name) ? `{${name}}` : name}:`;
   const available = `${prefix}AVAILABLE`;
   const grabbed = `${prefix}GRABBED`;
   const exists = `${prefix}EXISTS`;
@@ -50,4 +55,15 @@ export function semaphoreKeys(name: string): SemaphoreKeys {
     inbox: (grantId) => `${prefix}INBOX:${grantId}`,
     inboxOfRegistration: (registration) => `${prefix}INBOX:${registration.replace(/^~/, '')}`,
   };
+}
+
+/**
+ * Whether Redis Cluster would hash only part of a key made from `name` (after the `SEMAPHORE:`
+ * prefix, which has no brace): the first `{` is followed, later, by a `}` with something between.
+ */
+export function hasHashTag(name: string): boolean {
+  const open = name.indexOf('{');
+  if (open < 0) return false;
+  const close = name.indexOf('}', open + 1);
+  return close > open + 1;
 }

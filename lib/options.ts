@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import type { RedisClientLike } from './redis-client';
+import type { SupportedRedisClient } from './redis-client';
 import { describe } from './describe';
 import { assertDuration, MAX_TIMER_MS } from './durations';
 
@@ -12,17 +12,33 @@ import { assertDuration, MAX_TIMER_MS } from './durations';
  */
 export type LockLostReason = 'reclaimed' | 'expired';
 
+/** `waitReplicas`: Redis `WAIT` after each grant and release. */
+export interface WaitReplicasOptions {
+  /** How many replicas must acknowledge. */
+  readonly replicas: number;
+  /** How long `WAIT` waits for them, in milliseconds (at least 1). */
+  readonly timeoutMs: number;
+  /**
+   * What a shortfall does: `'reject'` (the default) rejects with `ReplicationError` (a lock gives its
+   * token back first); `'warn'` emits the error as a process warning and goes on.
+   * @default 'reject'
+   */
+  readonly onShortfall?: 'reject' | 'warn';
+}
+
 /**
  * The options of `new Semaphore(name, options)` (and, without `resources`, of `new Mutex`). Every
  * duration is in milliseconds. A bad value throws a `TypeError` or `RangeError` naming the option.
  */
 export interface SemaphoreOptions {
   /**
-   * A connected node-redis v4 client (`createClient()`), used for every non-blocking step; blocking
-   * waits run on connections duplicated from it. The semaphore never closes it.
+   * A connected node-redis client, v4, v5 or v6: a standalone client (`createClient()`), a cluster
+   * client (`createCluster()`) or (v5+) a Sentinel client (`createSentinel()`). It runs every
+   * non-blocking step; blocking waits run on connections duplicated from it. The semaphore never
+   * closes it.
    * When absent, the semaphore creates its own from `url`, and `close()` quits it.
    */
-  readonly redis?: RedisClientLike;
+  readonly redis?: SupportedRedisClient;
   /**
    * Where to connect when `redis` is absent.
    * @default process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -84,10 +100,17 @@ export interface SemaphoreOptions {
    * are reported with `process.emitWarning`, never thrown.
    */
   readonly onLockLost?: (token: string, reason: LockLostReason) => void;
+  /**
+   * After each grant and each release, wait until this many replicas have it (Redis `WAIT`, on the
+   * connection that wrote it), so that a failover cannot silently undo it. `null` (the default)
+   * does not wait. Narrows the failover window; does not close it (see the README).
+   * @default null
+   */
+  readonly waitReplicas?: WaitReplicasOptions | null;
 }
 
 export interface ResolvedOptions {
-  readonly redis: RedisClientLike | undefined;
+  readonly redis: SupportedRedisClient | undefined;
   readonly url: string;
   readonly resources: number;
   readonly staleClientTimeout: number | null;
@@ -98,6 +121,7 @@ export interface ResolvedOptions {
   readonly owner: string;
   readonly autoRefresh: boolean;
   readonly onLockLost: ((token: string, reason: LockLostReason) => void) | undefined;
+  readonly waitReplicas: Required<WaitReplicasOptions> | null;
 }
 
 /** Longest `owner` label: it is stored with every grant. */
@@ -134,6 +158,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     owner = `${hostname()}:${process.pid}`,
     autoRefresh = staleClientTimeout !== null,
     onLockLost,
+    waitReplicas = null,
   } = options;
   if (redis !== undefined && (typeof redis !== 'object' || redis === null || typeof redis.sendCommand !== 'function')) {
     throw new TypeError(`Expected \`redis\` to be a node-redis client, got ${describe(redis)}`);
@@ -185,7 +210,23 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     owner,
     autoRefresh,
     onLockLost,
+    waitReplicas: resolveWaitReplicas(waitReplicas),
   };
+}
+
+function resolveWaitReplicas(waitReplicas: unknown): Required<WaitReplicasOptions> | null {
+  if (waitReplicas === null) return null;
+  if (typeof waitReplicas !== 'object') {
+    throw new TypeError(`Expected \`waitReplicas\` to be { replicas, timeoutMs } or null, got ${describe(waitReplicas)}`);
+  }
+  const { replicas, timeoutMs, onShortfall = 'reject' } = waitReplicas as WaitReplicasOptions;
+  assertPositiveInteger('waitReplicas.replicas', replicas);
+  // WAIT reads 0 as "wait forever".
+  assertDuration('waitReplicas.timeoutMs', timeoutMs, true);
+  if (onShortfall !== 'reject' && onShortfall !== 'warn') {
+    throw new TypeError(`Expected \`waitReplicas.onShortfall\` to be 'reject' or 'warn', got ${describe(onShortfall)}`);
+  }
+  return { replicas, timeoutMs: Math.max(1, Math.ceil(timeoutMs)), onShortfall };
 }
 
 function assertPositiveInteger(name: string, value: unknown): asserts value is number {

@@ -5,7 +5,7 @@ import { BlockingPool } from './blocking-pool';
 import { checkpoint } from './checkpoint';
 import { describe } from './describe';
 import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
-import { LockTimeoutError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
+import { LockTimeoutError, ReplicationError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { decodeStatus, type HolderInfo } from './holder-info';
 import { Holding, leaseMs, type HoldingHost } from './holding';
 import { createLease, type AcquireOptions, type Lease, type LockOptions } from './lease';
@@ -17,7 +17,16 @@ import {
   type ResolvedOptions,
   type SemaphoreOptions,
 } from './options';
-import { isConnectionError, replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
+import {
+  adaptClient,
+  isConnectionError,
+  replyErrorCode,
+  sendPinned,
+  topologyOf,
+  wasNeverSent,
+  wasRefusedForNow,
+  type RedisClientLike,
+} from './redis-client';
 import { evalArguments, runScript, scripts, type Script } from './scripts';
 import { checkEvictionPolicy, explainConnectionFailure } from './server-checks';
 import { debug, Telemetry, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
@@ -114,9 +123,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     this.#options = resolveOptions(options);
     this.name = name;
     this.resources = this.#options.resources;
-    this.#keys = semaphoreKeys(name);
-    this.#ownsClient = this.#options.redis === undefined;
-    this.#client = this.#options.redis ?? createOwnClient(this.#options.url);
+    const given = this.#options.redis;
+    this.#keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster' });
+    this.#ownsClient = given === undefined;
+    this.#client = given === undefined ? createOwnClient(this.#options.url) : adaptClient(given, this.#keys.available);
     this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections, loadClaimScript);
     this.#telemetry = new Telemetry(name);
     this.#holdingHost = {
@@ -434,7 +444,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       const id = nanoid();
       const sent = performance.now();
       let reply: [string | null, number, ...string[]];
-      const trying = this.#run('lock', scripts.tryLock, [
+      let acknowledged: number | null;
+      const trying = this.#runAndWait('lock', scripts.tryLock, [
         String(this.resources),
         id,
         this.#now(),
@@ -442,9 +453,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         this.#expiration(),
         timeout === 0 ? '' : toSeconds(this.#leaseMs()),
         this.#options.owner,
-      ]) as Promise<[string | null, number, ...string[]]>;
+      ]) as Promise<[[string | null, number, ...string[]], number | null]>;
       try {
-        reply = await raceAbort(trying, attempt.signal);
+        [reply, acknowledged] = await raceAbort(trying, attempt.signal);
       } catch (error) {
         if (attempt.signal?.aborted && error === attempt.signal.reason) {
           // Aborted while the script was on its way: whatever it did is undone in the background.
@@ -460,7 +471,11 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       const [token, fence, ...expired] = reply;
       debug('%s tryLock %s: %s', this.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
       this.#reapInBackground(expired);
-      if (token !== null) return this.#granted({ token, id, fence, anchor: sent }, attempt);
+      if (token !== null) {
+        const grant = { token, id, fence, anchor: sent };
+        await this.#checkReplicated('lock', acknowledged, grant);
+        return this.#granted(grant, attempt);
+      }
       if (timeout === 0) return null;
       registration = { id, until: sent + this.#leaseMs() };
     }
@@ -513,7 +528,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
           const lastSlice = remaining <= this.#options.waitSlice;
           const outcome = await this.#blockOnce(connection, registration, slice, lastSlice, signal);
           broken = outcome.failure !== undefined;
-          if (outcome.grant !== null) return await this.#granted(outcome.grant, attempt);
+          if (outcome.grant !== null) {
+            // waitReplicas: the claim wrote the grant on this connection, so WAIT there.
+            if (this.#options.waitReplicas) {
+              await this.#checkReplicated('lock', await this.#waitOn(connection), outcome.grant);
+            }
+            return await this.#granted(outcome.grant, attempt);
+          }
           registration = outcome.registration;
           if (broken) {
             failures++;
@@ -579,8 +600,11 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     signal?.removeEventListener('abort', cut);
 
     const results = [prepare, move, claim];
+    // A connection failure, or a cluster or failover refusing for now (TRYAGAIN mid-migration,
+    // CLUSTERDOWN, READONLY from a demoted primary): settle the attempt and retry on a new connection.
     const failure = results.find(
-      (result): result is PromiseRejectedResult => result.status === 'rejected' && isConnectionError(result.reason),
+      (result): result is PromiseRejectedResult =>
+        result.status === 'rejected' && (isConnectionError(result.reason) || wasRefusedForNow(result.reason)),
     );
     if (failure && signal?.aborted) {
       // Aborted (the cut above): the caller is told at once, and recover settles the attempt in the
@@ -679,9 +703,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   /** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
-  async #undoTryLock(trying: Promise<[string | null, number, ...string[]]>, id: string): Promise<void> {
+  async #undoTryLock(trying: Promise<[[string | null, ...unknown[]], unknown]>, id: string): Promise<void> {
     try {
-      const [token] = await trying;
+      const [[token]] = await trying;
       if (token !== null) await this.#releaseGrant({ token, id }, true);
       else this.#endRegistration({ id, until: 0 });
     } catch {
@@ -703,8 +727,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
 
   async #release(holding: Holding, putBack: boolean): Promise<number | false> {
     let available: number | false;
+    let acknowledged: number | null;
     try {
-      available = await this.#releaseGrant(holding, putBack);
+      [available, acknowledged] = await this.#releaseGrant(holding, putBack, { replicated: true });
     } catch (error) {
       // The token may still be held in Redis: it must go stale, not be refreshed forever. The
       // holding stays, so a later unlock can try again.
@@ -718,6 +743,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       const released = { token: holding.token, fence: holding.fence, heldMs: performance.now() - holding.acquiredAt };
       this.#telemetry.released(released);
       this.#emit('released', released);
+      // waitReplicas: the release took effect on the primary either way; a shortfall is reported.
+      await this.#checkReplicated(putBack ? 'unlock' : 'consume', acknowledged);
     }
     return available;
   }
@@ -736,15 +763,25 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return renewed;
   }
 
-  async #releaseGrant(grant: { token: string; id: string }, putBack: boolean): Promise<number | false> {
+  /**
+   * The release script. With `replicated` and `waitReplicas`, a WAIT follows it on the same
+   * connection: resolves the new length of AVAILABLE (false when the grant no longer held the token)
+   * and how many replicas acknowledged (null: no WAIT).
+   */
+  async #releaseGrant(
+    grant: { token: string; id: string },
+    putBack: boolean,
+    { replicated = false }: { replicated?: boolean } = {},
+  ): Promise<[number | false, number | null]> {
+    const operation = putBack ? 'unlock' : 'consume';
     // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens back.
-    const available = (await this.#run(
-      putBack ? 'unlock' : 'consume',
+    const [available, acknowledged] = (await this.#runAndWait(
+      operation,
       scripts.release,
       [grant.token, grant.id, putBack ? '1' : '0', this.#expiration()],
-      { whileClosing: true },
-    )) as number;
-    return available < 0 ? false : available;
+      { whileClosing: true, wait: replicated },
+    )) as [number, number | null];
+    return [available < 0 ? false : available, acknowledged];
   }
 
   async #refreshHolding(grant: { token: string; id: string }): Promise<boolean> {
@@ -769,6 +806,66 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     } catch (error) {
       report(error);
     }
+  }
+
+  /**
+   * `#run`, and with `waitReplicas` (unless `wait` is false) a `WAIT` right behind the script on the
+   * same connection: resolves the script's reply and how many replicas acknowledged (null: no WAIT).
+   */
+  async #runAndWait(
+    operation: string,
+    script: Script,
+    args: readonly string[],
+    { whileClosing = false, wait = true }: { whileClosing?: boolean; wait?: boolean } = {},
+  ): Promise<[unknown, number | null]> {
+    const replicas = this.#options.waitReplicas;
+    if (!replicas || !wait) return [await this.#run(operation, script, args, { whileClosing }), null];
+    const client = await this.#ready(whileClosing);
+    const keys = this.#keys.scriptKeys;
+    const waitCommand = ['WAIT', String(replicas.replicas), String(replicas.timeoutMs)];
+    try {
+      const [reply, acknowledged] = await sendPinned(client, [
+        ['EVALSHA', script.sha1, String(keys.length), ...keys, ...args],
+        waitCommand,
+      ]).catch((error: unknown) => {
+        if (replyErrorCode(error) !== 'NOSCRIPT') throw error;
+        return sendPinned(client, [evalArguments(script, keys, args), waitCommand]);
+      });
+      return [reply, Number(acknowledged)];
+    } catch (error) {
+      throw new SemaphoreRedisError(this.name, operation, error);
+    }
+  }
+
+  /** WAIT on `connection` (with `waitReplicas`): how many replicas have its writes. */
+  async #waitOn(connection: RedisClientLike): Promise<number> {
+    const { replicas, timeoutMs } = this.#options.waitReplicas!;
+    try {
+      return Number(await connection.sendCommand(['WAIT', String(replicas), String(timeoutMs)]));
+    } catch (error) {
+      throw new SemaphoreRedisError(this.name, 'lock', error);
+    }
+  }
+
+  /**
+   * A shortfall of acknowledging replicas (`waitReplicas`) rejects with ReplicationError, after giving
+   * `grant` back when a lock made one; with `onShortfall: 'warn'` it only emits a warning.
+   */
+  async #checkReplicated(
+    operation: string,
+    acknowledged: number | null,
+    grant?: { token: string; id: string },
+  ): Promise<void> {
+    const wanted = this.#options.waitReplicas;
+    if (!wanted || acknowledged === null || acknowledged >= wanted.replicas) return;
+    const error = new ReplicationError(this.name, operation, wanted.replicas, acknowledged);
+    if (wanted.onShortfall === 'warn') {
+      // By message and name: an Error from another realm (a VM context) is not accepted as is.
+      warn(`${error.name}: ${error.message}`);
+      return;
+    }
+    if (grant) await this.#releaseGrant(grant, true).catch(() => undefined);
+    throw error;
   }
 
   async #reapWaiters(registrations: readonly string[]): Promise<number> {

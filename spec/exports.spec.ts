@@ -6,6 +6,7 @@ test('the public exports are exactly these', () => {
     'LockLostError',
     'LockTimeoutError',
     'Mutex',
+    'ReplicationError',
     'Semaphore',
     'SemaphoreClosedError',
     'SemaphoreError',
@@ -20,12 +21,14 @@ test('every error is a SemaphoreError with a literal name', () => {
     new api.SemaphoreRedisError('s', 'lock', new Error('x')),
     new api.SemaphoreClosedError('s'),
     new api.LockLostError('s', '0', 'expired'),
+    new api.ReplicationError('s', 'lock', 1, 0),
   ];
   expect(errors.map((error) => error.name)).toEqual([
     'LockTimeoutError',
     'SemaphoreRedisError',
     'SemaphoreClosedError',
     'LockLostError',
+    'ReplicationError',
   ]);
   for (const error of errors) {
     expect(error).toBeInstanceOf(api.SemaphoreError);

@@ -38,8 +38,11 @@ export async function takeCensus(redis: Client, name: string): Promise<Census> {
   const prefix = `SEMAPHORE:${name}:`;
   const inboxPrefix = `${prefix}INBOX:`;
   const inboxKeys = new Set<string>();
-  for await (const key of redis.scanIterator({ MATCH: `${escapeGlob(inboxPrefix)}*`, COUNT: 1000 })) {
-    inboxKeys.add(key);
+  // node-redis v4 yields keys one by one, v5+ in batches.
+  for await (const keys of redis.scanIterator({ MATCH: `${escapeGlob(inboxPrefix)}*`, COUNT: 1000 }) as AsyncIterable<
+    string | string[]
+  >) {
+    for (const key of [keys].flat()) inboxKeys.add(key);
   }
   // Registered inboxes too, in case one appeared after the SCAN.
   for (const registration of await redis.zRange(`${prefix}WAITING`, 0, -1)) {

@@ -43,10 +43,16 @@ export async function startRedisServer(args: readonly string[] = []): Promise<Re
     child.once('error', () => undefined);
     await waitUntilReady(port, child);
   };
+  // A SIGTERM that has not ended the server within 5 s becomes a SIGKILL (a primary may wait for its
+  // replicas before it exits): a test's teardown must never leave a server behind.
   const exited = (signal: NodeJS.Signals) =>
     new Promise<void>((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      child.once('exit', () => resolve());
+      const escalate = signal === 'SIGKILL' ? undefined : setTimeout(() => child.kill('SIGKILL'), 5000);
+      child.once('exit', () => {
+        if (escalate) clearTimeout(escalate);
+        resolve();
+      });
       child.kill(signal);
     });
 

@@ -3,6 +3,13 @@ import { nanoid } from 'nanoid';
 
 export type Client = ReturnType<typeof createClient>;
 
+/** The node-redis package this run uses (REDIS_CLIENT; jest.config.js maps `redis` to it). */
+export function redisClientPackage(): 'redis' | 'redis5' | 'redis6' {
+  const name = process.env['REDIS_CLIENT'] || 'redis';
+  if (name !== 'redis' && name !== 'redis5' && name !== 'redis6') throw new Error(`unknown REDIS_CLIENT ${name}`);
+  return name;
+}
+
 /** The run's Redis (REDIS_URL, set by the global setup). */
 export function redisUrl(): string {
   const url = process.env['REDIS_URL'];
