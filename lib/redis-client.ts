@@ -42,25 +42,41 @@ export function sendPinned(client: RedisClientLike, commands: Array<Array<string
 
 /** A node-redis cluster client (`createCluster()`, v4, v5 or v6): commands are routed by a key. */
 export interface RedisClusterLike {
+  /** Sends a raw command to the node that owns `firstKey`'s slot. */
   sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: Array<string>): Promise<unknown>;
+  /** A new, unconnected cluster client with the same options. */
   duplicate(overrides?: object): RedisClusterLike;
+  /** The master that owns `slot`, with its node client (used for blocking waits). */
   getSlotMaster(slot: number): unknown;
+  /** Connects to the cluster. */
   connect(): Promise<unknown>;
+  /** Closes at once (v4). */
   disconnect?(): Promise<unknown>;
+  /** Closes after pending replies (v5+). */
   close?(): Promise<unknown>;
+  /** Closes after pending replies (v4). */
   quit?(): Promise<unknown>;
+  /** Listens for errors; the semaphore adds a listener so a dropped node cannot crash the process. */
   on(event: 'error', listener: (error: Error) => void): unknown;
+  /** Whether the client is connected or reconnecting. */
   readonly isOpen: boolean;
 }
 
 /** A node-redis v5+ Sentinel client (`createSentinel()`): commands go to the current primary. */
 export interface RedisSentinelLike {
+  /** Sends a raw command to the current primary. */
   sendCommand(isReadonly: boolean | undefined, args: Array<string>): Promise<unknown>;
+  /** Connects to the Sentinels and the primary. */
   connect(): Promise<unknown>;
+  /** Closes after pending replies. */
   close(): Promise<unknown>;
+  /** Closes at once. */
   destroy(): Promise<unknown>;
+  /** Listens for events (`error`, topology changes). */
   on(event: string, listener: (...args: never[]) => void): unknown;
+  /** Whether the client is connected or reconnecting. */
   readonly isOpen: boolean;
+  /** Whether commands can be sent now. */
   readonly isReady: boolean;
 }
 
