@@ -861,7 +861,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     const error = new ReplicationError(this.name, operation, wanted.replicas, acknowledged);
     if (wanted.onShortfall === 'warn') {
       // By message and name: an Error from another realm (a VM context) is not accepted as is.
-      warn(`${error.name}: ${error.message}`);
+      process.emitWarning(error.message, error.name);
       return;
     }
     if (grant) await this.#releaseGrant(grant, true).catch(() => undefined);
@@ -950,7 +950,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       );
     }
     await this.#connecting;
-    checkEvictionPolicy(this.#client, this.name, this.#options.expiration !== null);
+    checkEvictionPolicy(this.#client, this.#options.redis ?? this.#client, this.name, this.#options.expiration !== null);
     return this.#client;
   }
 

@@ -12,8 +12,10 @@ interface MemoryPolicy {
   readonly policy: string;
 }
 
-const policies = new WeakMap<RedisClientLike, Promise<MemoryPolicy | null>>();
-const warned = new WeakMap<RedisClientLike, Set<string>>();
+// Keyed by the client the user gave (or the semaphore made), not by the per-semaphore adapter
+// around it, so semaphores sharing one client share one check.
+const policies = new WeakMap<object, Promise<MemoryPolicy | null>>();
+const warned = new WeakMap<object, Set<string>>();
 
 /** The `process.emitWarning` code of the eviction warning. */
 export const EVICTION_WARNING_CODE = 'RTS_EVICTION_POLICY';
@@ -23,19 +25,25 @@ export const EVICTION_WARNING_CODE = 'RTS_EVICTION_POLICY';
  * keys: any `allkeys-*` policy, or a `volatile-*` policy when the semaphore sets TTLs (`expiration`).
  * Evicting AVAILABLE loses free tokens; evicting GRABBED or OWNERS forgets holders. Never throws and
  * never delays the caller: INFO runs in the background, and where it is denied (an ACL) nothing is said.
+ * `identity` is the client as the user knows it (once per it); `client` is what the INFO goes through.
  */
-export function checkEvictionPolicy(client: RedisClientLike, semaphore: string, withExpiration: boolean): void {
-  let read = policies.get(client);
+export function checkEvictionPolicy(
+  client: RedisClientLike,
+  identity: object,
+  semaphore: string,
+  withExpiration: boolean,
+): void {
+  let read = policies.get(identity);
   if (!read) {
     read = readMemoryPolicy(client);
-    policies.set(client, read);
+    policies.set(identity, read);
   }
   void read.then((found) => {
     if (!found || found.maxmemory === 0) return;
     const risky = found.policy.startsWith('allkeys-') || (withExpiration && found.policy.startsWith('volatile-'));
     if (!risky) return;
-    const done = warned.get(client) ?? new Set<string>();
-    warned.set(client, done);
+    const done = warned.get(identity) ?? new Set<string>();
+    warned.set(identity, done);
     if (done.has(found.policy)) return;
     done.add(found.policy);
     const why = found.policy.startsWith('allkeys-')

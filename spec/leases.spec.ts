@@ -22,12 +22,13 @@ async function evalshaCalls(): Promise<number> {
 describe('autoRefresh', () => {
   test('keeps a callback holder from going stale for as long as it runs, and stops at release', async () => {
     const { losses, onLockLost } = lossRecorder();
-    const holder = fixture.semaphore({ staleClientTimeout: 300, onLockLost });
-    const rival = fixture.semaphore({ staleClientTimeout: 300 }, holder.name);
+    // A stale timeout long enough that a loaded machine's event-loop stalls do not make it run out.
+    const holder = fixture.semaphore({ staleClientTimeout: 1000, onLockLost });
+    const rival = fixture.semaphore({ staleClientTimeout: 1000 }, holder.name);
     const aborted = await holder.lock(async (token, signal) => {
       expect(token).toBe('0');
-      for (let i = 0; i < 5; i++) {
-        await sleep(200); // 1 s in all, over three stale timeouts
+      for (let i = 0; i < 6; i++) {
+        await sleep(400); // 2.4 s in all, over two stale timeouts
         expect(await rival.lock(0)).toBeNull(); // lock(0) reclaims stale holders first: this one is not
       }
       return signal.aborted;
@@ -35,16 +36,16 @@ describe('autoRefresh', () => {
     expect(aborted).toBe(false);
     expect(losses).toEqual([]);
     const before = await evalshaCalls();
-    await sleep(400);
+    await sleep(800); // over two refresh intervals
     expect(await evalshaCalls()).toBe(before); // no refresh after the release
     expect(await rival.lock(0)).toBe('0');
   });
 
   test('covers linear lock() and unlock() too', async () => {
-    const holder = fixture.semaphore({ staleClientTimeout: 300 });
-    const rival = fixture.semaphore({ staleClientTimeout: 300 }, holder.name);
+    const holder = fixture.semaphore({ staleClientTimeout: 1000 });
+    const rival = fixture.semaphore({ staleClientTimeout: 1000 }, holder.name);
     await holder.lock();
-    await sleep(800);
+    await sleep(2200);
     expect(await rival.releaseStaleLocks()).toBe(0);
     expect(await holder.unlock()).toBe(1);
   });
