@@ -3,15 +3,14 @@
  * README documents; the whole API over TLS (rediss://) with a throwaway CA made by openssl; and names
  * and payloads that must not corrupt other semaphores' keys.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect as tlsConnect } from 'node:tls';
 import { createClient } from 'redis';
 import { Mutex, Semaphore, type SemaphoreOptions } from '../lib';
 import { snapshot, useFixture } from './support/fixture';
-import { freePort, startRedisServer } from './support/redis-server';
+import { freePort, startRedisServer, type RedisServer } from './support/redis-server';
 import { sleep, uniqueName, until, type Client } from './support/redis';
 
 const ROOT = join(__dirname, '..');
@@ -130,7 +129,7 @@ describe('the minimal ACL', () => {
 
 describe('TLS (rediss://)', () => {
   let dir = '';
-  let child: ChildProcess | undefined;
+  let server: RedisServer | undefined;
   let port = 0;
   let ca = '';
 
@@ -144,20 +143,12 @@ describe('TLS (rediss://)', () => {
     run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '1', '-extfile', 'san.ext']);
     ca = readFileSync(join(dir, 'ca.crt'), 'utf8');
     port = await freePort();
-    child = spawn(
-      'redis-server',
-      ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--tls-cert-file', 'server.crt', '--tls-key-file', 'server.key',
-        '--tls-ca-cert-file', 'ca.crt', '--tls-auth-clients', 'no', '--save', '', '--appendonly', 'no', '--dir', dir],
-      { cwd: dir, stdio: 'ignore' },
-    );
-    await until(() => tlsAnswers(port, ca), 10_000, 'redis-server to answer over TLS');
+    // The test fixture's server, with a TLS port besides the plaintext one its readiness check uses.
+    server = await startRedisServer(['--tls-port', String(port), '--tls-cert-file', join(dir, 'server.crt'), '--tls-key-file', join(dir, 'server.key'),
+      '--tls-ca-cert-file', join(dir, 'ca.crt'), '--tls-auth-clients', 'no']);
   });
   afterAll(async () => {
-    if (child && child.exitCode === null) {
-      const exited = new Promise((resolve) => child?.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    await server?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -181,22 +172,6 @@ describe('TLS (rediss://)', () => {
     }
   });
 });
-
-function tlsAnswers(port: number, ca: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = tlsConnect({ port, host: '127.0.0.1', ca }, () => socket.write('PING\r\n'));
-    socket.setTimeout(1000);
-    socket.once('data', (data) => {
-      socket.destroy();
-      resolve(data.toString().startsWith('+PONG'));
-    });
-    socket.once('error', () => resolve(false));
-    socket.once('timeout', () => {
-      socket.destroy();
-      resolve(false);
-    });
-  });
-}
 
 describe('names and payloads', () => {
   const fixture = useFixture();
