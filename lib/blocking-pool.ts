@@ -1,5 +1,5 @@
 import { MAX_TIMER_MS } from './durations';
-import type { RedisClientLike } from './redis-client';
+import { disconnectQuietly, type RedisClientLike } from './redis-client';
 
 /** What a queued caller is handed: a connection, the error that kept one from opening, or null (gave up). */
 type Handoff = RedisClientLike | Error | null;
@@ -113,7 +113,7 @@ export class BlockingPool {
       await this.#prepare(connection);
     } catch (error) {
       this.#opening--;
-      void connection?.disconnect().catch(() => undefined);
+      if (connection) void disconnectQuietly(connection);
       // Every queued caller hears of it (each retries on its own schedule): handing the error to
       // the first alone would leave the others queued with no connection on its way.
       const failure = error instanceof Error ? error : new Error(String(error));
@@ -122,7 +122,7 @@ export class BlockingPool {
     }
     this.#opening--;
     if (this.#closed) {
-      void connection.disconnect().catch(() => undefined);
+      void disconnectQuietly(connection);
       return;
     }
     this.#open.add(connection);
@@ -131,6 +131,6 @@ export class BlockingPool {
 
   #discard(connection: RedisClientLike): void {
     this.#open.delete(connection);
-    if (connection.isOpen) void connection.disconnect().catch(() => undefined);
+    if (connection.isOpen) void disconnectQuietly(connection);
   }
 }

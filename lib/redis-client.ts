@@ -463,6 +463,21 @@ async function retryRefused<T>(send: () => Promise<T>): Promise<T> {
 const CONNECTION_ERROR =
   /Socket closed unexpectedly|client is closed|client is offline|Disconnects client|Connection timeout|Socket timeout|Sentinel reconfiguration|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT/i;
 
+/**
+ * Closes a connection now, whatever state it is in: node-redis v5+ throws (synchronously) when the
+ * client is already closed, v4 rejects; neither matters to a caller that only wants it gone.
+ */
+export function disconnectQuietly(client: { disconnect(): Promise<unknown> }): Promise<void> {
+  try {
+    return Promise.resolve(client.disconnect()).then(
+      () => undefined,
+      () => undefined,
+    );
+  } catch {
+    return Promise.resolve();
+  }
+}
+
 /** Errors that say the connection failed, not the command: the command may or may not have run. */
 export function isConnectionError(error: unknown): boolean {
   const { message, code } = (error ?? {}) as { message?: unknown; code?: unknown };

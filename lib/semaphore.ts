@@ -19,6 +19,7 @@ import {
 } from './options';
 import {
   adaptClient,
+  disconnectQuietly,
   isConnectionError,
   replyErrorCode,
   sendPinned,
@@ -398,7 +399,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       if (this.#ownsClient && this.#client.isOpen) {
         // A client whose connection is gone (reconnecting) cannot QUIT; closing must still settle.
         const quit = this.#client.isReady ? this.#client.quit() : Promise.reject(new Error('not ready'));
-        await quit.catch(() => this.#client.disconnect().catch(() => undefined));
+        await quit.catch(() => disconnectQuietly(this.#client));
       }
     })();
     return this.#closing;
@@ -592,7 +593,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     const waiting = checkpoint('lock:waiting');
     // A silent connection (black hole, half-open TCP) must not hold a waiter forever; an abort ends
     // the wait the same way. Either way `recover` then settles what the pipeline may have done.
-    const cut = () => void connection.disconnect().catch(() => undefined);
+    const cut = () => void disconnectQuietly(connection);
     const guard = setTimeout(cut, sliceMs + grace / 2);
     signal?.addEventListener('abort', cut, { once: true });
     const [prepare, move, claim] = await Promise.allSettled([prepared, moved, claimed, waiting]);
