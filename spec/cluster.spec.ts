@@ -1,10 +1,19 @@
 import { createClient, createCluster } from 'redis';
 import { Semaphore } from '../lib';
 import { semaphoreKeys } from '../lib/keys';
-import { censusProblems, describeCensus, takeCensus } from './support/census';
-import { checkHistory, type HistoryEvent, type Interval } from './support/history';
+import { censusProblems, takeCensus, type Census } from './support/census';
 import { startRedisCluster, type RedisCluster } from './support/redis-cluster';
 import { redisClientPackage, sleep, uniqueName, until, type Client } from './support/redis';
+import {
+  checkAfterFailover,
+  checkedHistory,
+  describeLoad,
+  expectFullCensus,
+  loadGoesOnThenStop,
+  loadStarted,
+  startLoad,
+  stopLoads,
+} from './support/topology-load';
 
 jest.setTimeout(120_000);
 
@@ -46,14 +55,13 @@ async function slotOf(node: Client, key: string): Promise<number> {
 }
 
 /** The census of a semaphore, read from the node that owns its slot. */
-async function censusOn(cluster: RedisCluster, name: string, resources: number) {
+async function censusOn(cluster: RedisCluster, name: string): Promise<Census> {
   const keys = semaphoreKeys(name, { cluster: true });
   const anyNode = await connectNode(cluster.liveNodes()[0]!.port);
   const owner = await cluster.ownerOf(await slotOf(anyNode, keys.available));
   const node = await connectNode(owner.port);
   // takeCensus builds key names from the name: give it the tagged name, which maps to the same keys.
-  const census = await takeCensus(node, tagged(name));
-  return { census, problems: censusProblems(census, resources) };
+  return takeCensus(node, tagged(name));
 }
 
 /** The name semaphoreKeys(…, { cluster: true }) turns `name` into, for helpers that take a name. */
@@ -61,90 +69,7 @@ function tagged(name: string): string {
   return /\{[^}]+\}/.test(name) ? name : `{${name}}`;
 }
 
-/**
- * Token overlaps not explained by a grant the failover forgot: each overlap must involve a hold
- * whose unlock then resolved false (the documented over-admission of an unreplicated failover).
- */
-function unexplainedOverlaps(overlaps: Array<[Interval, Interval]>, lostHolds: Set<string>): Array<[Interval, Interval]> {
-  return overlaps.filter((pair) => !pair.some((hold) => lostHolds.has(`${hold.holder}|${hold.token}|${hold.start}`)));
-}
-
-interface Load {
-  readonly events: HistoryEvent[];
-  readonly errors: string[];
-  readonly lost: number;
-  /** `holder|token|acquired at` of each hold whose unlock resolved false (its grant was gone). */
-  readonly lostHolds: Set<string>;
-  stop(): Promise<void>;
-}
-
-/**
- * `workers` loops lock → hold → unlock on their own Semaphore instances, logging a history. Errors
- * (a failover, a migration) are recorded and retried after a pause; every loop is bounded in time.
- */
-function startLoad(
-  client: Cluster,
-  name: string,
-  { workers, resources, holdMs, staleClientTimeout }: { workers: number; resources: number; holdMs: number; staleClientTimeout?: number },
-): Load {
-  const events: HistoryEvent[] = [];
-  const errors: string[] = [];
-  let lost = 0;
-  const lostHolds = new Set<string>();
-  let running = true;
-  const deadline = Date.now() + 100_000;
-  const loops = Array.from({ length: workers }, async (_, w) => {
-    const holder = `w${w}`;
-    const sem = new Semaphore(name, {
-      redis: client as never,
-      resources,
-      waitSlice: 500,
-      ...(staleClientTimeout ? { staleClientTimeout } : {}),
-    });
-    try {
-      while (running && Date.now() < deadline) {
-        try {
-          const token = await sem.lock(2000);
-          if (token === null) continue;
-          const acquiredAt = Date.now();
-          events.push({ holder, kind: 'acquired', token, at: acquiredAt });
-          await sleep(holdMs);
-          events.push({ holder, kind: 'released', token, at: Date.now() });
-          if ((await sem.unlock(token)) === false) {
-            lost++;
-            lostHolds.add(`${holder}|${token}|${acquiredAt}`);
-          }
-        } catch (error) {
-          errors.push(String((error as { cause?: unknown }).cause ?? error));
-          await sleep(100);
-        }
-      }
-    } finally {
-      await sem.close();
-    }
-  });
-  const load: Load = {
-    events,
-    errors,
-    lostHolds,
-    get lost() {
-      return lost;
-    },
-    /** Stops the loops and waits for them, at most 20 s (a call stuck on a dead node must not hang the run). */
-    async stop() {
-      running = false;
-      await Promise.race([Promise.all(loops), new Promise((resolve) => setTimeout(resolve, 20_000).unref())]);
-    },
-  };
-  loads.push(load);
-  return load;
-}
-
-/** Every load started, stopped after each test whatever happened. */
-const loads: Load[] = [];
-afterEach(async () => {
-  await Promise.all(loads.splice(0).map((load) => load.stop()));
-});
+afterEach(stopLoads);
 
 describe('Redis Cluster, 3 masters', () => {
   let cluster: RedisCluster;
@@ -230,7 +155,7 @@ describe('Redis Cluster, 3 masters', () => {
     const node = await connectNode(cluster.nodes[0]!.port);
     const slot = await slotOf(node, keys.available);
     const load = startLoad(client, name, { workers: 6, resources, holdMs: 20 });
-    await until(() => load.events.length > 40, 20_000, 'load to start');
+    await loadStarted(load);
 
     const source = await cluster.ownerOf(slot);
     const target = (await cluster.topology()).find((n) => n.master && n.id !== source.id)!;
@@ -250,25 +175,20 @@ describe('Redis Cluster, 3 masters', () => {
     for (const port of [target.port, source.port, ...cluster.nodes.map((n) => n.port)]) {
       await cluster.cli(port, 'CLUSTER', 'SETSLOT', String(slot), 'NODE', target.id);
     }
-    const after = load.events.length;
-    await until(() => load.events.length > after + 40, 30_000, 'load to go on after the migration').finally(() => load.stop());
+    await loadGoesOnThenStop(load, 30_000, 'migration');
 
     expect(moved).toBeGreaterThan(0);
     expect((await cluster.ownerOf(slot)).id).toBe(target.id);
-    const report = checkHistory(load.events, Date.now());
-    expect(report.anomalies).toEqual([]);
+    const report = checkedHistory(load);
     expect(report.tokenOverlaps).toEqual([]);
     expect(report.maxConcurrent).toBeLessThanOrEqual(resources);
     expect(load.lost).toBe(0);
-    const { census, problems } = await censusOn(cluster, name, resources);
-    expect({ problems, census: describeCensus(census) }).toEqual({ problems: [], census: expect.any(String) });
-    expect(census.available.sort()).toEqual(['0', '1']);
+    expectFullCensus(await censusOn(cluster, name), resources);
     const tryAgain = /errorstat_TRYAGAIN:count=(\d+)/.exec(await dst.info('errorstats'))?.[1] ?? '0';
     // eslint-disable-next-line no-console
     console.log(
       `slot ${slot} moved ${source.port} → ${target.port} (${moved} keys, TRYAGAIN answered ${tryAgain} times) under load: ` +
-        `${report.acquisitions} acquisitions, ` +
-        `max ${report.maxConcurrent} holders, ${load.errors.length} calls failed: ${[...new Set(load.errors)].slice(0, 3).join(' | ')}`,
+        describeLoad(report, load, resources),
     );
   });
 
@@ -297,8 +217,7 @@ describe('Redis Cluster, 3 masters', () => {
       await sleep(500);
       expect(await holder.unlock(token)).toBeGreaterThanOrEqual(0);
       expect(await waiting).toBe(token);
-      const { problems } = await censusOn(cluster, name, 1);
-      expect(problems).toEqual([]);
+      expect(censusProblems(await censusOn(cluster, name), 1)).toEqual([]);
     } finally {
       await Promise.all([holder.close(), waiter.close()]);
     }
@@ -331,7 +250,7 @@ describeFailover('Redis Cluster, 3 masters + 3 replicas: failover under load', (
     const node = await connectNode(cluster.nodes[0]!.port);
     const slot = await slotOf(node, keys.available);
     const load = startLoad(client, name, { workers: 6, resources, holdMs: 20, staleClientTimeout });
-    await until(() => load.events.length > 40, 20_000, 'load to start');
+    await loadStarted(load);
 
     const master = await cluster.ownerOf(slot);
     const victim = cluster.nodes.find((n) => n.port === master.port)!;
@@ -346,29 +265,10 @@ describeFailover('Redis Cluster, 3 masters + 3 replicas: failover under load', (
       'a replica to take over the slot',
     );
     const promotedAfter = Date.now() - killedAt;
-    const after = load.events.length;
-    await until(() => load.events.length > after + 40, 60_000, 'load to go on after the failover').finally(() => load.stop());
+    await loadGoesOnThenStop(load, 60_000, 'failover');
 
-    // Tokens whose release the failover forgot come back once stale.
-    const sem = new Semaphore(name, { redis: client as never, resources, staleClientTimeout });
-    await sleep(staleClientTimeout + 200);
-    await sem.releaseStaleLocks();
-    await sem.close();
-
-    const report = checkHistory(load.events, Date.now());
-    expect(report.anomalies).toEqual([]);
-    const { census, problems } = await censusOn(cluster, name, resources);
-    expect({ problems, census: describeCensus(census) }).toEqual({ problems: [], census: expect.any(String) });
-    expect(census.available.sort()).toEqual(['0', '1']);
-    // Replication is asynchronous: a grant the dead master had not passed on can be forgotten, so
-    // its token is handed out again while its holder still runs (the documented over-admission);
-    // that holder's unlock then resolves false. Each overlap needs one such forgotten grant.
-    expect(unexplainedOverlaps(report.tokenOverlaps, load.lostHolds)).toEqual([]);
+    const report = await checkAfterFailover(client, name, load, { resources, staleClientTimeout, census: () => censusOn(cluster, name) });
     // eslint-disable-next-line no-console
-    console.log(
-      `master ${master.port} killed, replica promoted after ${promotedAfter} ms: ${report.acquisitions} acquisitions, ` +
-        `max ${report.maxConcurrent} holders (resources ${resources}), ${report.tokenOverlaps.length} token overlaps, ` +
-        `${load.lost} unlocks found their grant gone, ${load.errors.length} calls failed: ${[...new Set(load.errors)].slice(0, 3).join(' | ')}`,
-    );
+    console.log(`master ${master.port} killed, replica promoted after ${promotedAfter} ms: ${describeLoad(report, load, resources)}`);
   });
 });

@@ -1,9 +1,9 @@
 import * as redis from 'redis';
 import { Semaphore } from '../lib';
-import { censusProblems, describeCensus, takeCensus } from './support/census';
-import { checkHistory, type HistoryEvent, type Interval } from './support/history';
+import { takeCensus } from './support/census';
 import { startSentinelSetup, type SentinelSetup } from './support/redis-sentinel';
 import { redisClientPackage, sleep, uniqueName, until, type Client } from './support/redis';
+import { checkAfterFailover, describeLoad, loadGoesOnThenStop, loadStarted, startLoad, stopLoads } from './support/topology-load';
 
 jest.setTimeout(120_000);
 
@@ -46,83 +46,7 @@ async function closeClients(): Promise<void> {
   for (const client of direct.splice(0)) if (client.isOpen) await client.disconnect().catch(() => undefined);
 }
 
-/**
- * Token overlaps not explained by a grant the failover forgot: each overlap must involve a hold
- * whose unlock then resolved false (the documented over-admission of an unreplicated failover).
- */
-function unexplainedOverlaps(overlaps: Array<[Interval, Interval]>, lostHolds: Set<string>): Array<[Interval, Interval]> {
-  return overlaps.filter((pair) => !pair.some((hold) => lostHolds.has(`${hold.holder}|${hold.token}|${hold.start}`)));
-}
-
-interface Load {
-  readonly events: HistoryEvent[];
-  readonly errors: string[];
-  readonly lost: number;
-  /** `holder|token|acquired at` of each hold whose unlock resolved false (its grant was gone). */
-  readonly lostHolds: Set<string>;
-  stop(): Promise<void>;
-}
-
-/** Like the cluster spec's load: `workers` lock → hold → unlock loops, errors recorded and retried. */
-function startLoad(client: SentinelClient, name: string, options: { workers: number; resources: number; holdMs: number; staleClientTimeout: number }): Load {
-  const events: HistoryEvent[] = [];
-  const errors: string[] = [];
-  let lost = 0;
-  const lostHolds = new Set<string>();
-  let running = true;
-  const deadline = Date.now() + 100_000;
-  const loops = Array.from({ length: options.workers }, async (_, w) => {
-    const holder = `w${w}`;
-    const sem = new Semaphore(name, {
-      redis: client as never,
-      resources: options.resources,
-      waitSlice: 500,
-      staleClientTimeout: options.staleClientTimeout,
-    });
-    try {
-      while (running && Date.now() < deadline) {
-        try {
-          const token = await sem.lock(2000);
-          if (token === null) continue;
-          const acquiredAt = Date.now();
-          events.push({ holder, kind: 'acquired', token, at: acquiredAt });
-          await sleep(options.holdMs);
-          events.push({ holder, kind: 'released', token, at: Date.now() });
-          if ((await sem.unlock(token)) === false) {
-            lost++;
-            lostHolds.add(`${holder}|${token}|${acquiredAt}`);
-          }
-        } catch (error) {
-          errors.push(String((error as { cause?: unknown }).cause ?? error));
-          await sleep(100);
-        }
-      }
-    } finally {
-      await sem.close();
-    }
-  });
-  const load: Load = {
-    events,
-    errors,
-    lostHolds,
-    get lost() {
-      return lost;
-    },
-    /** Stops the loops and waits for them, at most 20 s (a call stuck on a dead node must not hang the run). */
-    async stop() {
-      running = false;
-      await Promise.race([Promise.all(loops), new Promise((resolve) => setTimeout(resolve, 20_000).unref())]);
-    },
-  };
-  loads.push(load);
-  return load;
-}
-
-/** Every load started, stopped after each test whatever happened. */
-const loads: Load[] = [];
-afterEach(async () => {
-  await Promise.all(loads.splice(0).map((load) => load.stop()));
-});
+afterEach(stopLoads);
 
 describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
   let setup: SentinelSetup;
@@ -171,38 +95,29 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
     }
   });
 
-  test('SENTINEL FAILOVER under load, with a waiter blocked on the old primary: the load goes on, no token lost', async () => {
-    const name = uniqueName('sentinel-failover');
+  /**
+   * A failover under load: `fault` happens while 6 workers contend for 2 tokens and tells the new
+   * primary's port and what happened; then the load must go on and every check after a failover hold.
+   */
+  async function failoverUnderLoad(prefix: string, fault: () => Promise<{ primary: number; what: string }>): Promise<void> {
+    const name = uniqueName(prefix);
     const resources = 2;
     const staleClientTimeout = 2000;
     const load = startLoad(client, name, { workers: 6, resources, holdMs: 20, staleClientTimeout });
-    await until(() => load.events.length > 40, 20_000, 'load to start');
-    const { from, to, ms } = await setup.failover();
-    const after = load.events.length;
-    await until(() => load.events.length > after + 40, 60_000, 'load to go on after the failover').finally(() => load.stop());
-
-    const sem = new Semaphore(name, { redis: client as never, resources, staleClientTimeout });
-    await sleep(staleClientTimeout + 200);
-    await sem.releaseStaleLocks();
-    await sem.close();
-
-    const report = checkHistory(load.events, Date.now());
-    expect(report.anomalies).toEqual([]);
-    const census = await takeCensus(await connectNode(to), name);
-    expect({ problems: censusProblems(census, resources), census: describeCensus(census) }).toEqual({
-      problems: [],
-      census: expect.any(String),
-    });
-    expect(census.available.sort()).toEqual(['0', '1']);
-    // A grant the old primary had not replicated can be forgotten: each overlap needs one, and its
-    // holder's unlock resolved false.
-    expect(unexplainedOverlaps(report.tokenOverlaps, load.lostHolds)).toEqual([]);
+    await loadStarted(load);
+    const { primary, what } = await fault();
+    await loadGoesOnThenStop(load, 60_000, 'failover');
+    const census = async () => takeCensus(await connectNode(primary), name);
+    const report = await checkAfterFailover(client, name, load, { resources, staleClientTimeout, census });
     // eslint-disable-next-line no-console
-    console.log(
-      `SENTINEL FAILOVER ${from} → ${to} in ${ms} ms under load: ${report.acquisitions} acquisitions, max ${report.maxConcurrent} ` +
-        `holders (resources ${resources}), ${report.tokenOverlaps.length} token overlaps, ${load.lost} unlocks found their grant gone, ` +
-        `${load.errors.length} calls failed: ${[...new Set(load.errors)].slice(0, 3).join(' | ')}`,
-    );
+    console.log(`${what} under load: ${describeLoad(report, load, resources)}`);
+  }
+
+  test('SENTINEL FAILOVER under load, with a waiter blocked on the old primary: the load goes on, no token lost', async () => {
+    await failoverUnderLoad('sentinel-failover', async () => {
+      const { from, to, ms } = await setup.failover();
+      return { primary: to, what: `SENTINEL FAILOVER ${from} → ${to} in ${ms} ms` };
+    });
   });
 
   test('a waiter blocked on the primary when it is demoted gets the token on the new primary', async () => {
@@ -229,40 +144,14 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
   });
 
   test('killing the primary under load: a replica is promoted, the load goes on, no token lost', async () => {
-    const name = uniqueName('sentinel-kill');
-    const resources = 2;
-    const staleClientTimeout = 2000;
-    const load = startLoad(client, name, { workers: 6, resources, holdMs: 20, staleClientTimeout });
-    await until(() => load.events.length > 40, 20_000, 'load to start');
-    const port = await setup.primaryPort();
-    const victim = setup.servers.find((server) => server.port === port)!;
-    const killedAt = Date.now();
-    await victim.kill('SIGKILL');
-    const promoted = await setup.waitForNewPrimary(port, 60_000);
-    const promotedAfter = Date.now() - killedAt;
-    const after = load.events.length;
-    await until(() => load.events.length > after + 40, 60_000, 'load to go on after the failover').finally(() => load.stop());
-
-    const sem = new Semaphore(name, { redis: client as never, resources, staleClientTimeout });
-    await sleep(staleClientTimeout + 200);
-    await sem.releaseStaleLocks();
-    await sem.close();
-
-    const report = checkHistory(load.events, Date.now());
-    expect(report.anomalies).toEqual([]);
-    const census = await takeCensus(await connectNode(promoted), name);
-    expect({ problems: censusProblems(census, resources), census: describeCensus(census) }).toEqual({
-      problems: [],
-      census: expect.any(String),
+    await failoverUnderLoad('sentinel-kill', async () => {
+      const port = await setup.primaryPort();
+      const victim = setup.servers.find((server) => server.port === port)!;
+      const killedAt = Date.now();
+      await victim.kill('SIGKILL');
+      const promoted = await setup.waitForNewPrimary(port, 60_000);
+      return { primary: promoted, what: `primary ${port} killed, ${promoted} promoted after ${Date.now() - killedAt} ms` };
     });
-    expect(census.available.sort()).toEqual(['0', '1']);
-    expect(unexplainedOverlaps(report.tokenOverlaps, load.lostHolds)).toEqual([]);
-    // eslint-disable-next-line no-console
-    console.log(
-      `primary ${port} killed, ${promoted} promoted after ${promotedAfter} ms: ${report.acquisitions} acquisitions, max ` +
-        `${report.maxConcurrent} holders (resources ${resources}), ${report.tokenOverlaps.length} token overlaps, ${load.lost} ` +
-        `unlocks found their grant gone, ${load.errors.length} calls failed: ${[...new Set(load.errors)].slice(0, 3).join(' | ')}`,
-    );
   });
 });
 
