@@ -24,7 +24,7 @@ const REFRESHES_PER_LEASE = 3;
  * The lease this process counts is shorter than `staleClientTimeout` by this margin (Redlock's
  * rule: 1% for clock-rate drift, 2 ms for timer lateness), so it ends before Redis may reclaim.
  */
-export function leaseMs(staleMs: number): number {
+export function holderLeaseMs(staleMs: number): number {
   return Math.max(1, staleMs * 0.99 - 2);
 }
 
@@ -89,7 +89,7 @@ export class Holding {
   confirm(sentAt: number): void {
     if (this.#ended || this.#terms === null) return;
     clearTimeout(this.#leaseTimer);
-    this.#leaseEnd = sentAt + leaseMs(this.#terms.ms);
+    this.#leaseEnd = sentAt + holderLeaseMs(this.#terms.ms);
     this.#armLeaseTimer();
   }
 

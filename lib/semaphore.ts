@@ -7,7 +7,7 @@ import { describe } from './describe';
 import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
 import { LockTimeoutError, ReplicationError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { decodeStatus, type HolderInfo } from './holder-info';
-import { Holding, leaseMs, type HoldingHost } from './holding';
+import { Holding, holderLeaseMs, type HoldingHost } from './holding';
 import { createLease, type AcquireOptions, type Lease, type LockOptions } from './lease';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import {
@@ -115,6 +115,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   readonly #inFlight = new Set<Promise<unknown>>();
   readonly #watchdogs = new Set<Watchdog>();
   #connecting: Promise<void> | undefined;
+  /** The eviction-policy check runs at first use, not on every command. */
+  #evictionChecked = false;
   #closing: Promise<void> | undefined;
 
   constructor(name: string, options: SemaphoreOptions = {}) {
@@ -452,7 +454,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         this.#now(),
         this.#staleSeconds(),
         this.#expiration(),
-        timeout === 0 ? '' : toSeconds(this.#leaseMs()),
+        timeout === 0 ? '' : toSeconds(this.#registrationLeaseMs()),
         this.#options.owner,
       ]) as Promise<[[string | null, number, ...string[]], number | null]>;
       try {
@@ -478,7 +480,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         return this.#granted(grant, attempt);
       }
       if (timeout === 0) return null;
-      registration = { id, until: sent + this.#leaseMs() };
+      registration = { id, until: sent + this.#registrationLeaseMs() };
     }
     await checkpoint('lock:before-wait');
     return this.#waitForToken(deadline, attempt, registration);
@@ -567,7 +569,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     debug('%s wait %s: BLMOVE for up to %d ms', this.name, id, sliceMs);
     const keys = this.#keys.scriptKeys;
     const inbox = this.#keys.inbox(id);
-    const lease = toSeconds(this.#leaseMs());
+    const lease = toSeconds(this.#registrationLeaseMs());
     const grace = this.#graceMs();
     const sent = performance.now();
     const prepared =
@@ -624,7 +626,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
       // (#granted refreshes the grant first when that leaves too little of it).
       const grant = token === null ? null : { token, id, fence, anchor: sent };
-      return { grant, registration: renewed === 1 ? { id, until: sent + this.#leaseMs() } : null };
+      return { grant, registration: renewed === 1 ? { id, until: sent + this.#registrationLeaseMs() } : null };
     }
     // A command failed on a healthy connection (NOSCRIPT for the claim, OOM, NOPERM, WRONGTYPE…):
     // settle what BLMOVE may have moved, then report the first error unless the claim was all that failed.
@@ -652,7 +654,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
           id,
           this.#now(),
           this.#expiration(),
-          toSeconds(ABANDONED_LEASES * this.#leaseMs()),
+          toSeconds(ABANDONED_LEASES * this.#registrationLeaseMs()),
           this.#options.owner,
         ])) as [string, number, number] | null;
         if (adopted === null) return null;
@@ -687,7 +689,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     // lease from a known send time, or finds it already reclaimed.
     let anchor = grant.anchor;
     let renewed: boolean | null = null;
-    if (terms !== null && anchor + leaseMs(terms.ms) - performance.now() < (2 / 3) * leaseMs(terms.ms)) {
+    const lease = terms === null ? 0 : holderLeaseMs(terms.ms);
+    if (terms !== null && anchor + lease - performance.now() < (2 / 3) * lease) {
       const sentAt = performance.now();
       renewed = await this.#refreshHolding(grant).catch(() => null);
       if (renewed) anchor = sentAt;
@@ -951,7 +954,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       );
     }
     await this.#connecting;
-    checkEvictionPolicy(this.#client, this.#options.redis ?? this.#client, this.name, this.#options.expiration !== null);
+    if (!this.#evictionChecked) {
+      this.#evictionChecked = true;
+      checkEvictionPolicy(this.#client, this.#options.redis ?? this.#client, this.name, this.#options.expiration !== null);
+    }
     return this.#client;
   }
 
@@ -984,7 +990,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * A registration's lease: two slices and the grace, so one registration (renewed by each claim)
    * covers the next slice too, and a waiter re-registers (prepareWait) only after waiting elsewhere.
    */
-  #leaseMs(): number {
+  #registrationLeaseMs(): number {
     return 2 * this.#options.waitSlice + this.#graceMs();
   }
 
