@@ -13,10 +13,16 @@ export interface Script {
 const SCRIPTS_DIR = join(__dirname, 'scripts');
 const INCLUDE = /^--- @include (\w+)[ \t]*$/gm;
 
+/**
+ * Comment lines and `--[[ … ]]` blocks are for readers of the files; Redis gets the code alone, since
+ * some scripts travel as EVAL text on every blocking wait (prepareWait) and Redis hashes what it gets.
+ */
+const COMMENTS = /^[ \t]*--\[\[[\s\S]*?\]\][ \t]*\n|^[ \t]*--.*\n|^[ \t]*\n/gm;
+
 function loadScript(file: string): Script {
-  const source = readFileSync(join(SCRIPTS_DIR, file), 'utf8').replace(INCLUDE, (_, include: string) =>
-    readFileSync(join(SCRIPTS_DIR, 'includes', `${include}.lua`), 'utf8'),
-  );
+  const source = readFileSync(join(SCRIPTS_DIR, file), 'utf8')
+    .replace(INCLUDE, (_, include: string) => readFileSync(join(SCRIPTS_DIR, 'includes', `${include}.lua`), 'utf8'))
+    .replace(COMMENTS, '');
   return { name: file.replace(/(-\d+)?\.lua$/, ''), source, sha1: createHash('sha1').update(source).digest('hex') };
 }
 

@@ -115,6 +115,11 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   readonly #inFlight = new Set<Promise<unknown>>();
   readonly #watchdogs = new Set<Watchdog>();
   #connecting: Promise<void> | undefined;
+  /**
+   * Whether the last answer from Redis said others wait too (a tryLock miss, or a claim that left
+   * registrations behind): the next lock() then skips tryLock, which would only miss.
+   */
+  #contended = false;
   /** The eviction-policy check runs at first use, not on every command. */
   #evictionChecked = false;
   #closing: Promise<void> | undefined;
@@ -441,8 +446,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     await this.#ready();
     const deadline = timeout === null ? Infinity : performance.now() + timeout;
     let registration: Registration | null = null;
-    // Local waiters queued for a connection are not blocked in Redis yet; a newcomer queues behind them.
-    if (timeout === 0 || !this.#pool.hasQueue) {
+    // Local waiters queued for a connection are not blocked in Redis yet; a newcomer queues behind
+    // them. While the semaphore is contended, tryLock would miss: the wait starts at once, with the
+    // registration in its pipeline (see DESIGN "Contended mode"). lock(0) always tries.
+    if (timeout === 0 || (!this.#pool.hasQueue && !this.#contended)) {
       await checkpoint('lock:before-try');
       const id = nanoid();
       const sent = performance.now();
@@ -474,6 +481,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       const [token, fence, ...expired] = reply;
       debug('%s tryLock %s: %s', this.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
       this.#reapInBackground(expired);
+      this.#contended = token === null;
       if (token !== null) {
         const grant = { token, id, fence, anchor: sent };
         await this.#checkReplicated('lock', acknowledged, grant);
@@ -576,7 +584,14 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       registration.until - sent >= sliceMs + grace / 2
         ? undefined
         : connection.sendCommand(
-            evalArguments(scripts.prepareWait, keys, [id, this.#expiration(), lease]),
+            evalArguments(scripts.prepareWait, keys, [
+              id,
+              this.#expiration(),
+              lease,
+              String(this.resources),
+              this.#staleSeconds(),
+              this.#now(),
+            ]),
           );
     const moved = connection.sendCommand(['BLMOVE', this.#keys.available, inbox, 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
     const claimArgs = () => [
@@ -621,8 +636,15 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     }
     if (failure) return { grant: await this.#recover(id), registration: null, failure: failure.reason };
     if (claim.status === 'fulfilled' && move.status === 'fulfilled' && prepare.status === 'fulfilled') {
-      const [token, renewed, fence, ...expired] = claim.value as [string | null, number, number, ...string[]];
+      const [token, renewed, fence, others, ...expired] = claim.value as [
+        string | null,
+        number,
+        number,
+        number,
+        ...string[],
+      ];
       this.#reapInBackground(expired);
+      if (token !== null) this.#contended = others > 0;
       // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
       // (#granted refreshes the grant first when that leaves too little of it).
       const grant = token === null ? null : { token, id, fence, anchor: sent };

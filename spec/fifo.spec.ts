@@ -1,3 +1,4 @@
+import { scripts } from '../lib/scripts';
 import { useFixture } from './support/fixture';
 import { blockedClients, sleep, until } from './support/redis';
 
@@ -71,5 +72,53 @@ describe('first come, first served', () => {
     }
     await Promise.all(waits);
     expect(served).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+
+  test('while contended, a lock skips tryLock and waits at once, still in turn; uncontended, it tries first', async () => {
+    const holder = fixture.semaphore();
+    const a = fixture.semaphore({}, holder.name);
+    const b = fixture.semaphore({}, holder.name);
+    await holder.lock();
+    const base = await blockedClients(fixture.redis);
+    const served: string[] = [];
+    const first = a.lock(10_000).then((token) => (served.push('a1'), token));
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'a to block');
+    const second = b.lock(10_000).then((token) => (served.push('b'), token));
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block');
+    await holder.unlock();
+    expect(await first).toBe('0'); // granted while b waits: a's semaphore is contended now
+
+    // Every command from here on is logged, with its arguments.
+    await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0']);
+    await fixture.redis.sendCommand(['SLOWLOG', 'RESET']);
+    try {
+      const third = a.lock(10_000).then((token) => (served.push('a2'), token));
+      await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'a to block again');
+      const sent = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<[number, number, number, string[]]>;
+      const commands = sent.map(([, , , args]) => args);
+      // The registration went in the blocking pipeline (EVAL prepareWait); no tryLock was sent.
+      expect(commands.some((args) => args[0]?.toUpperCase() === 'EVAL')).toBe(true);
+      expect(commands.some((args) => args[0]?.toUpperCase() === 'EVALSHA' && args[1] === scripts.tryLock.sha1)).toBe(false);
+
+      await a.unlock('0');
+      expect(await second).toBe('0'); // b was first in line
+      await b.unlock('0');
+      expect(await third).toBe('0');
+      expect(served).toEqual(['a1', 'b', 'a2']);
+      await a.unlock('0');
+
+      // The last grant left nobody waiting: the next lock tries first, and gets the token at once.
+      await fixture.redis.sendCommand(['SLOWLOG', 'RESET']);
+      expect(await a.lock(0)).toBe('0');
+      await a.unlock('0');
+      expect(await a.lock(1000)).toBe('0');
+      const after = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<[number, number, number, string[]]>;
+      const tried = after.filter(([, , , args]) => args[0]?.toUpperCase() === 'EVALSHA' && args[1] === scripts.tryLock.sha1);
+      expect(tried).toHaveLength(2);
+      expect(after.some(([, , , args]) => args[0]?.toUpperCase() === 'BLMOVE')).toBe(false);
+      await a.unlock('0');
+    } finally {
+      await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '10000']);
+    }
   });
 });

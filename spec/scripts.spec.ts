@@ -70,28 +70,35 @@ describe('tryLock-7.lua', () => {
     expect(await run('tryLock', ['1', 'new', '200.000000', '5', '', '', 'me'])).toEqual([null, 0, 'gone']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
   });
+  test('a hit leaves expired registrations to callers that will wait (no lookup on the fast path)', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await redis.zAdd(keys.waiting, [{ score: 1, value: 'gone' }]);
+    expect(await run('tryLock', ['1', 'hit', '', '', '', '25', 'me'])).toEqual(['0', expect.any(Number)]);
+    expect(await run('tryLock', ['1', 'miss', '', '', '', '25', 'me'])).toEqual([null, 0, 'gone']);
+  });
 });
 
 describe('claim-8.lua', () => {
   test('turns the token in a registered inbox into a grant', async () => {
     const { keys, run } = setup();
-    await run('prepareWait', ['w', '', '10']);
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
     await run('tryLock', ['1', 'other', '', '', '', '', 'me']); // take "0" so we can place it by hand
     await redis.hDel(keys.grabbed, '0');
     await redis.hDel(keys.owners, '0');
     await redis.rPush(keys.inbox('w'), '0');
-    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number)]);
+    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0]);
     expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 
   test('after an empty slice, renews the registration (or ends it on the last slice)', async () => {
     const { keys, run } = setup();
-    await run('prepareWait', ['w', '', '10']);
-    expect(await run('claim', ['w', '105.000000', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0]);
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
+    expect(await run('claim', ['w', '105.000000', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0]);
     const [renewed] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(Math.abs(renewed!.score - (await serverSeconds()) - 25)).toBeLessThan(2);
-    expect(await run('claim', ['w', '106.000000', '', '1', '', '', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0]);
+    expect(await run('claim', ['w', '106.000000', '', '1', '', '', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0]);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 
@@ -99,16 +106,43 @@ describe('claim-8.lua', () => {
     const { keys, run } = setup();
     await run('tryLock', ['1', 'dead', '100.000000', '', '', '', 'me']);
     await run('tryLock', ['1', 'w', '100.000000', '', '', '25', 'me']);
-    expect(await run('claim', ['w', '200.000000', '', '1', '5', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0]);
+    expect(await run('claim', ['w', '200.000000', '', '1', '5', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hGetAll(keys.owners)).toEqual({});
+  });
+
+  test('reports how many others are registered after a grant (the next lock of a contended semaphore skips tryLock)', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
+    await run('prepareWait', ['next', '', '10', '1', '', '']);
+    await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    const [token, renewed, fence, others] = (await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])) as number[];
+    expect([token, renewed, others]).toEqual(['0', 0, 1]);
+    expect(fence).toBeGreaterThan(0);
+  });
+
+  test('on a grant, looks for expired registrations once in 16 grants (by fencing number)', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await redis.zAdd(keys.waiting, [{ score: 1, value: 'gone' }]);
+    const grant = async (id: string, fenceBefore: number) => {
+      await redis.set(keys.fence, String(fenceBefore));
+      await run('prepareWait', [id, '', '10', '1', '', '']);
+      await redis.lMove(keys.available, keys.inbox(id), 'LEFT', 'RIGHT');
+      const reply = await run('claim', [id, '', '', '1', '', '25', 'me'], [keys.inbox(id)]);
+      await run('release', ['0', id, '1', '']);
+      return reply;
+    };
+    expect(await grant('a', 1000)).toEqual(['0', 0, 1001, 1]);
+    expect(await grant('b', 1007)).toEqual(['0', 0, 1008, 1, 'gone']);
   });
 
   test('bounces a token that reaches an unregistered (abandoned) inbox back to AVAILABLE', async () => {
     const { name, keys, run } = setup();
     await run('create', ['1', '']);
     await redis.lMove(keys.available, keys.inbox('gone'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['gone', '', '', '1', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0]);
+    expect(await run('claim', ['gone', '', '', '1', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0, 0]);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['0']);
     expect(state.owners).toEqual({});
@@ -126,7 +160,7 @@ describe('recover-8.lua', () => {
   test('claims a token still in the inbox', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
-    await run('prepareWait', ['w', '', '10']);
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toEqual(['0', expect.any(Number), 0]);
     expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
@@ -135,29 +169,41 @@ describe('recover-8.lua', () => {
   test('with nothing delivered yet, marks the grant id abandoned for the longer of its lease and the mark', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
-    await run('prepareWait', ['w', '', '10']);
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
     expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toBeNull();
     const [mark] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(mark?.value).toBe('~w');
     expect(Math.abs(mark!.score - (await serverSeconds()) - 100)).toBeLessThan(2);
     // A blocked command still alive on the server delivers late: its claim bounces the token.
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0]);
+    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 });
 
 describe('prepareWait-7.lua', () => {
+  test('does what tryLock does before a wait: creates the semaphore and reclaims stale holders', async () => {
+    const { name, keys, run } = setup();
+    expect(await run('prepareWait', ['w', '', '10', '2', '', ''])).toBe(1);
+    expect((await snapshot(redis, name)).available).toEqual(['0', '1']);
+    await run('tryLock', ['2', 'dead', '100.000000', '', '', '', 'me']);
+    expect(await run('prepareWait', ['w2', '', '10', '2', '5', '200.000000'])).toBe(1);
+    const state = await snapshot(redis, name);
+    expect(state.available.sort()).toEqual(['0', '1']);
+    expect(state.owners).toEqual({});
+    expect((await redis.zRange(keys.waiting, 0, -1)).sort()).toEqual(['w', 'w2']);
+  });
+
   test('registers nothing for an abandoned grant id, so a pipeline arriving late cannot be granted', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
     // The client gave up on `late` (its reply never came) before its pipeline reached Redis.
     expect(await run('recover', ['late', '', '', '100', 'me'], [keys.inbox('late')])).toBeNull();
-    expect(await run('prepareWait', ['late', '', '10'])).toBe(0);
+    expect(await run('prepareWait', ['late', '', '10', '1', '', ''])).toBe(0);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~late']);
     await redis.lMove(keys.available, keys.inbox('late'), 'LEFT', 'RIGHT'); // its BLMOVE
-    expect(await run('claim', ['late', '', '', '1', '', '25', 'me'], [keys.inbox('late')])).toEqual([null, 0, 0]);
+    expect(await run('claim', ['late', '', '', '1', '', '25', 'me'], [keys.inbox('late')])).toEqual([null, 0, 0, 0]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hGetAll(keys.owners)).toEqual({});
   });

@@ -16,7 +16,8 @@
     ARGV[6] lease in seconds for the next slice, or '' on the last slice
     ARGV[7] owner label recorded with the grant
   Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
-            expired waiter registration... }
+            how many other registrations WAITING holds after a grant (else 0), expired waiter
+            registration... }
 ]]
 --- @include keys
 --- @include clock
@@ -27,17 +28,22 @@
 local inbox, grant, lease = KEYS[8], ARGV[1], ARGV[6]
 local now, stamp = clock(ARGV[2])
 local registered = redis.call('ZSCORE', K_WAITING, grant) ~= false
-redis.call('ZREM', K_WAITING, '~' .. grant)
-local token = redis.call('LPOP', inbox)
-if token and not registered then
-  redis.call('LPUSH', K_AVAILABLE, token)
-  token = false
+if not registered then
+  redis.call('ZREM', K_WAITING, '~' .. grant)
 end
-while redis.call('RPOPLPUSH', inbox, K_AVAILABLE) do end
-local renewed, fence = 0, 0
+local token = redis.call('LPOP', inbox)
+if token then
+  if not registered then
+    redis.call('LPUSH', K_AVAILABLE, token)
+    token = false
+  end
+  while redis.call('RPOPLPUSH', inbox, K_AVAILABLE) do end
+end
+local renewed, fence, others = 0, 0, 0
 if token then
   redis.call('ZREM', K_WAITING, grant)
   fence = record_grant(token, grant, stamp, ARGV[7])
+  others = redis.call('ZCARD', K_WAITING)
 else
   if lease ~= '' then
     ensure(tonumber(ARGV[4]))
@@ -53,8 +59,13 @@ else
   end
 end
 touch_expiry(ARGV[3])
-local reply = { token, renewed, fence }
-for _, id in ipairs(expired_waiters()) do
-  reply[#reply + 1] = id
+local reply = { token, renewed, fence, others }
+-- Dead waiters' tokens come back through empty slices, tryLock misses and the watchdog; on the hot
+-- path of grants, one claim in 16 looks too (fencing numbers count grants), so even a semaphore
+-- whose waiters never see an empty slice gets them back.
+if not token or fence % 16 == 0 then
+  for _, id in ipairs(expired_waiters()) do
+    reply[#reply + 1] = id
+  end
 end
 return reply

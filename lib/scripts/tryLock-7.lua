@@ -14,7 +14,7 @@
     ARGV[5] expiration in milliseconds, or '' for none
     ARGV[6] waiter lease in seconds to register on a miss, or '' not to register (lock(0))
     ARGV[7] owner label recorded with the grant
-  Output: { token or nil, its fencing number or 0, expired waiter registration... }
+  Output: { token or nil, its fencing number or 0, expired waiter registration... (on a miss only) }
 ]]
 --- @include keys
 --- @include clock
@@ -25,20 +25,28 @@
 local resources, grant, stale_s, expiration = tonumber(ARGV[1]), ARGV[2], ARGV[4], ARGV[5]
 local now, stamp = clock(ARGV[3])
 ensure(resources)
-local may_take = redis.call('LLEN', K_AVAILABLE) > 0
-if stale_s ~= '' and reclaim_stale(now, tonumber(stale_s)) > 0 and not may_take then
-  may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
-end
-local token, fence = false, 0
-if may_take then
+local token = false
+if stale_s == '' then
   token = redis.call('LPOP', K_AVAILABLE)
+else
+  local had_free = redis.call('LLEN', K_AVAILABLE) > 0
+  if reclaim_stale(now, tonumber(stale_s)) == 0 or had_free
+      or redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0 then
+    token = redis.call('LPOP', K_AVAILABLE)
+  end
+end
+local fence = 0
+if token then
   fence = record_grant(token, grant, stamp, ARGV[7])
 elseif ARGV[6] ~= '' then
   redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[6]), grant)
 end
 touch_expiry(expiration)
 local reply = { token, fence }
-for _, id in ipairs(expired_waiters()) do
-  reply[#reply + 1] = id
+if not token then
+  -- Only a caller that will wait needs the tokens of dead waiters back; a hit skips the lookup.
+  for _, id in ipairs(expired_waiters()) do
+    reply[#reply + 1] = id
+  end
 end
 return reply

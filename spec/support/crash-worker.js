@@ -182,7 +182,14 @@ async function rawClient() {
   await client.connect();
   const keys = semaphoreKeys(config.name);
   const inbox = keys.inbox(config.grantId);
-  const prepare = evalArguments(scripts.prepareWait, keys.scriptKeys, [config.grantId, '', String(config.leaseSeconds)]);
+  const prepare = evalArguments(scripts.prepareWait, keys.scriptKeys, [
+    config.grantId,
+    '',
+    String(config.leaseSeconds),
+    String(config.resources),
+    '',
+    '',
+  ]);
   const move = ['BLMOVE', keys.available, inbox, 'LEFT', 'RIGHT', String(config.blockSeconds)];
   const claim = evalArguments(scripts.claim, [...keys.scriptKeys, inbox], [
     config.grantId,

@@ -7,11 +7,14 @@
 -- growing across those resets as long as Redis' clock does and fewer than a million grants a second
 -- were made since the counter was created.
 local function next_fence()
-  if redis.call('EXISTS', K_FENCE) == 0 then
+  local fence = redis.call('INCR', K_FENCE)
+  if fence == 1 then
+    -- INCR just created it: seed it instead (3 calls, once per reset; 1 call on every other grant).
     local t = redis.call('TIME')
     redis.call('SET', K_FENCE, t[1] .. string.format('%06d', tonumber(t[2])))
+    fence = redis.call('INCR', K_FENCE)
   end
-  return redis.call('INCR', K_FENCE)
+  return fence
 end
 
 -- Records TOKEN as held by GRANT since STAMP; returns its fencing number.
