@@ -635,7 +635,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       return { grant: null, registration: null, failure: failure.reason };
     }
     if (failure) return { grant: await this.#recover(id), registration: null, failure: failure.reason };
-    if (claim.status === 'fulfilled' && move.status === 'fulfilled' && prepare.status === 'fulfilled') {
+    const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
+    if (claim.status === 'fulfilled') {
       const [token, renewed, fence, others, ...expired] = claim.value as [
         string | null,
         number,
@@ -644,19 +645,26 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         ...string[],
       ];
       this.#reapInBackground(expired);
-      if (token !== null) this.#contended = others > 0;
       // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
       // (#granted refreshes the grant first when that leaves too little of it).
       const grant = token === null ? null : { token, id, fence, anchor: sent };
-      return { grant, registration: renewed === 1 ? { id, until: sent + this.#registrationLeaseMs() } : null };
+      const registration = renewed === 1 ? { id, until: sent + this.#registrationLeaseMs() } : null;
+      if (!error) {
+        if (grant !== null) this.#contended = others > 0;
+        return { grant, registration };
+      }
+      // prepareWait or BLMOVE was refused (OOM, NOPERM, WRONGTYPE…) on a healthy connection. The claim
+      // ran after it and settled the inbox, so no recover is needed: undo what the claim kept, report.
+      if (grant !== null) await this.#releaseGrant(grant, true).catch(() => undefined);
+      this.#endRegistration(registration);
+      throw new SemaphoreRedisError(this.name, 'lock', error.reason);
     }
-    // A command failed on a healthy connection (NOSCRIPT for the claim, OOM, NOPERM, WRONGTYPE…):
-    // settle what BLMOVE may have moved, then report the first error unless the claim was all that failed.
-    if (claim.status === 'rejected' && replyErrorCode(claim.reason) === 'NOSCRIPT') {
+    // The claim failed (NOSCRIPT, OOM…): settle what BLMOVE may have moved, then report the first
+    // error unless the claim was all that failed.
+    if (replyErrorCode(claim.reason) === 'NOSCRIPT') {
       await loadClaimScript(connection).catch(() => undefined);
     }
     const grant = await this.#recover(id);
-    const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (error) {
       if (grant !== null) await this.#releaseGrant(grant, true).catch(() => undefined);
       throw new SemaphoreRedisError(this.name, 'lock', error.reason);

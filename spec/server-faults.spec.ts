@@ -3,7 +3,7 @@
  * persistence, stalls longer than the stale timeout (CLIENT PAUSE, DEBUG SLEEP), the connection limit,
  * OOM under noeviction, NOPERM from an ACL, and eviction policies that can take the semaphore's keys.
  */
-import { SemaphoreRedisError, type SemaphoreOptions } from '../lib';
+import { SemaphoreRedisError, type Semaphore, type SemaphoreOptions } from '../lib';
 import { EVICTION_WARNING_CODE } from '../lib/server-checks';
 import { censusProblems, takeCensus, type Census } from './support/census';
 import { PrivateServers } from './support/private-servers';
@@ -260,6 +260,34 @@ describe('server limits: a typed error naming the semaphore, nothing half-writte
     const after = await takeCensus(admin, name);
     expect(idleProblems(after, 2)).toEqual([]);
     expect(before.available).toEqual(['1']);
+  });
+
+  test('OOM with noeviction: a contended waiter (registering in its blocking pipeline) writes nothing either', async () => {
+    const { admin } = await servers.start(['--maxmemory-policy', 'noeviction']);
+    const name = uniqueName('oom');
+    const options = { redis: admin, resources: 1, waitSlice: 300 };
+    const [holder, a, b] = [0, 1, 2].map(() => servers.semaphore(name, options)) as [Semaphore, Semaphore, Semaphore];
+    expect(await holder.lock(0)).toBe('0');
+    const first = a.lock(5000);
+    await until(async () => (await blockedClients(admin)) === 1, 5000, 'a to block');
+    const second = b.lock(5000);
+    await until(async () => (await blockedClients(admin)) === 2, 5000, 'b to block');
+    await holder.unlock();
+    expect(await first).toBe('0'); // granted while b waited: a's next lock skips tryLock
+    await a.unlock();
+    expect(await second).toBe('0');
+    for (let i = 0; i < 100; i++) await admin.set(`filler:${i}`, 'x'.repeat(4096));
+    const used = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))?.[1]);
+    await admin.configSet('maxmemory', String(Math.floor(used * 0.8)));
+    const waited = await a.lock(1000).catch((error: unknown) => error);
+    expect(waited).toMatchObject({ name: 'SemaphoreRedisError', semaphore: name });
+    expect((waited as Error).message).toMatch(/OOM/);
+    const prefix = `SEMAPHORE:${name}:`;
+    expect(await admin.zRange(`${prefix}WAITING`, 0, -1)).toEqual([]);
+    expect(await admin.hKeys(`${prefix}GRABBED`)).toEqual(['0']);
+    expect(await admin.keys(`${prefix}INBOX:*`)).toEqual([]);
+    expect(await b.unlock()).toBe(1);
+    await admin.configSet('maxmemory', '0');
   });
 
   test('NOPERM from an ACL that does not cover the keys: typed error, nothing written', async () => {

@@ -25,15 +25,15 @@
 local resources, grant, stale_s, expiration = tonumber(ARGV[1]), ARGV[2], ARGV[4], ARGV[5]
 local now, stamp = clock(ARGV[3])
 ensure(resources)
+-- LLEN before LPOP: a script's first write decides whether Redis refuses it when out of memory
+-- (and LPOP counts as one even on an empty list), so a miss must reach its ZADD with no write before.
+local may_take = redis.call('LLEN', K_AVAILABLE) > 0
+if stale_s ~= '' and reclaim_stale(now, tonumber(stale_s)) > 0 and not may_take then
+  may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
+end
 local token = false
-if stale_s == '' then
+if may_take then
   token = redis.call('LPOP', K_AVAILABLE)
-else
-  local had_free = redis.call('LLEN', K_AVAILABLE) > 0
-  if reclaim_stale(now, tonumber(stale_s)) == 0 or had_free
-      or redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0 then
-    token = redis.call('LPOP', K_AVAILABLE)
-  end
 end
 local fence = 0
 if token then
