@@ -46,7 +46,9 @@ export class Holding {
 
   readonly #host: HoldingHost;
   readonly #terms: LeaseTerms | null;
-  readonly #controller = new AbortController();
+  /** Made when `signal` is first read: most holdings are released without anyone looking. */
+  #controller: AbortController | undefined;
+  #lostReason: LockLostError | undefined;
   #leaseTimer: NodeJS.Timeout | undefined;
   #refreshTimer: NodeJS.Timeout | undefined;
   #leaseEnd = Infinity;
@@ -72,7 +74,7 @@ export class Holding {
 
   /** Whether the token was lost (the signal aborted). */
   get lost(): boolean {
-    return this.#controller.signal.aborted;
+    return this.#lostReason !== undefined;
   }
 
   /** What is left of the lease, in ms (`Infinity` without `staleClientTimeout`). */
@@ -82,6 +84,10 @@ export class Holding {
 
   /** Aborts (with a `LockLostError`) when the token is lost; never on a normal release. */
   get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#lostReason) this.#controller.abort(this.#lostReason);
+    }
     return this.#controller.signal;
   }
 
@@ -111,7 +117,8 @@ export class Holding {
   lose(reason: LockLostReason): void {
     if (this.#ended) return;
     this.end();
-    this.#controller.abort(new LockLostError(this.#host.name, this.token, reason));
+    this.#lostReason = new LockLostError(this.#host.name, this.token, reason);
+    this.#controller?.abort(this.#lostReason);
     this.#host.holdingLost(this, reason);
   }
 

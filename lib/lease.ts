@@ -47,7 +47,9 @@ export function createLease(
   const lease: Lease = {
     token: holding.token,
     fence: holding.fence,
-    signal: holding.signal,
+    get signal() {
+      return holding.signal;
+    },
     refresh: () => (released ? Promise.resolve(false) : refresh(holding)),
     // A release that failed (Redis unreachable) may be tried again; one that settled is final.
     release: () =>
