@@ -87,6 +87,12 @@ interface Registration {
  */
 const ABANDONED_LEASES = 4;
 
+/**
+ * A spare registration (see `#spares`) nobody took within this long is removed: a busy loop takes
+ * it within microseconds, and an idle one must not look like a waiter to `waiting()` for long.
+ */
+const SPARE_IDLE_MS = 200;
+
 /** How often a semaphore's own client retries its first connection before the call fails. */
 const INITIAL_CONNECT_RETRIES = 3;
 
@@ -120,6 +126,12 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * registrations behind): the next lock() then skips tryLock, which would only miss.
    */
   #contended = false;
+  /**
+   * Registrations a claim made for this instance's next waits while others waited (claim-8.lua), so
+   * that a contended lock skips prepareWait too: newest last, each with when it was made.
+   */
+  readonly #spares: Array<Registration & { readonly madeAt: number }> = [];
+  #sparesTimer: NodeJS.Timeout | undefined;
   /** The eviction-policy check runs at first use, not on every command. */
   #evictionChecked = false;
   #closing: Promise<void> | undefined;
@@ -400,6 +412,12 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       await Promise.all([...this.#watchdogs].map((watchdog) => watchdog.stop()));
       this.#pool.close();
       await Promise.allSettled([...this.#inFlight]);
+      // Spare registrations go now rather than lapse, so nobody counts them as waiters.
+      clearTimeout(this.#sparesTimer);
+      const spares = this.#spares.splice(0).map((spare) => spare.id);
+      if (spares.length > 0 && this.#client.isReady) {
+        await this.#client.sendCommand(['ZREM', this.#keys.waiting, ...spares]).catch(() => undefined);
+      }
       // Tokens still held stay held, but nobody refreshes them any more: their holders hear
       // 'expired' when their leases end.
       for (const holding of this.#holdings) holding.stopRefreshing();
@@ -447,9 +465,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     const deadline = timeout === null ? Infinity : performance.now() + timeout;
     let registration: Registration | null = null;
     // Local waiters queued for a connection are not blocked in Redis yet; a newcomer queues behind
-    // them. While the semaphore is contended, tryLock would miss: the wait starts at once, with the
-    // registration in its pipeline (see DESIGN "Contended mode"). lock(0) always tries.
-    if (timeout === 0 || (!this.#pool.hasQueue && !this.#contended)) {
+    // them. While the semaphore is contended, tryLock would miss: the wait starts at once, under a
+    // spare registration or with one in its pipeline (see DESIGN "Contended mode"). lock(0) always tries.
+    if (timeout !== 0 && (this.#pool.hasQueue || this.#contended)) registration = this.#takeSpare();
+    else {
       await checkpoint('lock:before-try');
       const id = nanoid();
       const sent = performance.now();
@@ -594,6 +613,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
             ]),
           );
     const moved = connection.sendCommand(['BLMOVE', this.#keys.available, inbox, 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
+    // A spare registration for this caller's next wait, made by the claim if others wait too; not
+    // with `expiration`, whose deadlines it would stretch to its lease.
+    const spare = this.#options.expiration === null ? nanoid() : '';
     const claimArgs = () => [
       id,
       this.#now(),
@@ -602,6 +624,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       this.#staleSeconds(),
       lastSlice ? '' : lease,
       this.#options.owner,
+      spare,
+      lease,
     ];
     // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
     const claimed = this.#options.useLocalTime
@@ -650,13 +674,17 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       const grant = token === null ? null : { token, id, fence, anchor: sent };
       const registration = renewed === 1 ? { id, until: sent + this.#registrationLeaseMs() } : null;
       if (!error) {
-        if (grant !== null) this.#contended = others > 0;
+        if (grant !== null) {
+          this.#contended = others > 0;
+          if (others > 0 && spare !== '') this.#keepSpare({ id: spare, until: sent + this.#registrationLeaseMs() });
+        }
         return { grant, registration };
       }
       // prepareWait or BLMOVE was refused (OOM, NOPERM, WRONGTYPE…) on a healthy connection. The claim
       // ran after it and settled the inbox, so no recover is needed: undo what the claim kept, report.
       if (grant !== null) await this.#releaseGrant(grant, true).catch(() => undefined);
       this.#endRegistration(registration);
+      if (grant !== null && others > 0) this.#endRegistration({ id: spare, until: 0 });
       throw new SemaphoreRedisError(this.name, 'lock', error.reason);
     }
     // The claim failed (NOSCRIPT, OOM…): settle what BLMOVE may have moved, then report the first
@@ -753,6 +781,36 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     if (!signal?.aborted) return;
     this.#endRegistration(registration);
     signal.throwIfAborted();
+  }
+
+  /** Keeps a spare registration for the next contended wait; removed once idle (or beyond what can be used). */
+  #keepSpare(registration: Registration): void {
+    this.#spares.push({ ...registration, madeAt: performance.now() });
+    if (this.#spares.length > this.#options.maxBlockingConnections) this.#endRegistration(this.#spares.shift() ?? null);
+    if (this.#sparesTimer === undefined) {
+      this.#sparesTimer = setTimeout(() => this.#sweepSpares(), SPARE_IDLE_MS);
+      this.#sparesTimer.unref();
+    }
+  }
+
+  /** The newest spare registration, or null (then the wait registers in its pipeline). */
+  #takeSpare(): Registration | null {
+    const spare = this.#spares.pop();
+    return spare === undefined ? null : { id: spare.id, until: spare.until };
+  }
+
+  #sweepSpares(): void {
+    this.#sparesTimer = undefined;
+    const idleSince = performance.now() - SPARE_IDLE_MS;
+    const idle = this.#spares.filter((spare) => spare.madeAt <= idleSince);
+    if (idle.length > 0) {
+      this.#spares.splice(0, idle.length); // oldest first, so the idle ones lead
+      void this.#command('lock', ['ZREM', this.#keys.waiting, ...idle.map((spare) => spare.id)]).catch(() => null);
+    }
+    if (this.#spares.length > 0) {
+      this.#sparesTimer = setTimeout(() => this.#sweepSpares(), SPARE_IDLE_MS);
+      this.#sparesTimer.unref();
+    }
   }
 
   #endRegistration(registration: Registration | null): void {

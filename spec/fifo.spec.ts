@@ -96,9 +96,9 @@ describe('first come, first served', () => {
       await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'a to block again');
       const sent = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<[number, number, number, string[]]>;
       const commands = sent.map(([, , , args]) => args);
-      // The registration went in the blocking pipeline (EVAL prepareWait); no tryLock was sent.
-      expect(commands.some((args) => args[0]?.toUpperCase() === 'EVAL')).toBe(true);
+      // a's last claim registered it for this wait (a spare): neither tryLock nor prepareWait was sent.
       expect(commands.some((args) => args[0]?.toUpperCase() === 'EVALSHA' && args[1] === scripts.tryLock.sha1)).toBe(false);
+      expect(commands.some((args) => args[0]?.toUpperCase() === 'EVAL')).toBe(false);
 
       await a.unlock('0');
       expect(await second).toBe('0'); // b was first in line
@@ -120,5 +120,41 @@ describe('first come, first served', () => {
     } finally {
       await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '10000']);
     }
+  });
+
+  test('a spare registration left unused is removed within a moment, and at close()', async () => {
+    const holder = fixture.semaphore();
+    const a = fixture.semaphore({}, holder.name);
+    const b = fixture.semaphore({}, holder.name);
+    await holder.lock();
+    const base = await blockedClients(fixture.redis);
+    const first = a.lock(10_000);
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'a to block');
+    const second = b.lock(10_000);
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block');
+    await holder.unlock();
+    expect(await first).toBe('0');
+    expect(await holder.waiting()).toBe(2); // b, and a's spare for its next wait
+    await until(async () => (await holder.waiting()) === 1, 2000, "a's idle spare to go");
+    await a.unlock();
+    expect(await second).toBe('0'); // b's grant leaves nobody waiting: no spare
+    expect(await holder.waiting()).toBe(0);
+    await b.unlock();
+
+    // A spare still fresh at close() goes with it (the token c holds stays held, as close() does).
+    const c = fixture.semaphore({}, holder.name);
+    await holder.lock();
+    const third = c.lock(10_000);
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'c to block');
+    const fourth = b.lock(10_000).catch((error: unknown) => error);
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block again');
+    await holder.unlock();
+    expect(await third).toBe('0');
+    expect(await holder.waiting()).toBe(2); // b, and c's spare (well within its idle time)
+    await c.close();
+    expect(await holder.waiting()).toBe(1);
+    await b.close();
+    expect(await fourth).toMatchObject({ name: 'SemaphoreClosedError' });
+    await holder.delete();
   });
 });

@@ -122,6 +122,29 @@ describe('claim-8.lua', () => {
     expect(fence).toBeGreaterThan(0);
   });
 
+  test('with others registered, registers the spare id for the caller\'s next wait and reclaims stale holders', async () => {
+    const { keys, run } = setup();
+    await run('create', ['2', '']);
+    await run('tryLock', ['2', 'dead', '100.000000', '', '', '', 'me']); // takes "0"; stale by t=200
+    await run('prepareWait', ['w', '', '10', '2', '', '']);
+    await run('prepareWait', ['other', '', '10', '2', '', '']);
+    await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    const claimed = await run('claim', ['w', '200.000000', '', '2', '5', '25', 'me', 'spare', '30'], [keys.inbox('w')]);
+    expect(claimed).toEqual(['1', 0, expect.any(Number), 1]);
+    const registered = await redis.zRangeWithScores(keys.waiting, 0, -1);
+    expect(registered.map((entry) => entry.value).sort()).toEqual(['other', 'spare']);
+    const spare = registered.find((entry) => entry.value === 'spare')!;
+    expect(Math.abs(spare.score - (await serverSeconds()) - 30)).toBeLessThan(2);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']); // the stale holder's token
+    expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '1': 'w' });
+    // Alone, no spare: the next lock of that caller tries first.
+    await redis.zRem(keys.waiting, ['other', 'spare']);
+    await run('prepareWait', ['w2', '', '10', '2', '', '']);
+    await redis.lMove(keys.available, keys.inbox('w2'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['w2', '', '', '2', '', '25', 'me', 'spare2', '30'], [keys.inbox('w2')])).toEqual(['0', 0, expect.any(Number), 0]);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+
   test('on a grant, looks for expired registrations once in 16 grants (by fencing number)', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);

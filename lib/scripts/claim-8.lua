@@ -1,7 +1,8 @@
 --[[
   Sent right after BLMOVE AVAILABLE -> INBOX:<grant id> in the same pipeline, so Redis runs it the
   moment BLMOVE returns. With a token in the inbox: records it as this grant's and ends the
-  registration; but a token that reaches an inbox whose registration is gone (reaped, or abandoned
+  registration, and when others are registered too, registers the spare id it was given (see
+  DESIGN "Contended mode"); but a token that reaches an inbox whose registration is gone (reaped, or abandoned
   by recover-8.lua after a lost reply) goes back to AVAILABLE instead. With an empty inbox (the
   slice ended): creates the semaphore if it vanished and reclaims stale holders, then renews the
   registration for the next slice, or ends it on the last slice.
@@ -15,6 +16,8 @@
     ARGV[5] stale timeout in seconds, or '' for none
     ARGV[6] lease in seconds for the next slice, or '' on the last slice
     ARGV[7] owner label recorded with the grant
+    ARGV[8] a fresh id to register for the caller's next wait if others wait too, or '' for none
+    ARGV[9] that registration's lease in seconds
   Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
             how many other registrations WAITING holds after a grant (else 0), expired waiter
             registration... }
@@ -25,7 +28,7 @@
 --- @include expiry
 --- @include grant
 --- @include reclaim
-local inbox, grant, lease = KEYS[8], ARGV[1], ARGV[6]
+local inbox, grant, lease, spare = KEYS[8], ARGV[1], ARGV[6], ARGV[8] or ''
 local now, stamp = clock(ARGV[2])
 local registered = redis.call('ZSCORE', K_WAITING, grant) ~= false
 if not registered then
@@ -44,6 +47,14 @@ if token then
   redis.call('ZREM', K_WAITING, grant)
   fence = record_grant(token, grant, stamp, ARGV[7])
   others = redis.call('ZCARD', K_WAITING)
+  if others > 0 and spare ~= '' then
+    -- Others wait, so this caller's next lock would miss its tryLock: it is registered now instead
+    -- (a spare, used by its next wait or removed), and stale holders are reclaimed as tryLock would.
+    if ARGV[5] ~= '' then
+      reclaim_stale(now, tonumber(ARGV[5]))
+    end
+    redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[9]), spare)
+  end
 else
   if lease ~= '' then
     ensure(tonumber(ARGV[4]))
