@@ -107,7 +107,7 @@ async function main() {
       if (ready) break;
       await sleep(200);
     }
-    console.log(`Redis instructions per lock + unlock cycle (callgrind), ${seconds} s per cell, library from ${path.relative(process.cwd(), dist) || "."}\n`);
+    console.log(`Redis instructions per lock + unlock cycle (callgrind), ${seconds} s per cell, library from ${path.relative(process.cwd(), dist) || '.'}\n`);
     console.log('| cell | contender | cycles counted | Redis instructions per cycle | × bare list |');
     console.log('|---|---|---|---|---|');
     for (const cell of CELLS) {
