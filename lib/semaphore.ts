@@ -342,6 +342,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     const registrations = (await this.#command('delete', ['ZRANGE', this.#keys.waiting, '0', '-1'])) as string[];
     const inboxes = registrations.map(this.#keys.inboxOfRegistration);
     await this.#command('delete', ['DEL', ...this.#keys.scriptKeys, this.#keys.gemReleaseGuard, ...inboxes]);
+    this.#spares.length = 0; // their registrations went with WAITING
     for (const holding of [...this.#holdings]) holding.lose('reclaimed');
   }
 
@@ -684,7 +685,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       // ran after it and settled the inbox, so no recover is needed: undo what the claim kept, report.
       if (grant !== null) await this.#releaseGrant(grant, true).catch(() => undefined);
       this.#endRegistration(registration);
-      if (grant !== null && others > 0) this.#endRegistration({ id: spare, until: 0 });
+      if (grant !== null && others > 0 && spare !== '') this.#endRegistration({ id: spare, until: 0 });
       throw new SemaphoreRedisError(this.name, 'lock', error.reason);
     }
     // The claim failed (NOSCRIPT, OOM…): settle what BLMOVE may have moved, then report the first

@@ -157,4 +157,25 @@ describe('first come, first served', () => {
     expect(await fourth).toMatchObject({ name: 'SemaphoreClosedError' });
     await holder.delete();
   });
+
+  test("delete() drops the instance's spares with the keys: its next lock registers afresh and is served", async () => {
+    const holder = fixture.semaphore();
+    const a = fixture.semaphore({}, holder.name);
+    const b = fixture.semaphore({}, holder.name);
+    await holder.lock();
+    const base = await blockedClients(fixture.redis);
+    const first = a.lock(10_000);
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'a to block');
+    const second = b.lock(10_000).catch((error: unknown) => error);
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block');
+    await holder.unlock();
+    expect(await first).toBe('0'); // a now holds a spare registration for its next wait
+    await b.close();
+    await second;
+    await a.delete();
+    // Under a spare that went with WAITING, a BLMOVE would wait out a 10 s slice for a semaphore
+    // nobody re-creates; without it, prepareWait creates the semaphore and the token comes at once.
+    expect(await a.lock(2000)).toBe('0');
+    await a.unlock();
+  });
 });
