@@ -79,6 +79,8 @@ interface Attempt {
 interface Registration {
   readonly id: string;
   readonly until: number;
+  /** A spare (see `#spares`): its first slice is short, in case the semaphore was reset meanwhile. */
+  readonly spare?: boolean;
 }
 
 /**
@@ -92,6 +94,13 @@ const ABANDONED_LEASES = 4;
  * it within microseconds, and an idle one must not look like a waiter to `waiting()` for long.
  */
 const SPARE_IDLE_MS = 200;
+
+/**
+ * The first slice under a spare registration. Nothing created the semaphore before that BLMOVE: if it
+ * was reset meanwhile (deleted, flushed, a restart without persistence), the claim that ends this
+ * slice re-creates it and re-registers, so the wait loses at most this long.
+ */
+const SPARE_FIRST_SLICE_MS = 1000;
 
 /** How often a semaphore's own client retries its first connection before the call fails. */
 const INITIAL_CONNECT_RETRIES = 3;
@@ -511,7 +520,15 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       registration = { id, until: sent + this.#registrationLeaseMs() };
     }
     await checkpoint('lock:before-wait');
-    return this.#waitForToken(deadline, attempt, registration);
+    try {
+      const holding = await this.#waitForToken(deadline, attempt, registration);
+      // A wait that timed out (or failed, below) proves nothing about contention: try first next time.
+      if (holding === null) this.#contended = false;
+      return holding;
+    } catch (error) {
+      this.#contended = false;
+      throw error;
+    }
   }
 
   /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
@@ -553,7 +570,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
           const remaining = deadline - performance.now();
           // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
           if (remaining <= 0 && registration === null) return null;
-          const slice = Math.min(Math.max(remaining, 1), this.#options.waitSlice);
+          const longest = registration?.spare ? Math.min(SPARE_FIRST_SLICE_MS, this.#options.waitSlice) : this.#options.waitSlice;
+          const slice = Math.min(Math.max(remaining, 1), longest);
           registration ??= { id: nanoid(), until: 0 };
           broken = true; // until #blockOnce says otherwise: a throw leaves the connection in doubt
           const lastSlice = remaining <= this.#options.waitSlice;
@@ -649,6 +667,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       (result): result is PromiseRejectedResult =>
         result.status === 'rejected' && (isConnectionError(result.reason) || wasRefusedForNow(result.reason)),
     );
+    // The claim may have run and made a spare that this client never heard of: remove it (a ZREM of
+    // a missing member does nothing).
+    if (failure && spare !== '') this.#endRegistration({ id: spare, until: 0 });
     if (failure && signal?.aborted) {
       // Aborted (the cut above): the caller is told at once, and recover settles the attempt in the
       // background, giving back a token the pipeline may have claimed (close() waits for it).
@@ -797,7 +818,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** The newest spare registration, or null (then the wait registers in its pipeline). */
   #takeSpare(): Registration | null {
     const spare = this.#spares.pop();
-    return spare === undefined ? null : { id: spare.id, until: spare.until };
+    return spare === undefined ? null : { id: spare.id, until: spare.until, spare: true };
   }
 
   #sweepSpares(): void {
@@ -814,8 +835,12 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     }
   }
 
+  /** Best effort (a registration also lapses), and also while closing, so close() leaves none behind. */
   #endRegistration(registration: Registration | null): void {
-    if (registration) void this.#command('lock', ['ZREM', this.#keys.waiting, registration.id]).catch(() => null);
+    if (!registration) return;
+    void this.#ready(true)
+      .then((client) => client.sendCommand(['ZREM', this.#keys.waiting, registration.id]))
+      .catch(() => null);
   }
 
   async #release(holding: Holding, putBack: boolean): Promise<number | false> {

@@ -178,4 +178,44 @@ describe('first come, first served', () => {
     expect(await a.lock(2000)).toBe('0');
     await a.unlock();
   });
+
+  test('under a spare, a semaphore reset by someone else costs a waiter at most its 1 s first slice', async () => {
+    const holder = fixture.semaphore();
+    const a = fixture.semaphore({}, holder.name);
+    const b = fixture.semaphore({}, holder.name);
+    await holder.lock();
+    const base = await blockedClients(fixture.redis);
+    const first = a.lock(10_000);
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'a to block');
+    const second = b.lock(10_000);
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block');
+    await holder.unlock();
+    expect(await first).toBe('0');
+    await a.unlock();
+    expect(await second).toBe('0');
+    expect(await holder.waiting()).toBeGreaterThanOrEqual(1); // a's spare, still fresh
+    await holder.delete(); // b's holding and every registration go with the keys
+    const started = performance.now();
+    expect(await a.lock(5000)).toBe('0'); // a 10 s slice under the vanished spare would end in null
+    expect(performance.now() - started).toBeLessThan(4000);
+    await a.unlock();
+  });
+
+  test('a contended wait that times out ends contended mode: the next lock tries first', async () => {
+    const holder = fixture.semaphore();
+    const a = fixture.semaphore({}, holder.name);
+    await holder.lock();
+    expect(await a.lock(0)).toBeNull(); // a miss: a is contended
+    expect(await a.lock(50)).toBeNull(); // waited, in vain
+    await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0']);
+    await fixture.redis.sendCommand(['SLOWLOG', 'RESET']);
+    try {
+      expect(await a.lock(50)).toBeNull();
+      const sent = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<[number, number, number, string[]]>;
+      expect(sent.some(([, , , args]) => args[0]?.toUpperCase() === 'EVALSHA' && args[1] === scripts.tryLock.sha1)).toBe(true);
+    } finally {
+      await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '10000']);
+    }
+    await holder.unlock();
+  });
 });

@@ -19,8 +19,8 @@
     ARGV[8] a fresh id to register for the caller's next wait if others wait too, or '' for none
     ARGV[9] that registration's lease in seconds
   Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
-            how many other registrations WAITING holds after a grant (else 0), expired waiter
-            registration... }
+            after a grant, how many live registrations (up to 4, not '~' marks) remain while no
+            token is free (else 0), expired waiter registration... }
 ]]
 --- @include keys
 --- @include clock
@@ -46,7 +46,15 @@ local renewed, fence, others = 0, 0, 0
 if token then
   redis.call('ZREM', K_WAITING, grant)
   fence = record_grant(token, grant, stamp, ARGV[7])
-  others = redis.call('ZCARD', K_WAITING)
+  -- Others wait if no token is left free and live registrations remain (abandoned '~' marks do not
+  -- count; they sort after fresh registrations, their leases being longer).
+  if redis.call('LLEN', K_AVAILABLE) == 0 then
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, redis_now(), '+inf', 'LIMIT', 0, 4)) do
+      if string.sub(id, 1, 1) ~= '~' then
+        others = others + 1
+      end
+    end
+  end
   if others > 0 and spare ~= '' then
     -- Others wait, so this caller's next lock would miss its tryLock: it is registered now instead
     -- (a spare, used by its next wait or removed), and stale holders are reclaimed as tryLock would.
