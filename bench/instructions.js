@@ -12,6 +12,7 @@ const { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } = require('no
 const { tmpdir } = require('node:os');
 const path = require('node:path');
 const net = require('node:net');
+const { freePort, sleep } = require('./lib/server');
 
 const NAMES = {
   bare: 'bare BLPOP/LPUSH list',
@@ -38,19 +39,6 @@ function hasCommand(command, args) {
     return false;
   }
 }
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Runs one worker (bench/lib/instructions-worker.js) to its end: resolves { cycles }. */
 function runWorker(config) {

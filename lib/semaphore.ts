@@ -137,9 +137,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   #contended = false;
   /**
    * Registrations a claim made for this instance's next waits while others waited (claim-8.lua), so
-   * that a contended lock skips prepareWait too: newest last, each with when it was made.
+   * that a contended lock skips prepareWait too: newest last.
    */
-  readonly #spares: Array<Registration & { readonly madeAt: number }> = [];
+  readonly #spares: Registration[] = [];
   #sparesTimer: NodeJS.Timeout | undefined;
   /** The eviction-policy check runs at first use, not on every command. */
   #evictionChecked = false;
@@ -425,9 +425,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       // Spare registrations go now rather than lapse, so nobody counts them as waiters.
       clearTimeout(this.#sparesTimer);
       const spares = this.#spares.splice(0).map((spare) => spare.id);
-      if (spares.length > 0 && this.#client.isReady) {
-        await this.#client.sendCommand(['ZREM', this.#keys.waiting, ...spares]).catch(() => undefined);
-      }
+      if (this.#client.isReady) await this.#endRegistrations(spares);
       // Tokens still held stay held, but nobody refreshes them any more: their holders hear
       // 'expired' when their leases end.
       for (const holding of this.#holdings) holding.stopRefreshing();
@@ -558,7 +556,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       if (connection === null) {
         // Queued for a connection past the deadline (or until aborted): no BLMOVE was sent for this
         // registration, so just end it.
-        this.#endRegistration(registration);
+        void this.#endRegistrations([registration?.id]);
         this.#assertOpen();
         signal?.throwIfAborted();
         return null;
@@ -669,7 +667,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     );
     // The claim may have run and made a spare that this client never heard of: remove it (a ZREM of
     // a missing member does nothing).
-    if (failure && spare !== '') this.#endRegistration({ id: spare, until: 0 });
+    if (failure) void this.#endRegistrations([spare]);
     if (failure && signal?.aborted) {
       // Aborted (the cut above): the caller is told at once, and recover settles the attempt in the
       // background, giving back a token the pipeline may have claimed (close() waits for it).
@@ -694,19 +692,19 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
       // (#granted refreshes the grant first when that leaves too little of it).
       const grant = token === null ? null : { token, id, fence, anchor: sent };
-      const registration = renewed === 1 ? { id, until: sent + this.#registrationLeaseMs() } : null;
+      const until = sent + this.#registrationLeaseMs();
+      const registration = renewed === 1 ? { id, until } : null;
+      // The claim registered the spare id (claim-8.lua) when it granted while others waited.
+      const madeSpare = grant !== null && others > 0 && spare !== '';
       if (!error) {
-        if (grant !== null) {
-          this.#contended = others > 0;
-          if (others > 0 && spare !== '') this.#keepSpare({ id: spare, until: sent + this.#registrationLeaseMs() });
-        }
+        if (grant !== null) this.#contended = others > 0;
+        if (madeSpare) this.#keepSpare({ id: spare, until });
         return { grant, registration };
       }
       // prepareWait or BLMOVE was refused (OOM, NOPERM, WRONGTYPE…) on a healthy connection. The claim
       // ran after it and settled the inbox, so no recover is needed: undo what the claim kept, report.
       if (grant !== null) await this.#releaseGrant(grant, true).catch(() => undefined);
-      this.#endRegistration(registration);
-      if (grant !== null && others > 0 && spare !== '') this.#endRegistration({ id: spare, until: 0 });
+      void this.#endRegistrations([registration?.id, madeSpare ? spare : undefined]);
       throw new SemaphoreRedisError(this.name, 'lock', error.reason);
     }
     // The claim failed (NOSCRIPT, OOM…): settle what BLMOVE may have moved, then report the first
@@ -791,7 +789,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     try {
       const [[token]] = await trying;
       if (token !== null) await this.#releaseGrant({ token, id }, true);
-      else this.#endRegistration({ id, until: 0 });
+      else void this.#endRegistrations([id]);
     } catch {
       const grant = await this.#recover(id).catch(() => null);
       if (grant) await this.#releaseGrant(grant, true).catch(() => undefined);
@@ -801,46 +799,49 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** An aborted wait ends here, between Redis steps: its registration goes (best effort: it also lapses). */
   #stopIfAborted(signal: AbortSignal | undefined, registration: Registration | null): void {
     if (!signal?.aborted) return;
-    this.#endRegistration(registration);
+    void this.#endRegistrations([registration?.id]);
     signal.throwIfAborted();
   }
 
   /** Keeps a spare registration for the next contended wait; removed once idle (or beyond what can be used). */
   #keepSpare(registration: Registration): void {
-    this.#spares.push({ ...registration, madeAt: performance.now() });
-    if (this.#spares.length > this.#options.maxBlockingConnections) this.#endRegistration(this.#spares.shift() ?? null);
-    if (this.#sparesTimer === undefined) {
-      this.#sparesTimer = setTimeout(() => this.#sweepSpares(), SPARE_IDLE_MS);
-      this.#sparesTimer.unref();
+    this.#spares.push(registration);
+    if (this.#spares.length > this.#options.maxBlockingConnections) {
+      void this.#endRegistrations([this.#spares.shift()?.id]);
     }
+    this.#sparesTimer ??= setTimeout(() => this.#sweepSpares(), SPARE_IDLE_MS).unref();
   }
 
   /** The newest spare registration, or null (then the wait registers in its pipeline). */
   #takeSpare(): Registration | null {
     const spare = this.#spares.pop();
-    return spare === undefined ? null : { id: spare.id, until: spare.until, spare: true };
+    return spare === undefined ? null : { ...spare, spare: true };
   }
 
+  /** Ends the spares made more than SPARE_IDLE_MS ago (a spare's lease started when its pipeline was sent). */
   #sweepSpares(): void {
     this.#sparesTimer = undefined;
-    const idleSince = performance.now() - SPARE_IDLE_MS;
-    const idle = this.#spares.filter((spare) => spare.madeAt <= idleSince);
-    if (idle.length > 0) {
-      this.#spares.splice(0, idle.length); // oldest first, so the idle ones lead
-      void this.#command('lock', ['ZREM', this.#keys.waiting, ...idle.map((spare) => spare.id)]).catch(() => null);
-    }
-    if (this.#spares.length > 0) {
-      this.#sparesTimer = setTimeout(() => this.#sweepSpares(), SPARE_IDLE_MS);
-      this.#sparesTimer.unref();
-    }
+    // Made before now - SPARE_IDLE_MS, that is: leased until no later than this.
+    const cutoff = performance.now() - SPARE_IDLE_MS + this.#registrationLeaseMs();
+    const idle = this.#spares.filter((spare) => spare.until <= cutoff);
+    this.#spares.splice(0, idle.length); // oldest first, so the idle ones lead
+    void this.#endRegistrations(idle.map((spare) => spare.id));
+    if (this.#spares.length > 0) this.#sparesTimer = setTimeout(() => this.#sweepSpares(), SPARE_IDLE_MS).unref();
   }
 
-  /** Best effort (a registration also lapses), and also while closing, so close() leaves none behind. */
-  #endRegistration(registration: Registration | null): void {
-    if (!registration) return;
-    void this.#ready(true)
-      .then((client) => client.sendCommand(['ZREM', this.#keys.waiting, registration.id]))
-      .catch(() => null);
+  /**
+   * Ends registrations in one ZREM. Best effort (a registration also lapses), and also while closing,
+   * so close() leaves none behind. Ids that are undefined or '' are skipped.
+   */
+  #endRegistrations(ids: ReadonlyArray<string | undefined>): Promise<void> {
+    const live = ids.filter((id): id is string => id !== undefined && id !== '');
+    if (live.length === 0) return Promise.resolve();
+    return this.#ready(true)
+      .then((client) => client.sendCommand(['ZREM', this.#keys.waiting, ...live]))
+      .then(
+        () => undefined,
+        () => undefined,
+      );
   }
 
   async #release(holding: Holding, putBack: boolean): Promise<number | false> {

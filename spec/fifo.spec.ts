@@ -15,6 +15,42 @@ async function queueWaiters(count: number, lock: (i: number) => Promise<string |
   return served;
 }
 
+/** Commands Redis ran while `run` ran, each as its arguments (SLOWLOG with a 0 µs threshold). */
+async function commandsSentDuring(run: () => Promise<void>): Promise<string[][]> {
+  await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0']);
+  try {
+    await fixture.redis.sendCommand(['SLOWLOG', 'RESET']);
+    await run();
+    const logged = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<[number, number, number, string[]]>;
+    return logged.map(([, , , args]) => args);
+  } finally {
+    await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '10000']);
+  }
+}
+
+const named = (command: string) => (args: string[]) => args[0]?.toUpperCase() === command;
+const isTryLock = (args: string[]) => named('EVALSHA')(args) && args[1] === scripts.tryLock.sha1;
+
+/**
+ * `holder` holds the mutex; `a`, then `b`, block on it; `holder` releases. `a` is granted while `b`
+ * waits, so a's claim made it a spare registration for its next wait. Resolves b's wait, still running.
+ */
+async function grantWhileOthersWait(
+  holder = fixture.semaphore(),
+  a = fixture.semaphore({}, holder.name),
+  b = fixture.semaphore({}, holder.name),
+) {
+  await holder.lock();
+  const base = await blockedClients(fixture.redis);
+  const first = a.lock(10_000);
+  await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'a to block');
+  const second = b.lock(10_000);
+  await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block');
+  await holder.unlock();
+  expect(await first).toBe('0');
+  return { holder, a, b, base, second };
+}
+
 describe('first come, first served', () => {
   test('waiters on separate instances (as separate processes) are served in the order they blocked', async () => {
     const holder = fixture.semaphore();
@@ -75,65 +111,37 @@ describe('first come, first served', () => {
   });
 
   test('while contended, a lock skips tryLock and waits at once, still in turn; uncontended, it tries first', async () => {
-    const holder = fixture.semaphore();
-    const a = fixture.semaphore({}, holder.name);
-    const b = fixture.semaphore({}, holder.name);
-    await holder.lock();
-    const base = await blockedClients(fixture.redis);
-    const served: string[] = [];
-    const first = a.lock(10_000).then((token) => (served.push('a1'), token));
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'a to block');
-    const second = b.lock(10_000).then((token) => (served.push('b'), token));
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block');
-    await holder.unlock();
-    expect(await first).toBe('0'); // granted while b waits: a's semaphore is contended now
-
-    // Every command from here on is logged, with its arguments.
-    await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0']);
-    await fixture.redis.sendCommand(['SLOWLOG', 'RESET']);
-    try {
-      const third = a.lock(10_000).then((token) => (served.push('a2'), token));
+    const { a, b, base, second } = await grantWhileOthersWait(); // a's semaphore is contended now
+    const served = ['a1'];
+    const bServed = second.then((token) => (served.push('b'), token));
+    let third: Promise<string | null> = Promise.resolve(null);
+    const sent = await commandsSentDuring(async () => {
+      third = a.lock(10_000).then((token) => (served.push('a2'), token));
       await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'a to block again');
-      const sent = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<[number, number, number, string[]]>;
-      const commands = sent.map(([, , , args]) => args);
-      // a's last claim registered it for this wait (a spare): neither tryLock nor prepareWait was sent.
-      expect(commands.some((args) => args[0]?.toUpperCase() === 'EVALSHA' && args[1] === scripts.tryLock.sha1)).toBe(false);
-      expect(commands.some((args) => args[0]?.toUpperCase() === 'EVAL')).toBe(false);
+    });
+    // a's last claim registered it for this wait (a spare): neither tryLock nor prepareWait was sent.
+    expect(sent.some(isTryLock)).toBe(false);
+    expect(sent.some(named('EVAL'))).toBe(false);
+    await a.unlock('0');
+    expect(await bServed).toBe('0'); // b was first in line
+    await b.unlock('0');
+    expect(await third).toBe('0');
+    expect(served).toEqual(['a1', 'b', 'a2']);
+    await a.unlock('0');
 
-      await a.unlock('0');
-      expect(await second).toBe('0'); // b was first in line
-      await b.unlock('0');
-      expect(await third).toBe('0');
-      expect(served).toEqual(['a1', 'b', 'a2']);
-      await a.unlock('0');
-
-      // The last grant left nobody waiting: the next lock tries first, and gets the token at once.
-      await fixture.redis.sendCommand(['SLOWLOG', 'RESET']);
+    // The last grant left nobody waiting: the next lock tries first, and gets the token at once.
+    const after = await commandsSentDuring(async () => {
       expect(await a.lock(0)).toBe('0');
       await a.unlock('0');
       expect(await a.lock(1000)).toBe('0');
-      const after = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<[number, number, number, string[]]>;
-      const tried = after.filter(([, , , args]) => args[0]?.toUpperCase() === 'EVALSHA' && args[1] === scripts.tryLock.sha1);
-      expect(tried).toHaveLength(2);
-      expect(after.some(([, , , args]) => args[0]?.toUpperCase() === 'BLMOVE')).toBe(false);
-      await a.unlock('0');
-    } finally {
-      await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '10000']);
-    }
+    });
+    expect(after.filter(isTryLock)).toHaveLength(2);
+    expect(after.some(named('BLMOVE'))).toBe(false);
+    await a.unlock('0');
   });
 
   test('a spare registration left unused is removed within a moment, and at close()', async () => {
-    const holder = fixture.semaphore();
-    const a = fixture.semaphore({}, holder.name);
-    const b = fixture.semaphore({}, holder.name);
-    await holder.lock();
-    const base = await blockedClients(fixture.redis);
-    const first = a.lock(10_000);
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'a to block');
-    const second = b.lock(10_000);
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block');
-    await holder.unlock();
-    expect(await first).toBe('0');
+    const { holder, a, b, second } = await grantWhileOthersWait();
     expect(await holder.waiting()).toBe(2); // b, and a's spare for its next wait
     await until(async () => (await holder.waiting()) === 1, 2000, "a's idle spare to go");
     await a.unlock();
@@ -143,35 +151,21 @@ describe('first come, first served', () => {
 
     // A spare still fresh at close() goes with it (the token c holds stays held, as close() does).
     const c = fixture.semaphore({}, holder.name);
-    await holder.lock();
-    const third = c.lock(10_000);
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'c to block');
-    const fourth = b.lock(10_000).catch((error: unknown) => error);
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block again');
-    await holder.unlock();
-    expect(await third).toBe('0');
+    const { second: fourth } = await grantWhileOthersWait(holder, c, b);
+    const closed = fourth.catch((error: unknown) => error);
     expect(await holder.waiting()).toBe(2); // b, and c's spare (well within its idle time)
     await c.close();
     expect(await holder.waiting()).toBe(1);
     await b.close();
-    expect(await fourth).toMatchObject({ name: 'SemaphoreClosedError' });
+    expect(await closed).toMatchObject({ name: 'SemaphoreClosedError' });
     await holder.delete();
   });
 
   test("delete() drops the instance's spares with the keys: its next lock registers afresh and is served", async () => {
-    const holder = fixture.semaphore();
-    const a = fixture.semaphore({}, holder.name);
-    const b = fixture.semaphore({}, holder.name);
-    await holder.lock();
-    const base = await blockedClients(fixture.redis);
-    const first = a.lock(10_000);
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'a to block');
-    const second = b.lock(10_000).catch((error: unknown) => error);
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block');
-    await holder.unlock();
-    expect(await first).toBe('0'); // a now holds a spare registration for its next wait
+    const { a, b, second } = await grantWhileOthersWait(); // a now holds a spare registration
+    const closed = second.catch((error: unknown) => error);
     await b.close();
-    await second;
+    await closed;
     await a.delete();
     // Under a spare that went with WAITING, a BLMOVE would wait out a 10 s slice for a semaphore
     // nobody re-creates; without it, prepareWait creates the semaphore and the token comes at once.
@@ -180,17 +174,7 @@ describe('first come, first served', () => {
   });
 
   test('under a spare, a semaphore reset by someone else costs a waiter at most its 1 s first slice', async () => {
-    const holder = fixture.semaphore();
-    const a = fixture.semaphore({}, holder.name);
-    const b = fixture.semaphore({}, holder.name);
-    await holder.lock();
-    const base = await blockedClients(fixture.redis);
-    const first = a.lock(10_000);
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 5000, 'a to block');
-    const second = b.lock(10_000);
-    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 5000, 'b to block');
-    await holder.unlock();
-    expect(await first).toBe('0');
+    const { holder, a, second } = await grantWhileOthersWait();
     await a.unlock();
     expect(await second).toBe('0');
     expect(await holder.waiting()).toBeGreaterThanOrEqual(1); // a's spare, still fresh
@@ -207,15 +191,10 @@ describe('first come, first served', () => {
     await holder.lock();
     expect(await a.lock(0)).toBeNull(); // a miss: a is contended
     expect(await a.lock(50)).toBeNull(); // waited, in vain
-    await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0']);
-    await fixture.redis.sendCommand(['SLOWLOG', 'RESET']);
-    try {
+    const sent = await commandsSentDuring(async () => {
       expect(await a.lock(50)).toBeNull();
-      const sent = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<[number, number, number, string[]]>;
-      expect(sent.some(([, , , args]) => args[0]?.toUpperCase() === 'EVALSHA' && args[1] === scripts.tryLock.sha1)).toBe(true);
-    } finally {
-      await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '10000']);
-    }
+    });
+    expect(sent.some(isTryLock)).toBe(true);
     await holder.unlock();
   });
 });

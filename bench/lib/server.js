@@ -147,4 +147,4 @@ function cpuModel() {
   return os.cpus()[0]?.model?.trim() ?? 'unknown';
 }
 
-module.exports = { hasTaskset, pinSelf, startServer, monitor, cpuModel, SERVER_CPU, CLIENT_CPU, sleep };
+module.exports = { hasTaskset, pinSelf, freePort, startServer, monitor, cpuModel, SERVER_CPU, CLIENT_CPU, sleep };
