@@ -15,15 +15,26 @@ type Handoff = RedisClientLike | Error | null;
 export class BlockingPool {
   readonly #source: RedisClientLike;
   readonly #max: number;
-  readonly #prepare: (connection: RedisClientLike) => Promise<unknown>;
+  readonly #prepare: (connection: RedisClientLike) => Promise<string | undefined>;
+  /** Each open connection's id on the server (`CLIENT ID`), where `prepare` could learn it. */
+  readonly #ids = new WeakMap<RedisClientLike, string>();
   readonly #idle: RedisClientLike[] = [];
   readonly #open = new Set<RedisClientLike>();
   readonly #queue: Array<(handoff: Handoff) => void> = [];
   #opening = 0;
   #closed = false;
+  /** No longer hands out connections (see `stopServing`). */
+  #stopped = false;
 
-  /** `prepare` runs on each new connection before its first use (e.g. loading scripts). */
-  constructor(source: RedisClientLike, max: number, prepare: (connection: RedisClientLike) => Promise<unknown>) {
+  /**
+   * `prepare` runs on each new connection before its first use (e.g. loading scripts) and resolves
+   * the connection's id on the server, if it can tell.
+   */
+  constructor(
+    source: RedisClientLike,
+    max: number,
+    prepare: (connection: RedisClientLike) => Promise<string | undefined>,
+  ) {
     this.#source = source;
     this.#max = max;
     this.#prepare = prepare;
@@ -45,7 +56,7 @@ export class BlockingPool {
    * it fails to open.
    */
   async acquire(deadline: number, signal?: AbortSignal): Promise<RedisClientLike | null> {
-    if (this.#closed || signal?.aborted) return null;
+    if (this.#stopped || signal?.aborted) return null;
     while (this.#queue.length === 0 && this.#idle.length > 0) {
       const idle = this.#idle.pop();
       // An idle connection can die unnoticed (a server restart, its `timeout` setting).
@@ -85,8 +96,23 @@ export class BlockingPool {
     this.#handOut(connection);
   }
 
+  /** The connection's id on the server (`CLIENT ID`), for `CLIENT UNBLOCK`; undefined if unknown. */
+  idOf(connection: RedisClientLike): string | undefined {
+    return this.#ids.get(connection);
+  }
+
+  /**
+   * The first step of closing: queued callers get null and nobody gets a connection any more, while
+   * the connections in use stay open, so their waits can be ended by `CLIENT UNBLOCK` and settle.
+   */
+  stopServing(): void {
+    this.#stopped = true;
+    for (const next of this.#queue.splice(0)) next(null);
+  }
+
   /** Closes every connection; queued callers get null, and commands in flight reject. */
   close(): void {
+    this.#stopped = true;
     this.#closed = true;
     for (const next of this.#queue.splice(0)) next(null);
     for (const connection of [...this.#open]) this.#discard(connection);
@@ -94,6 +120,10 @@ export class BlockingPool {
   }
 
   #handOut(connection: RedisClientLike): void {
+    if (this.#stopped) {
+      this.#discard(connection);
+      return;
+    }
     const next = this.#queue.shift();
     if (next) next(connection);
     else this.#idle.push(connection);
@@ -110,7 +140,8 @@ export class BlockingPool {
       // waiter that was using it sees its command reject and recovers on the main connection.
       connection.on('error', () => undefined);
       await connection.connect();
-      await this.#prepare(connection);
+      const id = await this.#prepare(connection);
+      if (id !== undefined) this.#ids.set(connection, id);
     } catch (error) {
       this.#opening--;
       if (connection) void disconnectQuietly(connection);
@@ -121,7 +152,7 @@ export class BlockingPool {
       return;
     }
     this.#opening--;
-    if (this.#closed) {
+    if (this.#stopped) {
       void disconnectQuietly(connection);
       return;
     }

@@ -54,6 +54,8 @@ export class Holding {
   #leaseEnd = Infinity;
   #refreshing: boolean;
   #ended = false;
+  /** A release is on its way (see `beginRelease`). */
+  #releasing = false;
 
   constructor(
     host: HoldingHost,
@@ -75,6 +77,16 @@ export class Holding {
   /** Whether the token was lost (the signal aborted). */
   get lost(): boolean {
     return this.#lostReason !== undefined;
+  }
+
+  /** Whether a release is on its way. */
+  get releasing(): boolean {
+    return this.#releasing;
+  }
+
+  /** Why the token was lost, if it was. */
+  get lostReason(): LockLostReason | undefined {
+    return this.#lostReason?.reason;
   }
 
   /** What is left of the lease, in ms (`Infinity` without `staleClientTimeout`). */
@@ -113,9 +125,29 @@ export class Holding {
     clearTimeout(this.#refreshTimer);
   }
 
+  /**
+   * Its holder is giving the token back: refreshes stop, and what a refresh that crosses the release
+   * answers ("not held", since the release ran first) or the lease timer says is no news: a holder
+   * never hears "lost" because of its own release. Until `end()`, or `releaseFailed()`.
+   */
+  beginRelease(): void {
+    this.#releasing = true;
+    clearTimeout(this.#refreshTimer);
+  }
+
+  /**
+   * The release failed (Redis unreachable): the token may still be held in Redis. It must go stale,
+   * not be refreshed forever, so refreshes stay off; the lease counts again and reports its end.
+   */
+  releaseFailed(): void {
+    this.#releasing = false;
+    this.stopRefreshing();
+    this.loseIfExpired();
+  }
+
   /** The token is gone: aborts the signal and tells the user, once. */
   lose(reason: LockLostReason): void {
-    if (this.#ended) return;
+    if (this.#ended || this.#releasing) return;
     this.end();
     this.#lostReason = new LockLostError(this.#host.name, this.token, reason);
     this.#controller?.abort(this.#lostReason);
@@ -136,9 +168,9 @@ export class Holding {
   }
 
   #scheduleRefresh(): void {
-    if (this.#ended || !this.#refreshing || this.#terms === null) return;
+    if (this.#ended || this.#releasing || !this.#refreshing || this.#terms === null) return;
     this.#refreshTimer = setTimeout(() => {
-      if (this.#ended || !this.#refreshing) return;
+      if (this.#ended || this.#releasing || !this.#refreshing) return;
       const sentAt = performance.now();
       this.#host
         .refreshHolding(this)

@@ -50,10 +50,15 @@ export interface SemaphoreOptions {
    */
   readonly resources?: number;
   /**
-   * A holder is considered dead once its token has been held (since acquisition or the last
-   * `refresh`) for longer than this, in milliseconds; `lock` and `releaseStaleLocks` then return the
-   * token to the pool. `null` (the default) never reclaims.
-   * @default null
+   * The lease of every token this semaphore takes, in milliseconds: a holder is considered dead once
+   * its token has gone this long without a refresh (since the acquisition or the last `refresh`), and
+   * any client's `lock`, waiting slice or `releaseStaleLocks` then returns the token to the pool.
+   * The lease is recorded with the grant, so every reclaimer (another process with another setting,
+   * an operator's tool) honours the holder's own. With `autoRefresh` (the default) a live holder
+   * keeps its token for as long as it holds it. Also the age after which this semaphore reclaims a
+   * Ruby gem holder's token. `null` opts out: tokens taken by this semaphore never go stale (the
+   * gem's default, where a crashed holder keeps its token for good).
+   * @default 30000
    */
   readonly staleClientTimeout?: number | null;
   /**
@@ -124,6 +129,9 @@ export interface ResolvedOptions {
   readonly waitReplicas: Required<WaitReplicasOptions> | null;
 }
 
+/** The default lease: long enough for GC pauses and slow event loops, short enough for a crash. */
+export const DEFAULT_STALE_CLIENT_TIMEOUT = 30_000;
+
 /** Longest `owner` label: it is stored with every grant. */
 const MAX_OWNER_LENGTH = 1024;
 
@@ -150,7 +158,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     redis,
     url = process.env['REDIS_URL'] || 'redis://127.0.0.1:6379',
     resources = 1,
-    staleClientTimeout = null,
+    staleClientTimeout = DEFAULT_STALE_CLIENT_TIMEOUT,
     useLocalTime = false,
     expiration = null,
     waitSlice = 10_000,

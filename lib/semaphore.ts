@@ -6,7 +6,7 @@ import { checkpoint } from './checkpoint';
 import { describe } from './describe';
 import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
 import { LockTimeoutError, ReplicationError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
-import { decodeStatus, type HolderInfo } from './holder-info';
+import { decodeStatus, grantIdOf, type HolderInfo } from './holder-info';
 import { Holding, holderLeaseMs, type HoldingHost } from './holding';
 import { createLease, type AcquireOptions, type Lease, type LockOptions } from './lease';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
@@ -102,8 +102,22 @@ const SPARE_IDLE_MS = 200;
  */
 const SPARE_FIRST_SLICE_MS = 1000;
 
+/** Most `CLIENT UNBLOCK`s sent for one cancelled slice (5 ms doubling: about 2.5 s) before its connection is closed. */
+const UNBLOCK_TRIES = 9;
+
+/** What one blocking slice ended with: a grant, or the registration for the next slice, and whether the connection failed. */
+interface SliceOutcome {
+  readonly grant: Grant | null;
+  /** null: none left (make a new one). */
+  readonly registration: Registration | null;
+  readonly failure?: unknown;
+}
+
 /** How often a semaphore's own client retries its first connection before the call fails. */
 const INITIAL_CONNECT_RETRIES = 3;
+
+/** Most tries of a release whose connection failed (each after a backoff): about 3 s in all. */
+const RELEASE_TRIES = 6;
 
 /** A blocking wait gave up on its connection after this many failures in a row. */
 const MAX_CONNECTION_FAILURES = 5;
@@ -141,6 +155,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   readonly #spares: Registration[] = [];
   #sparesTimer: NodeJS.Timeout | undefined;
+  /** Ends each blocked slice early (see #interrupt); close() calls them all. */
+  readonly #interrupts = new Set<() => void>();
+  /** Pending drains of abandoned inboxes (see #drainAbandoned), by timer, with their grant ids. */
+  readonly #drains = new Map<NodeJS.Timeout, string>();
   /** The eviction-policy check runs at first use, not on every command. */
   #evictionChecked = false;
   #closing: Promise<void> | undefined;
@@ -156,7 +174,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     this.#keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster' });
     this.#ownsClient = given === undefined;
     this.#client = given === undefined ? createOwnClient(this.#options.url) : adaptClient(given, this.#keys.available);
-    this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections, loadClaimScript);
+    this.#pool = new BlockingPool(this.#client, this.#options.maxBlockingConnections, prepareConnection);
     this.#telemetry = new Telemetry(name);
     this.#holdingHost = {
       name,
@@ -234,7 +252,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * this acquisition (reclaimed as stale, or wiped by a Redis reset); then nothing is put back.
    */
   async unlock(token?: string): Promise<number | false> {
-    const holding = this.#findHolding(token, 'unlock');
+    const holding = await this.#findHolding(token, 'unlock');
     if (!holding) return false;
     await checkpoint('unlock:before');
     const available = await this.#release(holding, true);
@@ -247,7 +265,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * took with `wait()`. Resolves `false` when this acquisition no longer holds it.
    */
   async consume(token?: string): Promise<boolean> {
-    const holding = this.#findHolding(token, 'consume');
+    const holding = await this.#findHolding(token, 'consume');
     if (!holding) return false;
     return (await this.#release(holding, false)) !== false;
   }
@@ -274,7 +292,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * this acquisition had already lost it.
    */
   async refresh(token?: string): Promise<boolean> {
-    const holding = this.#findHolding(token, 'refresh');
+    const holding = await this.#findHolding(token, 'refresh');
     if (!holding) return false;
     await checkpoint('refresh:before');
     return this.#refreshAndConfirm(holding);
@@ -314,9 +332,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     }
     const holdings = this.#holdings.filter((holding) => !holding.lost);
     if (holdings.length === 0) return false;
-    const owners = (await this.#command('isLocked', ['HMGET', this.#keys.owners, ...holdings.map((h) => h.token)])) as
+    const records = (await this.#command('isLocked', ['HMGET', this.#keys.grabbed, ...holdings.map((h) => h.token)])) as
       | Array<string | null>;
-    return holdings.some((holding, i) => owners[i]?.split(' ', 1)[0] === holding.id);
+    return holdings.some((holding, i) => grantIdOf(records[i]) === holding.id);
   }
 
   /** Whether the semaphore has been created in Redis. */
@@ -360,14 +378,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * returns tokens stranded by waiters that died mid-hand-off. Resolves how many tokens it returned.
    */
   async releaseStaleLocks(): Promise<number> {
-    const stale = this.#staleSeconds();
-    if (stale === '') {
-      throw new TypeError('releaseStaleLocks needs the `staleClientTimeout` option to know what is stale');
-    }
     await checkpoint('reclaim:before');
     const [reclaimed, ...expired] = (await this.#run('releaseStaleLocks', scripts.releaseStale, [
       this.#now(),
-      stale,
+      this.#leaseArgument(),
       this.#expiration(),
     ])) as [number, ...string[]];
     const count = reclaimed + (await this.#reapWaiters(expired));
@@ -381,9 +395,6 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** Runs `releaseStaleLocks` every `intervalMs` until `stop()`; the timer does not keep the process alive. */
   startWatchdog(intervalMs = 1000, options: WatchdogOptions = {}): Watchdog {
     assertDuration('intervalMs', intervalMs, true);
-    if (this.#staleSeconds() === '') {
-      throw new TypeError('startWatchdog needs the `staleClientTimeout` option to know what is stale');
-    }
     this.#assertOpen();
     const report = options.onError ?? ((error: Error) => this.#emitError(error, 'The watchdog'));
     const onError = (error: Error) => {
@@ -420,8 +431,18 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       await Promise.all([...this.#watchdogs].map((watchdog) => watchdog.stop()));
-      this.#pool.close();
+      // Waiters queued for a connection stop; blocked ones are unblocked (their claims settle them,
+      // and a token that reached one goes back) before their connections close.
+      this.#pool.stopServing();
+      for (const interrupt of this.#interrupts) interrupt();
       await Promise.allSettled([...this.#inFlight]);
+      this.#pool.close();
+      const abandoned = [...this.#drains].map(([timer, id]) => {
+        clearTimeout(timer);
+        return `~${id}`;
+      });
+      this.#drains.clear();
+      if (abandoned.length > 0) await this.#reapWaiters([...new Set(abandoned)]).catch(() => undefined);
       // Spare registrations go now rather than lapse, so nobody counts them as waiters.
       clearTimeout(this.#sparesTimer);
       const spares = this.#spares.splice(0).map((spare) => spare.id);
@@ -486,7 +507,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         String(this.resources),
         id,
         this.#now(),
-        this.#staleSeconds(),
+        this.#leaseArgument(),
         this.#expiration(),
         timeout === 0 ? '' : toSeconds(this.#registrationLeaseMs()),
         this.#options.owner,
@@ -536,14 +557,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     let failures = 0;
     let lastError: unknown;
     for (;;) {
-      this.#assertOpen();
-      this.#stopIfAborted(signal, registration);
+      this.#stopIfClosedOrAborted(signal, registration);
       if (failures >= MAX_CONNECTION_FAILURES) {
         throw new SemaphoreRedisError(this.name, 'lock', await explainConnectionFailure(this.#client, lastError));
       }
       if (failures > 0) {
         await sleep(backoffMs(failures), signal);
-        this.#stopIfAborted(signal, registration);
+        this.#stopIfClosedOrAborted(signal, registration);
       }
       let connection: RedisClientLike | null;
       try {
@@ -554,17 +574,18 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         continue;
       }
       if (connection === null) {
-        // Queued for a connection past the deadline (or until aborted): no BLMOVE was sent for this
-        // registration, so just end it.
+        // Queued for a connection past the deadline (or until aborted or closed): no BLMOVE was sent
+        // for this registration, so just end it.
+        this.#stopIfClosedOrAborted(signal, registration);
         void this.#endRegistrations([registration?.id]);
-        this.#assertOpen();
-        signal?.throwIfAborted();
         return null;
       }
       let broken = false;
+      // Whether this call still answers for `connection`: an abort hands it to the settling below.
+      let owned = true;
       try {
         for (;;) {
-          this.#stopIfAborted(signal, registration);
+          this.#stopIfClosedOrAborted(signal, registration);
           const remaining = deadline - performance.now();
           // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
           if (remaining <= 0 && registration === null) return null;
@@ -573,7 +594,19 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
           registration ??= { id: nanoid(), until: 0 };
           broken = true; // until #blockOnce says otherwise: a throw leaves the connection in doubt
           const lastSlice = remaining <= this.#options.waitSlice;
-          const outcome = await this.#blockOnce(connection, registration, slice, lastSlice, signal);
+          const pending = this.#blockOnce(connection, registration, slice, lastSlice, signal);
+          let outcome: SliceOutcome;
+          try {
+            outcome = await raceAbort(pending, signal);
+          } catch (error) {
+            if (!signal?.aborted || error !== signal.reason) throw error;
+            // The caller is told at once; the slice, cut short by CLIENT UNBLOCK (#interrupt), settles
+            // in the background: a token its claim granted goes back, its registration ends, and the
+            // connection returns to the pool. close() waits for it.
+            owned = false;
+            void this.#track(this.#settleAbandonedSlice(pending, connection));
+            throw error;
+          }
           broken = outcome.failure !== undefined;
           if (outcome.grant !== null) {
             // waitReplicas: the claim wrote the grant on this connection, so WAIT there.
@@ -591,9 +624,51 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
           failures = 0;
         }
       } finally {
-        this.#pool.release(connection, broken);
+        if (owned) this.#pool.release(connection, broken);
       }
     }
+  }
+
+  /** What a slice abandoned by its caller (an abort) leaves: the token goes back, the registration ends. */
+  async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: RedisClientLike): Promise<void> {
+    let broken = true;
+    try {
+      const outcome = await pending;
+      broken = outcome.failure !== undefined;
+      if (outcome.grant !== null) await this.#releaseGrant(outcome.grant, true);
+      await this.#endRegistrations([outcome.registration?.id]);
+    } catch {
+      // A refused slice settled itself (#blockOnce gives back what its claim kept).
+    } finally {
+      this.#pool.release(connection, broken);
+    }
+  }
+
+  /**
+   * Ends a blocked slice early, as if it had timed out, by `CLIENT UNBLOCK` from the main connection:
+   * the connection stays open and the claim pipelined behind BLMOVE still runs, in the order Redis
+   * chose, so it settles the wait itself (a token that arrived first is granted, and given back by
+   * the caller). Redis orders this, not the moment it notices a closed socket, and no connection is
+   * lost. UNBLOCK answers 0 while the BLMOVE is still on its way (or already served): it is sent
+   * again, with backoff, until the slice settles. Closing the connection is the fallback, where the
+   * id is unknown, the main connection fails, or the BLMOVE never shows up blocked.
+   */
+  async #interrupt(connection: RedisClientLike, settled: Promise<unknown>): Promise<void> {
+    let done = false;
+    void settled.then(() => (done = true));
+    const id = this.#pool.idOf(connection);
+    if (id !== undefined) {
+      for (let attempt = 0; attempt < UNBLOCK_TRIES && !done; attempt++) {
+        try {
+          if (Number(await this.#client.sendCommand(['CLIENT', 'UNBLOCK', id])) === 1) return;
+        } catch {
+          break;
+        }
+        await Promise.race([settled, sleep(5 * 2 ** attempt)]);
+      }
+      if (done) return;
+    }
+    await disconnectQuietly(connection);
   }
 
   /**
@@ -608,7 +683,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     sliceMs: number,
     lastSlice: boolean,
     signal: AbortSignal | undefined,
-  ): Promise<{ grant: Grant | null; registration: Registration | null; failure?: unknown }> {
+  ): Promise<SliceOutcome> {
     const { id } = registration;
     debug('%s wait %s: BLMOVE for up to %d ms', this.name, id, sliceMs);
     const keys = this.#keys.scriptKeys;
@@ -625,7 +700,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
               this.#expiration(),
               lease,
               String(this.resources),
-              this.#staleSeconds(),
+              this.#leaseArgument(),
               this.#now(),
             ]),
           );
@@ -638,7 +713,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       this.#now(),
       this.#expiration(),
       String(this.resources),
-      this.#staleSeconds(),
+      this.#leaseArgument(),
       lastSlice ? '' : lease,
       this.#options.owner,
       spare,
@@ -649,14 +724,22 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       ? moved.then(() => runScript(connection, scripts.claim, [...keys, inbox], claimArgs()))
       : connection.sendCommand(['EVALSHA', scripts.claim.sha1, '8', ...keys, inbox, ...claimArgs()]);
     const waiting = checkpoint('lock:waiting');
-    // A silent connection (black hole, half-open TCP) must not hold a waiter forever; an abort ends
-    // the wait the same way. Either way `recover` then settles what the pipeline may have done.
-    const cut = () => void disconnectQuietly(connection);
-    const guard = setTimeout(cut, sliceMs + grace / 2);
-    signal?.addEventListener('abort', cut, { once: true });
-    const [prepare, move, claim] = await Promise.allSettled([prepared, moved, claimed, waiting]);
+    const settled = Promise.allSettled([prepared, moved, claimed, waiting]);
+    // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
+    // settles what the pipeline may have done.
+    const guard = setTimeout(() => void disconnectQuietly(connection), sliceMs + grace / 2);
+    // An abort or close() ends the slice early (#interrupt), keeping the connection.
+    let interrupting: Promise<void> | undefined;
+    const interrupt = () => void (interrupting ??= this.#interrupt(connection, settled));
+    signal?.addEventListener('abort', interrupt, { once: true });
+    this.#interrupts.add(interrupt);
+    if (this.#closing || signal?.aborted) interrupt();
+    const [prepare, move, claim] = await settled;
     clearTimeout(guard);
-    signal?.removeEventListener('abort', cut);
+    signal?.removeEventListener('abort', interrupt);
+    this.#interrupts.delete(interrupt);
+    // An UNBLOCK still on its way must not end the next wait this connection serves.
+    await interrupting;
 
     const results = [prepare, move, claim];
     // A connection failure, or a cluster or failover refusing for now (TRYAGAIN mid-migration,
@@ -668,17 +751,14 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     // The claim may have run and made a spare that this client never heard of: remove it (a ZREM of
     // a missing member does nothing).
     if (failure) void this.#endRegistrations([spare]);
-    if (failure && signal?.aborted) {
-      // Aborted (the cut above): the caller is told at once, and recover settles the attempt in the
-      // background, giving back a token the pipeline may have claimed (close() waits for it).
-      void this.#track(
-        this.#recover(id)
-          .then((grant) => grant && this.#releaseGrant(grant, true))
-          .catch(() => undefined),
-      );
+    if (failure && (signal?.aborted || this.#closing)) {
+      // Its caller has gone: recover settles the attempt, giving back a token the pipeline may have
+      // claimed (close() waits for it).
+      const grant = await this.#recover(id, sent + sliceMs).catch(() => null);
+      if (grant) await this.#releaseGrant(grant, true).catch(() => undefined);
       return { grant: null, registration: null, failure: failure.reason };
     }
-    if (failure) return { grant: await this.#recover(id), registration: null, failure: failure.reason };
+    if (failure) return { grant: await this.#recover(id, sent + sliceMs), registration: null, failure: failure.reason };
     const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (claim.status === 'fulfilled') {
       const [token, renewed, fence, others, ...expired] = claim.value as [
@@ -720,8 +800,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return { grant, registration: null };
   }
 
-  /** Adopts the grant of an attempt whose reply was lost, or marks it abandoned (recover-8.lua). */
-  async #recover(id: string): Promise<Grant | null> {
+  /**
+   * Adopts the grant of an attempt whose reply was lost, or marks it abandoned (recover-8.lua). After
+   * a blocking slice (`blockedUntil`: when its BLMOVE times out at the latest), a BLMOVE the server
+   * still runs for the closed connection may yet deliver into the abandoned inbox: that inbox is
+   * drained soon and again once the slice is surely over (#drainAbandoned).
+   */
+  async #recover(id: string, blockedUntil?: number): Promise<Grant | null> {
     debug('%s recover %s', this.name, id);
     let attempt = 0;
     for (;;) {
@@ -734,8 +819,12 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
           this.#expiration(),
           toSeconds(ABANDONED_LEASES * this.#registrationLeaseMs()),
           this.#options.owner,
+          this.#leaseArgument(),
         ])) as [string, number, number] | null;
-        if (adopted === null) return null;
+        if (adopted === null) {
+          if (blockedUntil !== undefined) this.#drainAbandoned(id, blockedUntil);
+          return null;
+        }
         // The grant may be older than this call: its lease counts from `age` ms before the call was sent.
         const [token, fence, age] = adopted;
         return { token, id, fence, anchor: sent - age };
@@ -796,11 +885,32 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     }
   }
 
-  /** An aborted wait ends here, between Redis steps: its registration goes (best effort: it also lapses). */
-  #stopIfAborted(signal: AbortSignal | undefined, registration: Registration | null): void {
-    if (!signal?.aborted) return;
+  /**
+   * An aborted wait, or one whose semaphore is closing, ends here, between Redis steps: its
+   * registration goes (best effort: it also lapses).
+   */
+  #stopIfClosedOrAborted(signal: AbortSignal | undefined, registration: Registration | null): void {
+    if (!this.#closing && !signal?.aborted) return;
     void this.#endRegistrations([registration?.id]);
-    signal.throwIfAborted();
+    if (this.#closing) throw new SemaphoreClosedError(this.name);
+    signal?.throwIfAborted();
+  }
+
+  /**
+   * Returns a token that reached an abandoned inbox to AVAILABLE (reapWaiters.lua drains an abandoned
+   * inbox at any time: nothing may claim from it): a quarter second after it was abandoned (Redis
+   * served the BLMOVE of a closing connection before it read the EOF), and once the slice is over
+   * (a half-open connection's BLMOVE runs until its timeout). close() runs the pending drains at once.
+   */
+  #drainAbandoned(id: string, blockedUntil: number): void {
+    for (const at of [performance.now() + 250, blockedUntil + this.#graceMs()]) {
+      const timer = setTimeout(() => {
+        this.#drains.delete(timer);
+        void this.#reapWaiters([`~${id}`]).catch(() => undefined);
+      }, Math.max(0, at - performance.now()));
+      timer.unref();
+      this.#drains.set(timer, id);
+    }
   }
 
   /** Keeps a spare registration for the next contended wait; removed once idle (or beyond what can be used). */
@@ -845,14 +955,21 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   async #release(holding: Holding, putBack: boolean): Promise<number | false> {
+    // A holding lost to another grant is known to be over: nothing to ask Redis.
+    if (holding.lostReason === 'reclaimed') {
+      holding.end();
+      this.#forget(holding);
+      return false;
+    }
+    holding.beginRelease();
     let available: number | false;
     let acknowledged: number | null;
     try {
       [available, acknowledged] = await this.#releaseGrant(holding, putBack, { replicated: true });
     } catch (error) {
-      // The token may still be held in Redis: it must go stale, not be refreshed forever. The
-      // holding stays, so a later unlock can try again.
-      holding.stopRefreshing();
+      // The token may still be held in Redis: it goes stale (no more refreshes), and the holding
+      // stays, so a later unlock can try again.
+      holding.releaseFailed();
       throw error;
     }
     debug('%s %s %s: %s', this.name, putBack ? 'unlock' : 'consume', holding.token, available === false ? 'not held' : 'done');
@@ -869,16 +986,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   async #refreshAndConfirm(holding: Holding): Promise<boolean> {
-    // A lost holding stays lost: after 'expired' only unlock() may still give the token back.
-    if (holding.lost) return false;
+    // A lost holding stays lost: after 'expired' only unlock() may still give the token back. One
+    // being released is no longer the caller's to renew.
+    if (holding.lost || holding.releasing) return false;
     const sentAt = performance.now();
     const renewed = await this.#refreshHolding(holding);
-    if (renewed) {
-      holding.confirm(sentAt);
-    } else {
-      this.#forget(holding);
-      holding.lose('reclaimed');
-    }
+    if (renewed) holding.confirm(sentAt);
+    else holding.lose('reclaimed'); // a no-op when a release crossed it
     return renewed;
   }
 
@@ -893,14 +1007,28 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     { replicated = false }: { replicated?: boolean } = {},
   ): Promise<[number | false, number | null]> {
     const operation = putBack ? 'unlock' : 'consume';
-    // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens back.
-    const [available, acknowledged] = (await this.#runAndWait(
-      operation,
-      scripts.release,
-      [grant.token, grant.id, putBack ? '1' : '0', this.#expiration()],
-      { whileClosing: true, wait: replicated },
-    )) as [number, number | null];
-    return [available < 0 ? false : available, acknowledged];
+    // A try whose reply was lost may have run: then a retry finds the grant already ended.
+    let mayHaveRun = false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens back.
+        const [reply, acknowledged] = await this.#runAndWait(
+          operation,
+          scripts.release,
+          [grant.token, grant.id, putBack ? '1' : '0', this.#expiration()],
+          { whileClosing: true, wait: replicated },
+        );
+        const [ended, available] = reply as [number, number];
+        return [ended === 1 || mayHaveRun ? available : false, acknowledged];
+      } catch (error) {
+        // Retrying is safe, since the script only ever ends this grant (idempotent by grant id), and
+        // needed: a release that never ran would leave the token held by a live process that gave it up.
+        const cause = error instanceof SemaphoreRedisError ? error.cause : error;
+        if (attempt >= RELEASE_TRIES || !isConnectionError(cause)) throw error;
+        if (!wasNeverSent(cause)) mayHaveRun = true;
+        await sleep(backoffMs(attempt));
+      }
+    }
   }
 
   async #refreshHolding(grant: { token: string; id: string }): Promise<boolean> {
@@ -911,8 +1039,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   #holdingLost(holding: Holding, reason: LockLostReason): void {
-    // An expired lease may still be held in Redis: unlock() then still gives the token back.
-    if (reason === 'reclaimed') this.#forget(holding);
+    // A lost holding stays in the registry until its holder releases it: an expired lease may still
+    // be held in Redis (unlock() then gives the token back), and a reclaimed one must be what its
+    // holder's unlock(token) finds, never a later acquisition of the same token (see #findHolding).
     const lost = { token: holding.token, fence: holding.fence, reason };
     this.#telemetry.lost(lost);
     this.#emit('lost', lost);
@@ -992,6 +1121,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     const inboxes = registrations.map(this.#keys.inboxOfRegistration);
     return (await this.#run('releaseStaleLocks', scripts.reapWaiters, [this.#expiration(), ...registrations], {
       extraKeys: inboxes,
+      whileClosing: true,
     })) as number;
   }
 
@@ -1020,10 +1150,22 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     else warn(`${what} of semaphore "${this.name}" failed`, error);
   }
 
-  #findHolding(token: string | undefined, operation: string): Holding | undefined {
+  /**
+   * The holding `unlock(token)`, `consume(token)` or `refresh(token)` acts on. When this instance
+   * holds `token` under several acquisitions (one was reclaimed and the token granted again to
+   * another caller), the ones Redis no longer records come first, newest first: a call can then only
+   * ever end a grant that is already over, never another caller's live one.
+   */
+  async #findHolding(token: string | undefined, operation: string): Promise<Holding | undefined> {
     if (token === undefined) return this.#holdings.findLast((holding) => !holding.scoped);
     assertToken(token, operation);
-    return this.#holdings.findLast((holding) => holding.token === token);
+    const candidates = this.#holdings.filter((holding) => holding.token === token);
+    if (candidates.length <= 1) return candidates[0];
+    const known = candidates.findLast((holding) => holding.lostReason === 'reclaimed');
+    if (known) return known;
+    // A grant id never holds again once it stopped, so this read needs no atomicity with the call.
+    const current = grantIdOf((await this.#command(operation, ['HGET', this.#keys.grabbed, token])) as string | null);
+    return candidates.findLast((holding) => holding.id !== current) ?? candidates.at(-1);
   }
 
   #forget(holding: Holding): void {
@@ -1091,9 +1233,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return localTimeArgument(this.#options.useLocalTime);
   }
 
-  #staleSeconds(): string {
+  /**
+   * The lease recorded with each grant of this instance, in whole ms ('0': never stale), which every
+   * reclaimer honours; also the stale timeout this instance applies to Ruby holders (plain stamps).
+   */
+  #leaseArgument(): string {
     const stale = this.#options.staleClientTimeout;
-    return stale === null ? '' : toSeconds(stale);
+    return stale === null ? '0' : String(Math.ceil(stale));
   }
 
   /** Extra time a waiter's registration outlives its BLMOVE slice. */
@@ -1178,6 +1324,22 @@ function createOwnClient(url: string): RedisClientLike {
  */
 function loadClaimScript(connection: RedisClientLike): Promise<unknown> {
   return connection.sendCommand(['SCRIPT', 'LOAD', scripts.claim.source]).catch(() => undefined);
+}
+
+/**
+ * Readies a new blocking connection: loads the claim, and learns the connection's id, which
+ * `CLIENT UNBLOCK` needs to end its wait without closing it. Without an id (an ACL that forbids
+ * CLIENT ID), a cancelled wait closes its connection instead.
+ */
+async function prepareConnection(connection: RedisClientLike): Promise<string | undefined> {
+  const [, id] = await Promise.all([
+    loadClaimScript(connection),
+    connection.sendCommand(['CLIENT', 'ID']).then(
+      (reply) => String(reply),
+      () => undefined,
+    ),
+  ]);
+  return id;
 }
 
 /** Exponential backoff for retries after connection failures: 50 ms doubling, at most 2 s. */

@@ -16,7 +16,7 @@ async function serverSeconds(): Promise<number> {
   return Number(seconds) + Number(micros) / 1e6;
 }
 
-/** OWNERS values are "<grant id> <fence> <owner label>": the grant ids alone. */
+/** OWNERS values are "<grant id> <fence> <acquired stamp> <owner label>": the grant ids alone. */
 function grantIds(owners: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(owners).map(([token, record]) => [token, record.split(' ')[0] ?? '']));
 }
@@ -46,7 +46,8 @@ describe('tryLock-7.lua', () => {
     const [, first] = (await run('tryLock', ['2', 'g1', '', '', '', '', 'host:1 worker a'])) as [string, number];
     const [, second] = (await run('tryLock', ['2', 'g2', '', '', '', '', ''])) as [string, number];
     expect(second).toBe(first + 1);
-    expect(await redis.hGet(keys.owners, '0')).toBe(`g1 ${first} host:1 worker a`);
+    expect(await redis.hGet(keys.owners, '0')).toMatch(new RegExp(`^g1 ${first} \\d+\\.\\d{6} host:1 worker a$`));
+    expect(await redis.hGet(keys.grabbed, '0')).toMatch(new RegExp(`^\\d+\\.\\d{6} g1 ${first} 0$`));
     await redis.del([...keys.scriptKeys]); // expired, deleted, or lost in a restart without persistence
     const [token, afterReset] = (await run('tryLock', ['2', 'g3', '', '', '', '', ''])) as [string, number];
     expect(token).toBe('0');
@@ -65,7 +66,7 @@ describe('tryLock-7.lua', () => {
 
   test('leaves a reclaimed token to a registered waiter, and reports expired registrations', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'old', '100.000000', '', '', '', 'me']);
+    await run('tryLock', ['1', 'old', '100.000000', '5000', '', '', 'me']);
     await redis.zAdd(keys.waiting, [{ score: 1e12, value: 'waiter' }, { score: 1, value: 'gone' }]);
     expect(await run('tryLock', ['1', 'new', '200.000000', '5', '', '', 'me'])).toEqual([null, 0, 'gone']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
@@ -104,7 +105,7 @@ describe('claim-8.lua', () => {
 
   test('while waiting, reclaims stale holders so the next slice can get their token', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'dead', '100.000000', '', '', '', 'me']);
+    await run('tryLock', ['1', 'dead', '100.000000', '5000', '', '', 'me']);
     await run('tryLock', ['1', 'w', '100.000000', '', '', '25', 'me']);
     expect(await run('claim', ['w', '200.000000', '', '1', '5', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
@@ -132,9 +133,10 @@ describe('claim-8.lua', () => {
   test('with others registered, registers the spare id for the caller\'s next wait and reclaims stale holders', async () => {
     const { keys, run } = setup();
     await run('create', ['2', '']);
-    await run('tryLock', ['2', 'dead', '100.000000', '', '', '', 'me']); // takes "0"; stale by t=200
-    await run('prepareWait', ['w', '', '10', '2', '', '']);
-    await run('prepareWait', ['other', '', '10', '2', '', '']);
+    await run('tryLock', ['2', 'dead', '100.000000', '5000', '', '', 'me']); // takes "0"; stale by t=200
+    // Local time (useLocalTime) keeps the dead holder's lease running until the claim at t=200.
+    await run('prepareWait', ['w', '', '10', '2', '', '100.000000']);
+    await run('prepareWait', ['other', '', '10', '2', '', '100.000000']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     const claimed = await run('claim', ['w', '200.000000', '', '2', '5', '25', 'me', 'spare', '30'], [keys.inbox('w')]);
     expect(claimed).toEqual(['1', 0, expect.any(Number), 1]);
@@ -146,7 +148,7 @@ describe('claim-8.lua', () => {
     expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '1': 'w' });
     // Alone, no spare: the next lock of that caller tries first.
     await redis.zRem(keys.waiting, ['other', 'spare']);
-    await run('prepareWait', ['w2', '', '10', '2', '', '']);
+    await run('prepareWait', ['w2', '', '10', '2', '', '200.000000']);
     await redis.lMove(keys.available, keys.inbox('w2'), 'LEFT', 'RIGHT');
     expect(await run('claim', ['w2', '', '', '2', '', '25', 'me', 'spare2', '30'], [keys.inbox('w2')])).toEqual(['0', 0, expect.any(Number), 0]);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
@@ -217,7 +219,7 @@ describe('prepareWait-7.lua', () => {
     const { name, keys, run } = setup();
     expect(await run('prepareWait', ['w', '', '10', '2', '', ''])).toBe(1);
     expect((await snapshot(redis, name)).available).toEqual(['0', '1']);
-    await run('tryLock', ['2', 'dead', '100.000000', '', '', '', 'me']);
+    await run('tryLock', ['2', 'dead', '100.000000', '5000', '', '', 'me']);
     expect(await run('prepareWait', ['w2', '', '10', '2', '5', '200.000000'])).toBe(1);
     const state = await snapshot(redis, name);
     expect(state.available.sort()).toEqual(['0', '1']);
@@ -285,30 +287,41 @@ describe('release-7.lua and refresh-7.lua', () => {
     const { name, run } = setup();
     await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
     expect(await run('refresh', ['0', 'intruder', ''])).toBe(0);
-    expect(await run('release', ['0', 'intruder', '1', ''])).toBe(-1);
+    expect(await run('release', ['0', 'intruder', '1', ''])).toEqual([0, 0]);
     expect(await run('refresh', ['0', 'g1', '150.000000'])).toBe(1);
-    expect((await snapshot(redis, name)).grabbed).toEqual({ '0': '150.000000' });
-    expect(await run('release', ['0', 'g1', '1', ''])).toBe(1);
-    expect(await run('release', ['0', 'g1', '1', ''])).toBe(-1); // a second release pushes nothing
+    // The refresh restamps the lease; the acquisition time stays in OWNERS.
+    const { grabbed, owners } = await snapshot(redis, name);
+    expect(grabbed).toEqual({ '0': expect.stringMatching(/^150\.000000 g1 \d+ 0$/) });
+    expect(owners['0']).toMatch(/^g1 \d+ 100\.000000 me$/);
+    expect(await run('release', ['0', 'g1', '1', ''])).toEqual([1, 1]);
+    expect(await run('release', ['0', 'g1', '1', ''])).toEqual([0, 1]); // a second release pushes nothing
     expect((await snapshot(redis, name)).available).toEqual(['0']);
     await run('tryLock', ['1', 'g2', '', '', '', '', 'me']);
-    expect(await run('release', ['0', 'g2', '0', ''])).toBe(0); // consume: not put back
+    expect(await run('release', ['0', 'g2', '0', ''])).toEqual([1, 0]); // consume: not put back
     expect(await redis.lRange(`SEMAPHORE:${name}:AVAILABLE`, 0, -1)).toEqual([]);
   });
 });
 
 describe('releaseStale-7.lua', () => {
-  test('reclaims by GRABBED time, including unreadable stamps, and forgets owners', async () => {
+  test('reclaims by each holder\'s own lease, Ruby holders and unreadable stamps by the caller\'s, and forgets owners', async () => {
     const { name, keys, run } = setup();
-    await run('create', ['3', '']);
-    await run('tryLock', ['3', 'a', '100.000000', '', '', '', 'me']);
-    await run('tryLock', ['3', 'b', '108.000000', '', '', '', 'me']);
+    await run('create', ['5', '']);
+    await run('tryLock', ['5', 'a', '100.000000', '5000', '', '', 'me']); // "0": lease over at 105
+    await run('tryLock', ['5', 'b', '104.000000', '10000', '', '', 'me']); // "1": lease runs to 114
+    await run('tryLock', ['5', 'c', '104.000000', '60000', '', '', 'me']); // "2": a longer lease than the caller's
     await redis.lPop(keys.available);
-    await redis.hSet(keys.grabbed, '2', 'garbage');
-    expect(await run('releaseStale', ['110.000000', '5', ''])).toEqual([2]);
+    await redis.hSet(keys.grabbed, '3', 'garbage');
+    await redis.lPop(keys.available);
+    await redis.hSet(keys.grabbed, '4', '104.5'); // a Ruby holder's plain stamp
+    expect(await run('releaseStale', ['110.000000', '5000', ''])).toEqual([3]);
     const state = await snapshot(redis, name);
-    expect(state.grabbed).toEqual({ '1': '108.000000' });
-    expect(grantIds(state.owners)).toEqual({ '1': 'b' });
-    expect([...state.available].sort()).toEqual(['0', '2']);
+    expect(Object.keys(state.grabbed).sort()).toEqual(['1', '2']);
+    expect(grantIds(state.owners)).toEqual({ '1': 'b', '2': 'c' });
+    expect([...state.available].sort()).toEqual(['0', '3', '4']);
+    // Without a stale timeout of its own, a caller still honours leases, and leaves Ruby holders alone.
+    await redis.hSet(keys.grabbed, '4', '104.5');
+    await redis.lRem(keys.available, 1, '4');
+    expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([2]);
+    expect(Object.keys((await snapshot(redis, name)).grabbed)).toEqual(['4']);
   });
 });

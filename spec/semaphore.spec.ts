@@ -28,8 +28,9 @@ describe('lock and unlock', () => {
     expect(await redis.lRange(`SEMAPHORE:${name}:AVAILABLE`, 0, -1)).toEqual(['1', '2']);
     expect(token).toBe('0');
     const stamp = await redis.hGet(`SEMAPHORE:${name}:GRABBED`, '0');
-    expect(stamp).toMatch(/^\d{10}\.\d{6}$/);
-    expect(Math.abs(Number(stamp) - Date.now() / 1000)).toBeLessThan(5);
+    // The gem's float stamp first (Ruby's to_f reads it), then the grant id, fence and lease.
+    expect(stamp).toMatch(/^\d{10}\.\d{6} [\w-]{21} \d+ 30000$/);
+    expect(Math.abs(parseFloat(stamp!) - Date.now() / 1000)).toBeLessThan(5);
   });
 
   test('lock(0) never blocks and resolves null when nothing is free', async () => {

@@ -78,7 +78,7 @@ describe('stale holders', () => {
     const sem = fixture.semaphore({ useLocalTime: true, staleClientTimeout: 300, autoRefresh: false });
     const before = Date.now() / 1000;
     await sem.lock();
-    const stamp = Number(await fixture.redis.hGet(`SEMAPHORE:${sem.name}:GRABBED`, '0'));
+    const stamp = parseFloat((await fixture.redis.hGet(`SEMAPHORE:${sem.name}:GRABBED`, '0')) ?? '');
     expect(stamp).toBeGreaterThanOrEqual(before - 0.001);
     expect(stamp).toBeLessThanOrEqual(Date.now() / 1000 + 0.001);
     await sleep(400);

@@ -125,9 +125,10 @@ export async function releaseToken(
 }
 
 /**
- * Frees every token held longer than `olderThanMs` (on Redis' clock), and returns tokens stranded by
- * waiters that died mid-hand-off: what `releaseStaleLocks()` does with `staleClientTimeout: olderThanMs`.
- * Resolves how many tokens went back.
+ * Frees every token whose holder's lease is over (each grant of this library carries its holder's
+ * own lease, which no operator setting overrides), every Ruby gem holder's token held longer than
+ * `olderThanMs` (on Redis' clock), and tokens stranded by waiters that died mid-hand-off: what
+ * `releaseStaleLocks()` does with `staleClientTimeout: olderThanMs`. Resolves how many tokens went back.
  */
 export async function releaseStale(client: RedisClientLike, name: string, olderThanMs: number): Promise<number> {
   const semaphore = new Semaphore(name, { redis: client, staleClientTimeout: olderThanMs, autoRefresh: false });

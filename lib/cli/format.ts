@@ -88,6 +88,9 @@ export function holderJson(h: HolderInfo) {
     token: h.token,
     since: h.since?.toISOString() ?? null,
     heldMs: h.heldMs,
+    refreshedAt: h.refreshedAt?.toISOString() ?? null,
+    refreshedMs: h.refreshedMs,
+    leaseMs: h.leaseMs ?? null,
     fence: h.fence ?? null,
     owner: h.owner ?? null,
     grantId: h.grantId ?? null,
@@ -120,12 +123,13 @@ export function formatStatus(status: SemaphoreStatus): string {
     const rows = status.holders.map((h) => [
       printable(h.token),
       formatDuration(h.heldMs),
+      formatDuration(h.refreshedMs),
       formatTime(h.since),
       h.fence === undefined ? '-' : String(h.fence),
       h.owner === undefined ? '(not recorded: Ruby gem?)' : printable(h.owner),
     ]);
     lines.push(
-      table(['TOKEN', 'HELD FOR', 'SINCE (UTC)', 'FENCE', 'OWNER'], rows)
+      table(['TOKEN', 'HELD FOR', 'REFRESHED AGO', 'SINCE (UTC)', 'FENCE', 'OWNER'], rows)
         .split('\n')
         .map((line) => `  ${line}`)
         .join('\n'),

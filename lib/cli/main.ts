@@ -23,12 +23,13 @@ const HELP = `Usage: ${BIN} <command> [arguments] [options]
 See who holds a semaphore, and free what is stuck.
 
 Commands:
-  status <name>                       tokens, free tokens, holders (age, owner, fence), waiters
+  status <name>                       tokens, free tokens, holders (age, last refresh, owner, fence), waiters
   list                                every semaphore on this Redis (SCAN), with counts
   watch <name>                        status, refreshed until Ctrl-C (or --count refreshes)
   release <name> <token>              free a held token, whoever holds it; a waiter gets it at once
   release-stale <name> --older-than <duration>
-                                      free every token held longer than that
+                                      free every token whose holder's lease is over,
+                                      and Ruby gem holders' held longer than that
   resize <name> <tokens>              add tokens, or retire free ones (never below those held)
   delete <name>                       delete every key of the semaphore
   dashboard                           serve the web dashboard (see --port, --host, --token)
@@ -218,7 +219,7 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
         await assertExists(client, name);
         const released = await releaseStale(client, name, olderThan);
         if (io.json) io.out(JSON.stringify({ name, olderThanMs: olderThan, released }));
-        else io.out(`Released ${released} token${released === 1 ? '' : 's'} of "${printable(name)}" held longer than ${formatDuration(olderThan)}.`);
+        else io.out(`Released ${released} token${released === 1 ? '' : 's'} of "${printable(name)}" whose holder's lease was over (Ruby holders: held longer than ${formatDuration(olderThan)}).`);
         return EXIT.ok;
       };
     }

@@ -13,7 +13,7 @@
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
     ARGV[4] resources
-    ARGV[5] stale timeout in seconds, or '' for none
+    ARGV[5] the caller's lease in ms ('0' for none): recorded with a grant; Ruby holders' stale timeout
     ARGV[6] lease in seconds for the next slice, or '' on the last slice
     ARGV[7] owner label recorded with the grant
     ARGV[8] a fresh id to register for the caller's next wait if others wait too, or '' for none
@@ -45,7 +45,7 @@ end
 local renewed, fence, others = 0, 0, 0
 if token then
   redis.call('ZREM', K_WAITING, grant)
-  fence = record_grant(token, grant, stamp, ARGV[7])
+  fence = record_grant(token, grant, stamp, ARGV[5], ARGV[7])
   -- Others wait if no token is left free (a free token means nobody is blocked) and registrations
   -- remain. ZCARD also counts abandoned '~' marks and lapsed registrations: telling them apart costs
   -- a scan (ZRANGE) or float arguments (ZCOUNT), 7-20% more Redis work per contended cycle.
@@ -55,17 +55,13 @@ if token then
   if others > 0 and spare ~= '' then
     -- Others wait, so this caller's next lock would miss its tryLock: it is registered now instead
     -- (a spare, used by its next wait or removed), and stale holders are reclaimed as tryLock would.
-    if ARGV[5] ~= '' then
-      reclaim_stale(now, tonumber(ARGV[5]))
-    end
+    reclaim_stale(now, ruby_stale(ARGV[5]))
     redis.call('ZADD', K_WAITING, redis_now() + tonumber(spare_lease), spare)
   end
 else
   if lease ~= '' then
     ensure(tonumber(ARGV[4]))
-    if ARGV[5] ~= '' then
-      reclaim_stale(now, tonumber(ARGV[5]))
-    end
+    reclaim_stale(now, ruby_stale(ARGV[5]))
   end
   if registered and lease ~= '' then
     redis.call('ZADD', K_WAITING, redis_now() + tonumber(lease), grant)

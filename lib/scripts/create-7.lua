@@ -1,5 +1,6 @@
 --[[
-  existsOrCreate: creates the semaphore if it does not exist (see includes/ensure.lua).
+  existsOrCreate: creates the semaphore if it does not exist (see includes/ensure.lua), and sets a
+  missing VERSION on one that does (as the gem does).
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     ARGV[1] resources
@@ -10,5 +11,9 @@
 --- @include ensure
 --- @include expiry
 local created = ensure(tonumber(ARGV[1]))
+-- As the gem's exists_or_create! does: an existing semaphore whose VERSION was lost gets it back.
+if created == 0 then
+  redis.call('SET', K_VERSION, '1', 'NX')
+end
 touch_expiry(ARGV[2])
 return created

@@ -18,7 +18,7 @@ local token, expected = ARGV[1], ARGV[2]
 if redis.call('HEXISTS', K_GRABBED, token) == 0 then
   return -1
 end
-if expected ~= '' and owner_grant(redis.call('HGET', K_OWNERS, token)) ~= expected then
+if expected ~= '' and holder_grant(redis.call('HGET', K_GRABBED, token)) ~= expected then
   return -2
 end
 redis.call('HDEL', K_GRABBED, token)

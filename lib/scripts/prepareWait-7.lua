@@ -14,7 +14,7 @@
     ARGV[2] expiration in milliseconds, or '' for none
     ARGV[3] waiter lease in seconds (counted on Redis TIME)
     ARGV[4] resources
-    ARGV[5] stale timeout in seconds, or '' for none
+    ARGV[5] the caller's lease in ms ('0' for none): Ruby holders' stale timeout
     ARGV[6] local time in decimal seconds, or '' for Redis TIME
   Output: 1 when registered; 0 for a grant id recover-8.lua abandoned (a pipeline that arrives after
   its client gave up on it), which registers nothing
@@ -23,15 +23,14 @@
 --- @include clock
 --- @include ensure
 --- @include expiry
+--- @include grant
 --- @include reclaim
 local grant = ARGV[1]
 if redis.call('ZSCORE', K_WAITING, '~' .. grant) ~= false then
   return 0
 end
 ensure(tonumber(ARGV[4]))
-if ARGV[5] ~= '' then
-  reclaim_stale(clock(ARGV[6]), tonumber(ARGV[5]))
-end
+reclaim_stale(clock(ARGV[6]), ruby_stale(ARGV[5]))
 redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[3]), grant)
 touch_expiry(ARGV[2])
 return 1

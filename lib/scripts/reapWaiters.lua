@@ -1,7 +1,9 @@
 --[[
   Returns to AVAILABLE the tokens left in the inboxes of waiter registrations whose lease is over
   (a waiter that died between BLMOVE and its claim), and removes those registrations. Checks each
-  lease again here, so a registration renewed since it was reported is left alone.
+  lease again here, so a registration renewed since it was reported is left alone. An abandoned
+  mark's inbox ('~<grant id>', see recover-8.lua) is drained whenever asked; the mark itself stays
+  until its lease is over.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8..] INBOX:<grant id> of each registration in ARGV[2..], in the same order
@@ -16,11 +18,16 @@ local now = redis_now()
 local returned = 0
 for i = 2, #ARGV do
   local lease = tonumber(redis.call('ZSCORE', K_WAITING, ARGV[i]))
-  if lease and lease <= now then
+  local over = lease ~= nil and lease <= now
+  -- Nothing ever claims from an abandoned inbox (claim-8.lua bounces, recover-8.lua adopts by
+  -- GRABBED only, prepareWait-7.lua refuses the id), so its tokens may go back at any time.
+  if over or (lease ~= nil and string.sub(ARGV[i], 1, 1) == '~') then
     local inbox = KEYS[6 + i]
     while redis.call('RPOPLPUSH', inbox, K_AVAILABLE) do
       returned = returned + 1
     end
+  end
+  if over then
     redis.call('ZREM', K_WAITING, ARGV[i])
   end
 end

@@ -13,7 +13,8 @@
     ARGV[3] expiration in milliseconds, or '' for none
     ARGV[4] how long the abandoned mark lasts, in seconds
     ARGV[5] owner label recorded with a grant made here
-  Output: { token held by this grant, its fencing number, ms since GRABBED stamped it }, or nil
+    ARGV[6] the caller's lease in ms ('0' for none), recorded with a grant made here
+  Output: { token held by this grant, its fencing number, ms since GRABBED stamped it (its lease's start) }, or nil
 ]]
 --- @include keys
 --- @include clock
@@ -21,18 +22,19 @@
 --- @include grant
 local inbox, grant = KEYS[8], ARGV[1]
 local now, stamp = clock(ARGV[2])
-local owners = redis.call('HGETALL', K_OWNERS)
-for i = 1, #owners, 2 do
-  if owner_grant(owners[i + 1]) == grant then
-    local since = tonumber(redis.call('HGET', K_GRABBED, owners[i])) or now
-    return { owners[i], owner_fence(owners[i + 1]), math.max(0, math.floor((now - since) * 1000)) }
+local grabbed = redis.call('HGETALL', K_GRABBED)
+for i = 1, #grabbed, 2 do
+  local since, holder, fence = parse_grant(grabbed[i + 1])
+  if holder == grant then
+    since = tonumber(since) or now
+    return { grabbed[i], tonumber(fence), math.max(0, math.floor((now - since) * 1000)) }
   end
 end
 local lease = redis.call('ZSCORE', K_WAITING, grant)
 local token = redis.call('LPOP', inbox)
 if token and lease then
   redis.call('ZREM', K_WAITING, grant)
-  local fence = record_grant(token, grant, stamp, ARGV[5])
+  local fence = record_grant(token, grant, stamp, ARGV[6], ARGV[5])
   touch_expiry(ARGV[3])
   return { token, fence, 0 }
 end

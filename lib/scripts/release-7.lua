@@ -1,22 +1,24 @@
 --[[
-  unlock, and consume: ends a grant if, and only if, this grant still owns the token. unlock puts
-  the token back on AVAILABLE (Redis hands it to the longest-blocked waiter right after this
-  script); consume drops it (a job taken with wait()). A grant that lost its token (reclaimed as
-  stale, or wiped by a Redis reset) changes nothing, so a late unlock can never push a token twice.
+  unlock, and consume: ends a grant if, and only if, this grant still holds the token (GRABBED names
+  it). unlock puts the token back on AVAILABLE (Redis hands it to the longest-blocked waiter right
+  after this script); consume drops it (a job taken with wait()). A grant that lost its token
+  (reclaimed by its lease, by the Ruby gem or an operator, signalled back, deleted, or wiped by a
+  Redis reset) changes nothing, so a late or repeated unlock can never push a token twice, nor end
+  another grant of the same token.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     ARGV[1] token
     ARGV[2] grant id
     ARGV[3] '1' to put the token back (unlock), '0' to drop it (consume)
     ARGV[4] expiration in milliseconds, or '' for none
-  Output: -1 when the grant no longer owns the token; otherwise the new length of AVAILABLE
+  Output: { 1 when this grant was ended here, 0 when it no longer held the token; the length of AVAILABLE }
 ]]
 --- @include keys
 --- @include grant
 --- @include expiry
 local token, grant = ARGV[1], ARGV[2]
-if owner_grant(redis.call('HGET', K_OWNERS, token)) ~= grant then
-  return -1
+if holder_grant(redis.call('HGET', K_GRABBED, token)) ~= grant then
+  return { 0, redis.call('LLEN', K_AVAILABLE) }
 end
 redis.call('HDEL', K_GRABBED, token)
 redis.call('HDEL', K_OWNERS, token)
@@ -27,4 +29,4 @@ else
   available = redis.call('LLEN', K_AVAILABLE)
 end
 touch_expiry(ARGV[4])
-return available
+return { 1, available }

@@ -7,7 +7,7 @@
   Output: { exists (0 or 1), Redis TIME as "sec.usec", free tokens (LLEN AVAILABLE),
             registered waiters whose lease runs (abandoned '~' marks excluded),
             { up to ARGV[1] of their grant ids, earliest lease first },
-            then for each held token: token, GRABBED stamp, OWNERS value or false }
+            then for each held token: token, GRABBED value, OWNERS value or false }
 ]]
 --- @include keys
 --- @include clock

@@ -1,7 +1,7 @@
 --[[
   lock's first step: takes a free token at once and records its holder. On a miss, registers the
   caller as a waiter (with a lease, as prepareWait-7.lua does) so that its BLMOVE can follow at once.
-  Creates the semaphore if needed and, with a stale timeout, first reclaims stale holders.
+  Creates the semaphore if needed and first reclaims holders whose lease is over.
   Never jumps ahead of a waiter blocked in BLMOVE: a free token means nobody is blocked (Redis
   serves them the moment a token is pushed), and a token this script reclaims is left for the
   longest-blocked waiter unless no waiter is registered.
@@ -10,7 +10,8 @@
     ARGV[1] resources
     ARGV[2] grant id: the owner recorded for the token
     ARGV[3] local time in decimal seconds, or '' for Redis TIME
-    ARGV[4] stale timeout in seconds, or '' for none
+    ARGV[4] the caller's lease in ms (its staleClientTimeout; '0' for none): recorded with a grant,
+            and the stale timeout of Ruby holders it reclaims
     ARGV[5] expiration in milliseconds, or '' for none
     ARGV[6] waiter lease in seconds to register on a miss, or '' not to register (lock(0))
     ARGV[7] owner label recorded with the grant
@@ -22,13 +23,13 @@
 --- @include expiry
 --- @include grant
 --- @include reclaim
-local resources, grant, stale_s, expiration = tonumber(ARGV[1]), ARGV[2], ARGV[4], ARGV[5]
+local resources, grant, lease_ms, expiration = tonumber(ARGV[1]), ARGV[2], ARGV[4], ARGV[5]
 local now, stamp = clock(ARGV[3])
 ensure(resources)
 -- LLEN before LPOP: a script's first write decides whether Redis refuses it when out of memory
 -- (and LPOP counts as one even on an empty list), so a miss must reach its ZADD with no write before.
 local may_take = redis.call('LLEN', K_AVAILABLE) > 0
-if stale_s ~= '' and reclaim_stale(now, tonumber(stale_s)) > 0 and not may_take then
+if reclaim_stale(now, ruby_stale(lease_ms)) > 0 and not may_take then
   may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
 end
 local token = false
@@ -37,7 +38,7 @@ if may_take then
 end
 local fence = 0
 if token then
-  fence = record_grant(token, grant, stamp, ARGV[7])
+  fence = record_grant(token, grant, stamp, lease_ms, ARGV[7])
 elseif ARGV[6] ~= '' then
   redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[6]), grant)
 end

@@ -261,7 +261,7 @@
     } else {
       const table = el('table');
       const head = el('tr');
-      for (const heading of ['token', 'held for', 'since (UTC)', 'fence', 'owner', '']) head.append(el('th', '', heading));
+      for (const heading of ['token', 'held for', 'refreshed ago', 'since (UTC)', 'fence', 'owner', '']) head.append(el('th', '', heading));
       table.append(el('thead'), el('tbody'));
       table.tHead.append(head);
       for (const holder of semaphore.holders) {
@@ -269,6 +269,7 @@
         row.append(
           el('td', 'token', holder.token),
           el('td', 'age', duration(holder.heldMs)),
+          el('td', 'age refreshed', duration(holder.refreshedMs)),
           since(holder.since),
           el('td', 'fence', holder.fence === null ? '-' : String(holder.fence)),
           el('td', 'owner', holder.owner === null ? '(not recorded)' : holder.owner),

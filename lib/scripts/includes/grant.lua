@@ -1,6 +1,11 @@
--- Holder records. GRABBED keeps the gem's format (token -> "sec.usec"); OWNERS maps the token to
--- "<grant id> <fence> <owner label>": the acquisition that holds it (ownership checks compare the
--- grant id), its fencing number, and who took it (the `owner` option, free text, last).
+-- Holder records. GRABBED[token] is "<stamp> <grant id> <fence> <lease ms>": the gem's float stamp
+-- first (Ruby's `to_f` reads it and ignores the rest), renewed by every refresh; the grant id that
+-- ownership checks compare; the fencing number; and the holder's own lease (its staleClientTimeout;
+-- 0 never goes stale), which every reclaimer honours. A Ruby holder's value is a plain stamp.
+-- OWNERS[token] is "<grant id> <fence> <acquired stamp> <owner label>", written once per grant (the
+-- label, the `owner` option, free text, last); it describes GRABBED's grant only while the grant ids
+-- agree (the gem's reclaim deletes GRABBED alone). GRABBED is the one source of truth for "is this
+-- grant still the holder".
 
 -- The next fencing number: FENCE is INCRed for every grant. Created (or re-created after the keys
 -- expired, were deleted, or lost in a restart) at Redis TIME in microseconds, so numbers keep
@@ -17,20 +22,27 @@ local function next_fence()
   return fence
 end
 
--- Records TOKEN as held by GRANT since STAMP; returns its fencing number.
-local function record_grant(token, grant, stamp, label)
+-- Records TOKEN as held by GRANT since STAMP with a lease of LEASE_MS; returns its fencing number.
+local function record_grant(token, grant, stamp, lease_ms, label)
   local fence = next_fence()
-  redis.call('HSET', K_GRABBED, token, stamp)
-  redis.call('HSET', K_OWNERS, token, grant .. ' ' .. string.format('%d', fence) .. ' ' .. label)
+  local f = string.format('%d', fence)
+  local lease = string.format('%d', tonumber(lease_ms) or 0)
+  redis.call('HSET', K_GRABBED, token, stamp .. ' ' .. grant .. ' ' .. f .. ' ' .. lease)
+  redis.call('HSET', K_OWNERS, token, grant .. ' ' .. f .. ' ' .. stamp .. ' ' .. label)
   return fence
 end
 
--- The grant id of an OWNERS value (false when there is none).
-local function owner_grant(record)
-  return record and string.match(record, '^%S+')
+-- A GRABBED value's parts: stamp, grant id, fence, lease ms (strings); nil for a Ruby holder's
+-- plain stamp (or anything else this library did not write).
+local function parse_grant(value)
+  if not value then
+    return nil
+  end
+  return string.match(value, '^(%S+) (%S+) (%d+) (%d+)$')
 end
 
--- The fencing number of an OWNERS value.
-local function owner_fence(record)
-  return tonumber(string.match(record, '^%S+ (%d+)'))
+-- The grant id a GRABBED value names, or nil.
+local function holder_grant(value)
+  local _, grant = parse_grant(value)
+  return grant
 end
