@@ -26,7 +26,7 @@ describe('status', () => {
     expect(text.stdout).toContain(`semaphore  ${name}`);
     expect(text.stdout).toContain('tokens     2 (2 held, 0 free)');
     expect(text.stdout).toContain('waiting    1');
-    expect(text.stdout).toMatch(/TOKEN\s+HELD FOR\s+SINCE \(UTC\)\s+FENCE\s+OWNER/);
+    expect(text.stdout).toMatch(/TOKEN\s+HELD FOR\s+REFRESHED AGO\s+SINCE \(UTC\)\s+FENCE\s+OWNER/);
     expect(text.stdout.match(/holder@host-a/g)).toHaveLength(2);
 
     const json = await runCli(['status', name, '--json']);
@@ -35,7 +35,9 @@ describe('status', () => {
     expect(status).toMatchObject({ name, exists: true, tokens: 2, held: 2, available: 0, waiting: 1 });
     expect(status.holders.map((h: { token: string }) => h.token).sort()).toEqual([...tokens].sort());
     for (const holder of status.holders) {
-      expect(holder).toMatchObject({ owner: 'holder@host-a', fence: expect.any(Number), grantId: expect.any(String) });
+      expect(holder).toMatchObject({ owner: 'holder@host-a', fence: expect.any(Number), grantId: expect.any(String), leaseMs: 30_000 });
+      expect(holder.refreshedMs).toBeLessThanOrEqual(holder.heldMs);
+      expect(Date.parse(holder.refreshedAt)).toBeGreaterThanOrEqual(Date.parse(holder.since));
       expect(holder.heldMs).toBeGreaterThanOrEqual(0);
       expect(Date.parse(holder.since)).toBeLessThanOrEqual(Date.parse(status.now));
     }
@@ -114,17 +116,23 @@ describe('release', () => {
   });
 });
 
-test('release-stale frees only tokens held longer than --older-than', async () => {
+test('release-stale frees holders whose own lease is over and Ruby holders older than --older-than, never a live lease', async () => {
   const name = uniqueName('cli-stale');
-  const sem = fx.semaphore({ resources: 3 }, name);
-  const old = (await sem.lock(0)) as string;
+  const sem = fx.semaphore({ resources: 4 }, name);
+  const expired = fx.semaphore({ staleClientTimeout: 500, autoRefresh: false }, name);
+  const live = (await sem.lock(0)) as string; // a 30 s lease, refreshed
+  const lapsed = (await expired.lock(0)) as string;
+  // A Ruby gem holder: a plain stamp, 2 s old.
+  const [seconds] = (await fx.redis.sendCommand(['TIME'])) as [string, string];
+  const ruby = (await fx.redis.lPop(`SEMAPHORE:${name}:AVAILABLE`)) as string;
+  await fx.redis.hSet(`SEMAPHORE:${name}:GRABBED`, ruby, `${Number(seconds) - 2}.000000`);
   await new Promise((resolve) => setTimeout(resolve, 1500));
-  const fresh = (await sem.lock(0)) as string;
   const result = await runCli(['release-stale', name, '--older-than', '1s', '--json']);
   expect(result.code).toBe(0);
-  expect(JSON.parse(result.stdout)).toEqual({ name, olderThanMs: 1000, released: 1 });
-  await expect(sem.isLocked(old)).resolves.toBe(false);
-  await expect(sem.isLocked(fresh)).resolves.toBe(true);
+  expect(JSON.parse(result.stdout)).toEqual({ name, olderThanMs: 1000, released: 2 });
+  await expect(sem.isLocked(live)).resolves.toBe(true);
+  await expect(sem.isLocked(lapsed)).resolves.toBe(false);
+  await expect(sem.isLocked(ruby)).resolves.toBe(false);
   const usage = await runCli(['release-stale', name]);
   expect(usage.code).toBe(2);
   expect(usage.stderr).toContain('--older-than');

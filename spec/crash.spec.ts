@@ -264,7 +264,8 @@ async function expectRecovery(target: Target, survivor: Semaphore, via: 'lock' |
   const all = Array.from({ length: resources }, (_, i) => String(i));
   const before = await takeCensus(target.redis, name);
   expect(censusProblems(before, resources, { inboxesAllowed: true })).toEqual([]);
-  const deadSince = Object.entries(before.grabbed).map(([token, since]) => [token, Number(since)] as const);
+  // GRABBED values start with the gem's stamp ("<stamp> <grant id> <fence> <lease ms>").
+  const deadSince = Object.entries(before.grabbed).map(([token, since]) => [token, parseFloat(since)] as const);
 
   // Not early: while no dead grant is stale yet, reclaiming returns nothing the dead hold.
   await survivor.releaseStaleLocks();
@@ -292,7 +293,7 @@ async function expectRecovery(target: Target, survivor: Semaphore, via: 'lock' |
     // The dead holders' tokens were granted again no sooner than staleClientTimeout after their grant.
     const during = await takeCensus(target.redis, name);
     for (const [token, since] of deadSince) {
-      expect(Number(during.grabbed[token]) - since).toBeGreaterThan(STALE / 1000 - 0.001);
+      expect(parseFloat(during.grabbed[token] ?? '') - since).toBeGreaterThan(STALE / 1000 - 0.001);
     }
     for (const token of held) expect(await survivor.unlock(token)).not.toBe(false);
   } else {

@@ -120,7 +120,7 @@ describe('the minimal ACL', () => {
     const fromScripts = [...lua.matchAll(/redis\.call\('([A-Z]+)'/g)].map((match) => match[1] ?? '');
     // Commands sent directly: sendCommand(['X', …]), command('…', ['X', …]), runScript (EVALSHA, EVAL).
     const direct = [...ts.matchAll(/\[\s*'([A-Z]+)'(?:,\s*'([A-Z]+)')?/g)].map((match) =>
-      match[1] === 'SCRIPT' ? `SCRIPT|${match[2]}` : (match[1] ?? ''),
+      match[1] === 'SCRIPT' || match[1] === 'CLIENT' ? `${match[1]}|${match[2]}` : (match[1] ?? ''),
     );
     const used = new Set([...fromScripts, ...direct, 'EVAL']);
     expect([...granted].sort()).toEqual([...used].filter((command) => /^[A-Z|]+$/.test(command)).sort());

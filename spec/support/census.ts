@@ -6,7 +6,7 @@ export interface Census {
   readonly available: string[];
   /** GRABBED: token → acquisition time. */
   readonly grabbed: Record<string, string>;
-  /** OWNERS: token → grant id (the first field of `"<grant id> <fence> <owner label>"`). */
+  /** OWNERS: token → grant id (the first field of `"<grant id> <fence> <acquired stamp> <owner label>"`). */
   readonly owners: Record<string, string>;
   /** WAITING: registration (`<grant id>` or `~<grant id>`) and lease end in seconds. */
   readonly waiting: Array<{ registration: string; lease: number }>;
