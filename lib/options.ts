@@ -177,6 +177,10 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   assertPositiveInteger('resources', resources);
   if (staleClientTimeout !== null) {
     assertDuration('staleClientTimeout', staleClientTimeout, true);
+    // Leases are recorded in whole milliseconds.
+    if (staleClientTimeout < 1) {
+      throw new RangeError(`Expected \`staleClientTimeout\` to be at least 1 ms, got ${staleClientTimeout}`);
+    }
     // The holder's lease runs on a timer, whose range is 2^31-1 ms (about 24.8 days).
     if (staleClientTimeout > MAX_TIMER_MS) {
       throw new RangeError(`Expected \`staleClientTimeout\` to be at most ${MAX_TIMER_MS} ms, got ${staleClientTimeout}`);

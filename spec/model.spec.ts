@@ -28,9 +28,14 @@ class Model {
   readonly grants: Grant[][] = Array.from({ length: CLIENTS }, () => []);
   jobs = 0;
 
-  /** The last grant of `client` for `token` (what `unlock(token)` and `refresh(token)` act on). */
+  /**
+   * The grant of `client` for `token` that `unlock(token)` and `refresh(token)` act on: its newest
+   * grant of that token that Redis no longer records, if any (a lost one goes first, so a call never
+   * ends another live grant of the same token), else its newest.
+   */
   last(client: number, token: string): Grant | undefined {
-    return this.grants[client]?.findLast((grant) => grant.token === token);
+    const mine = this.grants[client]?.filter((grant) => grant.token === token) ?? [];
+    return mine.findLast((grant) => !grant.valid) ?? mine.at(-1);
   }
 
   forget(client: number, grant: Grant): void {
@@ -114,8 +119,8 @@ class Refresh implements Command {
   async run(model: Model, real: Real): Promise<void> {
     const { token } = grantOf(model, this.client, this.pick)!;
     const grant = model.last(this.client, token)!;
+    // A lost grant stays with its instance until it is released.
     expect(await real.sems[this.client]!.refresh(token)).toBe(grant.valid);
-    if (!grant.valid) model.forget(this.client, grant);
   }
   toString = () => `c${this.client}.refresh(#${this.pick})`;
 }
@@ -131,9 +136,8 @@ class Signal implements Command {
     const known = [...new Set([...model.held.keys(), ...model.available])];
     const token = this.pick === 'job' || known.length === 0 ? `job-${++model.jobs}` : known[this.pick % known.length]!;
     const pushed = await real.sems[this.client]!.signal(token);
-    // The signalled token's holder no longer holds it; the signalling instance forgets its own grants of it.
+    // The signalled token's holder no longer holds it (its instance keeps the lost grant until released).
     model.invalidate(token);
-    for (const grant of (model.grants[this.client] ?? []).filter((g) => g.token === token)) model.forget(this.client, grant);
     model.available.unshift(token);
     expect(pushed).toBe(model.available.length);
   }
