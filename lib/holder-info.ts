@@ -1,5 +1,5 @@
 /**
- * The state `status-7.lua` reads in one snapshot, shared by `Semaphore.holders()` /
+ * The state `status-9.lua` reads in one snapshot, shared by `Semaphore.holders()` /
  * `Semaphore.waiting()` and the operator's tools (lib/admin).
  */
 
@@ -28,7 +28,7 @@ export interface HolderInfo {
   readonly grantId: string | undefined;
 }
 
-/** `status-7.lua`'s reply, decoded. */
+/** `status-9.lua`'s reply, decoded. */
 export interface StatusSnapshot {
   readonly exists: boolean;
   /** Redis' clock, in seconds. */

@@ -18,13 +18,17 @@ export interface SemaphoreKeys {
   readonly waiting: string;
   /** Counter of fencing numbers, INCRed by every grant. */
   readonly fence: string;
+  /** Sorted set token → when its holder's lease ends (seconds), for this library's grants (see includes/grant.lua). */
+  readonly leases: string;
+  /** `"<next token> <target> <partial>"` while a creation is under way in batches (see includes/ensure.lua). */
+  readonly creating: string;
   /** The gem's guard key for `release_stale_locks!`; only ever deleted here. */
   readonly gemReleaseGuard: string;
-  /** The seven keys every script receives first, in the order `lib/scripts/includes/keys.lua` names them. */
+  /** The nine keys every script receives first, in the order `lib/scripts/includes/keys.lua` names them. */
   readonly scriptKeys: readonly string[];
   /** The list a blocked waiter's BLMOVE moves its token into. */
   inbox(grantId: string): string;
-  /** The inbox of a WAITING entry: `<grant id>`, or `~<grant id>` once abandoned (see recover-8.lua). */
+  /** The inbox of a WAITING entry: `<grant id>`, or `~<grant id>` once abandoned (see recover-10.lua). */
   inboxOfRegistration(registration: string): string;
 }
 
@@ -42,6 +46,8 @@ export function semaphoreKeys(name: string, { cluster = false }: { cluster?: boo
   const owners = `${prefix}OWNERS`;
   const waiting = `${prefix}WAITING`;
   const fence = `${prefix}FENCE`;
+  const leases = `${prefix}LEASES`;
+  const creating = `${prefix}CREATING`;
   return {
     available,
     grabbed,
@@ -50,8 +56,10 @@ export function semaphoreKeys(name: string, { cluster = false }: { cluster?: boo
     owners,
     waiting,
     fence,
+    leases,
+    creating,
     gemReleaseGuard: `${prefix}release_locks`,
-    scriptKeys: [available, grabbed, exists, version, owners, waiting, fence],
+    scriptKeys: [available, grabbed, exists, version, owners, waiting, fence, leases, creating],
     inbox: (grantId) => `${prefix}INBOX:${grantId}`,
     inboxOfRegistration: (registration) => `${prefix}INBOX:${registration.replace(/^~/, '')}`,
   };

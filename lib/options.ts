@@ -132,6 +132,12 @@ export interface ResolvedOptions {
 /** The default lease: long enough for GC pauses and slow event loops, short enough for a crash. */
 export const DEFAULT_STALE_CLIENT_TIMEOUT = 30_000;
 
+/**
+ * Most tokens a semaphore may have (`resources`, and the CLI's `resize`): created in batches of
+ * 10,000 (a few ms of Redis each), and a list and hash of this size stay a few tens of MB.
+ */
+export const MAX_RESOURCES = 1_000_000;
+
 /** Longest `owner` label: it is stored with every grant. */
 const MAX_OWNER_LENGTH = 1024;
 
@@ -175,6 +181,9 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     throw new TypeError(`Expected \`url\` to be a Redis URL string, got ${describe(url)}`);
   }
   assertPositiveInteger('resources', resources);
+  if (resources > MAX_RESOURCES) {
+    throw new RangeError(`Expected \`resources\` to be at most ${MAX_RESOURCES}, got ${resources}`);
+  }
   if (staleClientTimeout !== null) {
     assertDuration('staleClientTimeout', staleClientTimeout, true);
     // Leases are recorded in whole milliseconds.

@@ -27,21 +27,21 @@ function loadScript(file: string): Script {
 }
 
 export const scripts = {
-  tryLock: loadScript('tryLock-7.lua'),
-  prepareWait: loadScript('prepareWait-7.lua'),
-  claim: loadScript('claim-8.lua'),
-  recover: loadScript('recover-8.lua'),
+  tryLock: loadScript('tryLock-9.lua'),
+  prepareWait: loadScript('prepareWait-9.lua'),
+  claim: loadScript('claim-10.lua'),
+  recover: loadScript('recover-10.lua'),
   reapWaiters: loadScript('reapWaiters.lua'),
-  release: loadScript('release-7.lua'),
-  refresh: loadScript('refresh-7.lua'),
-  signal: loadScript('signal-7.lua'),
-  releaseStale: loadScript('releaseStale-7.lua'),
-  create: loadScript('create-7.lua'),
-  inspect: loadScript('inspect-7.lua'),
+  release: loadScript('release-9.lua'),
+  refresh: loadScript('refresh-9.lua'),
+  signal: loadScript('signal-9.lua'),
+  releaseStale: loadScript('releaseStale-9.lua'),
+  create: loadScript('create-9.lua'),
+  inspect: loadScript('inspect-9.lua'),
   // Operators' scripts (lib/admin/): the CLI and the dashboard.
-  status: loadScript('status-7.lua'),
-  forceRelease: loadScript('forceRelease-7.lua'),
-  resize: loadScript('resize-7.lua'),
+  status: loadScript('status-9.lua'),
+  forceRelease: loadScript('forceRelease-9.lua'),
+  resize: loadScript('resize-9.lua'),
 } as const;
 
 /** `EVAL` with the script's text: never fails with NOSCRIPT (used where a failed step must not be skipped). */

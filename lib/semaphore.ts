@@ -72,7 +72,7 @@ interface Attempt {
 }
 
 /**
- * A waiter's registration in WAITING (see tryLock-7.lua, claim-8.lua): the grant id its inbox is
+ * A waiter's registration in WAITING (see tryLock-9.lua, claim-10.lua): the grant id its inbox is
  * named after, and until when it surely lasts by this process's clock (`performance.now()`; the
  * lease is counted from when the request was sent, before Redis ran it, so this errs early).
  */
@@ -84,7 +84,7 @@ interface Registration {
 }
 
 /**
- * How many registration leases an abandoned grant id stays marked (recover-8.lua): long enough for a
+ * How many registration leases an abandoned grant id stays marked (recover-10.lua): long enough for a
  * pipeline delayed in the network (TCP retransmits after a healed partition) to arrive and be refused.
  */
 const ABANDONED_LEASES = 4;
@@ -150,7 +150,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   #contended = false;
   /**
-   * Registrations a claim made for this instance's next waits while others waited (claim-8.lua), so
+   * Registrations a claim made for this instance's next waits while others waited (claim-10.lua), so
    * that a contended lock skips prepareWait too: newest last.
    */
   readonly #spares: Registration[] = [];
@@ -348,9 +348,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return exists === 1 ? count : this.resources;
   }
 
-  /** Creates the semaphore in Redis unless it exists; never touches an existing one. */
+  /**
+   * Creates the semaphore in Redis unless it exists; never touches an existing one (but sets a
+   * missing VERSION, as the gem does). A large semaphore is created in batches, one script each.
+   */
   async existsOrCreate(): Promise<void> {
-    await this.#run('existsOrCreate', scripts.create, [String(this.resources), this.#expiration()]);
+    // 2: batches remain (see includes/ensure.lua).
+    while ((await this.#run('existsOrCreate', scripts.create, [String(this.resources), this.#expiration()])) === 2);
   }
 
   /** Every token, free ones first, then held ones. */
@@ -722,7 +726,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
     const claimed = this.#options.useLocalTime
       ? moved.then(() => runScript(connection, scripts.claim, [...keys, inbox], claimArgs()))
-      : connection.sendCommand(['EVALSHA', scripts.claim.sha1, '8', ...keys, inbox, ...claimArgs()]);
+      : connection.sendCommand(['EVALSHA', scripts.claim.sha1, String(keys.length + 1), ...keys, inbox, ...claimArgs()]);
     const waiting = checkpoint('lock:waiting');
     const settled = Promise.allSettled([prepared, moved, claimed, waiting]);
     // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
@@ -774,7 +778,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       const grant = token === null ? null : { token, id, fence, anchor: sent };
       const until = sent + this.#registrationLeaseMs();
       const registration = renewed === 1 ? { id, until } : null;
-      // The claim registered the spare id (claim-8.lua) when it granted while others waited.
+      // The claim registered the spare id (claim-10.lua) when it granted while others waited.
       const madeSpare = grant !== null && others > 0 && spare !== '';
       if (!error) {
         if (grant !== null) this.#contended = others > 0;
@@ -801,7 +805,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   /**
-   * Adopts the grant of an attempt whose reply was lost, or marks it abandoned (recover-8.lua). After
+   * Adopts the grant of an attempt whose reply was lost, or marks it abandoned (recover-10.lua). After
    * a blocking slice (`blockedUntil`: when its BLMOVE times out at the latest), a BLMOVE the server
    * still runs for the closed connection may yet deliver into the abandoned inbox: that inbox is
    * drained soon and again once the slice is surely over (#drainAbandoned).

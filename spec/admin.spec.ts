@@ -25,7 +25,7 @@ function setup() {
   return { name, keys, run };
 }
 
-describe('forceRelease-7.lua', () => {
+describe('forceRelease-9.lua', () => {
   test('frees a held token (GRABBED and OWNERS gone, token pushed); refuses one that is not held', async () => {
     const { name, run } = setup();
     const sem = fx.semaphore({ resources: 2 }, name);
@@ -60,7 +60,7 @@ describe('forceRelease-7.lua', () => {
   });
 });
 
-describe('resize-7.lua', () => {
+describe('resize-9.lua', () => {
   test('grows with the lowest free integer names, shrinks retiring non-canonical and highest free tokens first', async () => {
     const { name, run } = setup();
     const sem = fx.semaphore({ resources: 3 }, name);
@@ -82,7 +82,7 @@ describe('resize-7.lua', () => {
   });
 });
 
-describe('status-7.lua', () => {
+describe('status-9.lua', () => {
   test('exists, free tokens, live waiters (not abandoned marks) and every holder with its owner record', async () => {
     const { name, keys, run } = setup();
     const sem = fx.semaphore({ resources: 1, owner: 'me on host' }, name);

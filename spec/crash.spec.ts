@@ -32,7 +32,7 @@ const fixture = useFixture();
 let dist = '';
 beforeAll(() => {
   const built = join(__dirname, '..', 'dist');
-  for (const file of ['index.js', 'checkpoint.js', 'scripts.js', 'keys.js', 'scripts/claim-8.lua']) {
+  for (const file of ['index.js', 'checkpoint.js', 'scripts.js', 'keys.js', 'scripts/claim-10.lua']) {
     if (!existsSync(join(built, file))) throw new Error(`dist/${file} is missing: run \`npm run build\` first`);
   }
   dist = mkdtempSync(join(tmpdir(), 'rts-crash-dist-'));

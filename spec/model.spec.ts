@@ -144,7 +144,7 @@ class Signal implements Command {
   toString = () => `c${this.client}.signal(${this.pick === 'job' ? 'job' : `#${this.pick}`})`;
 }
 
-/** A holder that looks dead (its GRABBED time set far back), reclaimed by releaseStaleLocks. */
+/** A holder that looks dead (its lease's start set far back, in GRABBED and LEASES), reclaimed by releaseStaleLocks. */
 class Reclaim implements Command {
   constructor(
     readonly client: number,
@@ -154,7 +154,10 @@ class Reclaim implements Command {
   async run(model: Model, real: Real): Promise<void> {
     const tokens = [...model.held.keys()];
     const token = tokens[this.pick % tokens.length]!;
-    await fixture.redis.hSet(`SEMAPHORE:${real.name}:GRABBED`, token, '1000.000000');
+    const key = (suffix: string) => `SEMAPHORE:${real.name}:${suffix}`;
+    const record = (await fixture.redis.hGet(key('GRABBED'), token))!;
+    await fixture.redis.hSet(key('GRABBED'), token, record.replace(/^\S+/, '1000.000000'));
+    await fixture.redis.zAdd(key('LEASES'), { score: 1060, value: token }); // the 60 s lease below
     expect(await real.sems[this.client]!.releaseStaleLocks()).toBe(1);
     model.invalidate(token);
     model.available.unshift(token);
@@ -171,6 +174,7 @@ function verified<C extends Command>(command: C): C {
     expect(await fixture.redis.lRange(key('AVAILABLE'), 0, -1)).toEqual(model.available);
     expect((await fixture.redis.hKeys(key('GRABBED'))).sort()).toEqual([...model.held.keys()].sort());
     expect((await fixture.redis.hKeys(key('OWNERS'))).sort()).toEqual([...model.held.keys()].sort());
+    expect((await fixture.redis.zRange(key('LEASES'), 0, -1)).sort()).toEqual([...model.held.keys()].sort());
     expect(await fixture.redis.zCard(key('WAITING'))).toBe(0);
   };
   return command;

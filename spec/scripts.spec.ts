@@ -30,7 +30,7 @@ function setup() {
   return { name, keys, run };
 }
 
-describe('tryLock-7.lua', () => {
+describe('tryLock-9.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {
     const { name, run } = setup();
     expect(await run('tryLock', ['2', 'g1', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number)]);
@@ -80,7 +80,7 @@ describe('tryLock-7.lua', () => {
   });
 });
 
-describe('claim-8.lua', () => {
+describe('claim-10.lua', () => {
   test('turns the token in a registered inbox into a grant', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['w', '', '10', '1', '', '']);
@@ -182,7 +182,7 @@ describe('claim-8.lua', () => {
   });
 });
 
-describe('recover-8.lua', () => {
+describe('recover-10.lua', () => {
   test('adopts a grant whose claim ran but whose reply was lost', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['2', 'lost-reply', '', '', '', '', 'me']);
@@ -214,7 +214,7 @@ describe('recover-8.lua', () => {
   });
 });
 
-describe('prepareWait-7.lua', () => {
+describe('prepareWait-9.lua', () => {
   test('does what tryLock does before a wait: creates the semaphore and reclaims stale holders', async () => {
     const { name, keys, run } = setup();
     expect(await run('prepareWait', ['w', '', '10', '2', '', ''])).toBe(1);
@@ -253,6 +253,41 @@ describe('includes: ensure and touch_expiry', () => {
     expect(Object.keys(state.grabbed)).toEqual(['0']);
   });
 
+  test('creates a large semaphore in batches of 10,000 that other commands interleave with, pushing each token once', async () => {
+    const { name, keys, run } = setup();
+    expect(await run('create', ['25000', ''])).toBe(2);
+    expect(await redis.get(keys.creating)).toBe('10000 25000 0');
+    expect(await redis.exists(keys.exists)).toBe(0);
+    // Between batches the pool is usable: a lock takes the first token (and pushes the next batch).
+    expect(await run('tryLock', ['25000', 'g', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number)]);
+    expect(await redis.get(keys.creating)).toBe('20000 25000 0');
+    expect(await run('create', ['25000', ''])).toBe(1);
+    expect(await redis.exists([keys.creating])).toBe(0);
+    expect(await redis.get(keys.exists)).toBe('1');
+    const available = await redis.lRange(keys.available, 0, -1);
+    expect(available).toHaveLength(24_999);
+    expect(new Set([...available, '0']).size).toBe(25_000);
+    expect(available.slice(0, 2)).toEqual(['1', '2']); // in order, as the gem creates them
+    expect(await run('create', ['25000', ''])).toBe(0);
+    expect(Object.keys((await snapshot(redis, name)).grabbed)).toEqual(['0']);
+  });
+
+  test('re-creates 30,000 tokens after EXISTS was lost in batches, without list scans or duplicates', async () => {
+    const { keys, run } = setup();
+    while ((await run('create', ['30000', ''])) === 2);
+    await run('tryLock', ['30000', 'g', '', '', '', '', 'me']); // holds "0"
+    await redis.lPop(keys.available); // "1" is lost with nothing to show for it: re-created
+    await redis.del(keys.exists);
+    let batches = 0;
+    while ((await run('create', ['30000', ''])) === 2) batches++;
+    expect(batches).toBe(2);
+    const available = await redis.lRange(keys.available, 0, -1);
+    expect(available).toHaveLength(29_999);
+    expect(new Set(available).size).toBe(29_999);
+    expect(available).not.toContain('0');
+    expect(available).toContain('1');
+  });
+
   test('gives every key one absolute deadline, extended to the last registration lease', async () => {
     const { name, keys, run } = setup();
     await run('create', ['1', '60000']);
@@ -280,9 +315,51 @@ describe('reapWaiters.lua', () => {
     expect(state.waiting).toEqual(['alive']);
     expect(state.inboxes).toEqual({ [keys.inbox('alive')]: ['1'] });
   });
+
+  test('drains an abandoned inbox at any time, keeping the mark until its lease is over', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await redis.zAdd(keys.waiting, { score: 1e12, value: '~zombie' });
+    await redis.lMove(keys.available, keys.inbox('zombie'), 'LEFT', 'RIGHT'); // a zombie BLMOVE delivered
+    expect(await run('reapWaiters', ['', '~zombie'], [keys.inbox('zombie')])).toBe(1);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+    expect(await redis.exists(keys.inbox('zombie'))).toBe(0);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~zombie']);
+  });
 });
 
-describe('release-7.lua and refresh-7.lua', () => {
+describe('the LEASES index', () => {
+  test('grants and refreshes index their lease end; releases and reclaims remove it; no lease is +inf', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['3', 'a', '100.000000', '5000', '', '', 'me']);
+    await run('tryLock', ['3', 'b', '100.000000', '0', '', '', 'me']);
+    expect(await redis.sendCommand(['ZRANGE', keys.leases, '0', '-1', 'WITHSCORES'])).toEqual(['0', '105', '1', 'inf']);
+    expect(await run('refresh', ['0', 'a', '102.000000'])).toBe(1);
+    expect(await redis.zScore(keys.leases, '0')).toBe(107);
+    expect(await run('release', ['1', 'b', '1', ''])).toEqual([1, 2]);
+    expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
+    expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([1]);
+    expect(await redis.zCard(keys.leases)).toBe(0);
+  });
+
+  test('reclaims through the index, cleans entries whose record went behind its back, and finds Ruby holders', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['3', '']);
+    await run('tryLock', ['3', 'a', '100.000000', '5000', '', '', 'me']); // "0"
+    await run('tryLock', ['3', 'b', '100.000000', '5000', '', '', 'me']); // "1"
+    // The gem reclaims "1" (HDEL + LPUSH), then a Ruby client takes it: a plain stamp, no index entry.
+    await redis.hDel(keys.grabbed, '1');
+    await redis.hSet(keys.grabbed, '1', '150.5');
+    // A refresh on another clock leaves "0" indexed as due although its record says live.
+    await redis.hSet(keys.grabbed, '0', (await redis.hGet(keys.grabbed, '0'))!.replace(/^100\.000000/, '199.000000'));
+    expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([0]); // no Ruby timeout: Ruby holder kept
+    expect(await redis.zRangeWithScores(keys.leases, 0, -1)).toEqual([{ value: '0', score: 204 }]);
+    expect(await run('releaseStale', ['200.000000', '10000', ''])).toEqual([1]); // 49.5 s old Ruby holder
+    expect(Object.keys((await snapshot(redis, name)).grabbed)).toEqual(['0']);
+  });
+});
+
+describe('release-9.lua and refresh-9.lua', () => {
   test('only the owning grant releases, refreshes or consumes', async () => {
     const { name, run } = setup();
     await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
@@ -302,7 +379,7 @@ describe('release-7.lua and refresh-7.lua', () => {
   });
 });
 
-describe('releaseStale-7.lua', () => {
+describe('releaseStale-9.lua', () => {
   test('reclaims by each holder\'s own lease, Ruby holders and unreadable stamps by the caller\'s, and forgets owners', async () => {
     const { name, keys, run } = setup();
     await run('create', ['5', '']);

@@ -38,11 +38,21 @@ describe('stale holders', () => {
     await sem.lock();
     await sem.lock();
     await sleep(400);
-    await sem.lock(); // fresh: reclaims the two stale ones first, then takes one
+    await sem.lock(); // a free token: taken, reclaiming nothing (only a miss needs stale tokens back)
+    expect(await sem.releaseStaleLocks()).toBe(2);
     expect(await sem.releaseStaleLocks()).toBe(0);
     await sleep(400);
     expect(await sem.releaseStaleLocks()).toBe(1);
     expect(await sem.availableCount()).toBe(3);
+  });
+
+  test('a lock that finds no token free reclaims stale holders first, and takes one', async () => {
+    const sem = fixture.semaphore({ resources: 2, staleClientTimeout: 300, autoRefresh: false });
+    await sem.lock();
+    await sem.lock();
+    await sleep(400);
+    expect(await sem.lock(0)).not.toBeNull();
+    expect(await sem.availableCount()).toBe(1);
   });
 
   test('the watchdog wakes a blocked waiter when a holder goes stale', async () => {

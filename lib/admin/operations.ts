@@ -3,14 +3,15 @@ import { isConnectionError, type RedisClientLike } from '../redis-client';
 import { runScript, scripts } from '../scripts';
 import { decodeStatus, type HolderInfo } from '../holder-info';
 import { Semaphore } from '../semaphore';
+import { MAX_RESOURCES } from '../options';
 
 /**
  * What an operator does to a semaphore by name (the CLI and the dashboard): read its state, free a
  * token, resize it, delete it. It needs no `Semaphore` options: everything is read from Redis, and
- * every change is one script (see lib/scripts/status-7.lua, forceRelease-7.lua, resize-7.lua).
+ * every change is one script (see lib/scripts/status-9.lua, forceRelease-9.lua, resize-9.lua).
  */
 
-/** One semaphore at one instant, as `status-7.lua` reads it. */
+/** One semaphore at one instant, as `status-9.lua` reads it. */
 export interface SemaphoreStatus {
   readonly name: string;
   /** Whether `SEMAPHORE:<name>:EXISTS` is set. */
@@ -156,8 +157,8 @@ export type ResizeOutcome =
 
 /** Sets the number of tokens: adds new ones, or retires free ones; never below what is held. */
 export async function resizeSemaphore(client: RedisClientLike, name: string, tokens: number): Promise<ResizeOutcome> {
-  if (!Number.isSafeInteger(tokens) || tokens < 1) {
-    throw new RangeError(`Expected the number of tokens to be a positive integer, got ${tokens}`);
+  if (!Number.isSafeInteger(tokens) || tokens < 1 || tokens > MAX_RESOURCES) {
+    throw new RangeError(`Expected the number of tokens to be an integer from 1 to ${MAX_RESOURCES}, got ${tokens}`);
   }
   const [status, before, held, after] = (await runScript(client, scripts.resize, semaphoreKeys(name).scriptKeys, [
     String(tokens),

@@ -12,6 +12,7 @@ import {
   resizeSemaphore,
 } from '../admin/operations';
 import type { RedisClientLike } from '../redis-client';
+import { MAX_RESOURCES } from '../options';
 import { CliError, EXIT, missing, notFound, usage } from './errors';
 import { formatDuration, formatStatus, parseDuration, printable, redactUrl, statusJson, summaryJson, table } from './format';
 import { watch, type Io } from './watch';
@@ -225,7 +226,7 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
     }
     case 'resize': {
       const tokens = positiveInteger('<tokens>', args[1] as string);
-      if (tokens > 1_000_000) throw usage('<tokens> must be at most 1000000');
+      if (tokens > MAX_RESOURCES) throw usage(`<tokens> must be at most ${MAX_RESOURCES}`);
       return async (client, io) => {
         const outcome = await resizeSemaphore(client, name, tokens);
         if (outcome.status === 'not-found') throw missing(name);

@@ -2,11 +2,12 @@
   Returns to AVAILABLE the tokens left in the inboxes of waiter registrations whose lease is over
   (a waiter that died between BLMOVE and its claim), and removes those registrations. Checks each
   lease again here, so a registration renewed since it was reported is left alone. An abandoned
-  mark's inbox ('~<grant id>', see recover-8.lua) is drained whenever asked; the mark itself stays
+  mark's inbox ('~<grant id>', see recover-10.lua) is drained whenever asked; the mark itself stays
   until its lease is over.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8..] INBOX:<grant id> of each registration in ARGV[2..], in the same order
+    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[10..] INBOX:<grant id> of each registration in ARGV[2..], in the same order
     ARGV[1] expiration in milliseconds, or '' for none
     ARGV[2..] registrations ('<grant id>' or '~<grant id>'); leases are checked on Redis TIME
   Output: how many tokens went back to AVAILABLE
@@ -19,10 +20,10 @@ local returned = 0
 for i = 2, #ARGV do
   local lease = tonumber(redis.call('ZSCORE', K_WAITING, ARGV[i]))
   local over = lease ~= nil and lease <= now
-  -- Nothing ever claims from an abandoned inbox (claim-8.lua bounces, recover-8.lua adopts by
-  -- GRABBED only, prepareWait-7.lua refuses the id), so its tokens may go back at any time.
+  -- Nothing ever claims from an abandoned inbox (claim-10.lua bounces, recover-10.lua adopts by
+  -- GRABBED only, prepareWait-9.lua refuses the id), so its tokens may go back at any time.
   if over or (lease ~= nil and string.sub(ARGV[i], 1, 1) == '~') then
-    local inbox = KEYS[6 + i]
+    local inbox = KEYS[8 + i]
     while redis.call('RPOPLPUSH', inbox, K_AVAILABLE) do
       returned = returned + 1
     end

@@ -105,7 +105,7 @@ export interface CensusExpectation {
   readonly inboxesAllowed?: boolean;
   /** Also require every token free: nothing held, nobody registered as waiting. */
   readonly idle?: boolean;
-  /** With `idle`, accept abandoned marks (`~<grant id>`, left by recover-8.lua until their lease ends). */
+  /** With `idle`, accept abandoned marks (`~<grant id>`, left by recover-10.lua until their lease ends). */
   readonly marksAllowed?: boolean;
 }
 

@@ -9,7 +9,7 @@ local function touch_expiry(expiration_ms)
   if expiration_ms == '' then
     return
   end
-  local keys = { K_AVAILABLE, K_GRABBED, K_EXISTS, K_VERSION, K_OWNERS, K_WAITING, K_FENCE }
+  local keys = { K_AVAILABLE, K_GRABBED, K_EXISTS, K_VERSION, K_OWNERS, K_WAITING, K_FENCE, K_LEASES, K_CREATING }
   if redis.call('HLEN', K_GRABBED) > 0 then
     for _, key in ipairs(keys) do
       redis.call('PERSIST', key)

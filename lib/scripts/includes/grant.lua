@@ -22,6 +22,18 @@ local function next_fence()
   return fence
 end
 
+-- LEASES indexes the grants of this library by when their lease ends (the stamp plus the lease, in
+-- seconds on the stamp's clock; +inf for no lease), so reclaim finds the due ones without reading
+-- every holder. Ruby holders are not in it (see reclaim.lua).
+local function index_lease(token, stamp, lease)
+  local ms = tonumber(lease)
+  local score = '+inf'
+  if ms > 0 then
+    score = string.format('%.6f', tonumber(stamp) + ms / 1000)
+  end
+  redis.call('ZADD', K_LEASES, score, token)
+end
+
 -- Records TOKEN as held by GRANT since STAMP with a lease of LEASE_MS; returns its fencing number.
 local function record_grant(token, grant, stamp, lease_ms, label)
   local fence = next_fence()
@@ -29,7 +41,15 @@ local function record_grant(token, grant, stamp, lease_ms, label)
   local lease = string.format('%d', tonumber(lease_ms) or 0)
   redis.call('HSET', K_GRABBED, token, stamp .. ' ' .. grant .. ' ' .. f .. ' ' .. lease)
   redis.call('HSET', K_OWNERS, token, grant .. ' ' .. f .. ' ' .. stamp .. ' ' .. label)
+  index_lease(token, stamp, lease)
   return fence
+end
+
+-- Forgets TOKEN's holder: its record, owner and lease (the caller pushes or drops the token).
+local function forget_holder(token)
+  redis.call('HDEL', K_GRABBED, token)
+  redis.call('HDEL', K_OWNERS, token)
+  redis.call('ZREM', K_LEASES, token)
 end
 
 -- A GRABBED value's parts: stamp, grant id, fence, lease ms (strings); nil for a Ruby holder's

@@ -1,28 +1,53 @@
--- Returns to AVAILABLE every held token whose holder's lease is over, and forgets its holder, so
--- that holder's later unlock or refresh finds nothing and pushes nothing. A grant of this library
--- carries its own lease (GRABBED, see grant.lua; 0 never goes stale), whoever reclaims; a Ruby
--- holder's plain stamp (or an unreadable entry) is judged by RUBY_STALE_S, the caller's stale
--- timeout in seconds (nil: left alone, as the gem does without stale_client_timeout).
+-- Reclaims one holder's token if it is stale by its own lease (a grant of this library) or, for a
+-- Ruby holder's plain stamp (or an unreadable entry), by RUBY_STALE_S; returns 1 if it did.
+local function reclaim_if_stale(token, value, now, ruby_stale_s)
+  local stamp, _, _, lease = parse_grant(value)
+  local stale
+  if stamp then
+    lease = tonumber(lease)
+    stale = lease > 0 and now - (tonumber(stamp) or 0) > lease / 1000
+  elseif value then
+    local since = tonumber(value)
+    stale = ruby_stale_s ~= nil and (since == nil or now - since > ruby_stale_s)
+  end
+  if not stale then
+    return 0
+  end
+  forget_holder(token)
+  redis.call('LPUSH', K_AVAILABLE, token)
+  return 1
+end
+
+-- Returns to AVAILABLE held tokens whose holder's lease is over, and forgets their holders, so a
+-- holder's later unlock or refresh finds nothing and pushes nothing. A grant of this library carries
+-- its own lease (GRABBED, see grant.lua; 0 never goes stale), whoever reclaims: they are found
+-- through the LEASES index, at most 100 a call (later calls take the rest). A Ruby holder's plain
+-- stamp (or an unreadable entry) is judged by RUBY_STALE_S, the caller's stale timeout in seconds
+-- (nil: left alone, as the gem does without stale_client_timeout); those are not indexed, so they
+-- are looked for (reading all of GRABBED) only when WITH_RUBY and GRABBED holds more entries than
+-- the index: where no Ruby holder is, reclaim never reads every holder.
 -- Returns how many tokens it returned.
-local function reclaim_stale(now, ruby_stale_s)
-  local grabbed = redis.call('HGETALL', K_GRABBED)
+local function reclaim_stale(now, ruby_stale_s, with_ruby)
   local reclaimed = 0
-  for i = 1, #grabbed, 2 do
-    local token, value = grabbed[i], grabbed[i + 1]
+  for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. string.format('%.6f', now), 'LIMIT', 0, 100)) do
+    local value = redis.call('HGET', K_GRABBED, token)
     local stamp, _, _, lease = parse_grant(value)
-    local stale
-    if stamp then
-      lease = tonumber(lease)
-      stale = lease > 0 and now - (tonumber(stamp) or 0) > lease / 1000
-    else
-      local since = tonumber(value)
-      stale = ruby_stale_s ~= nil and (since == nil or now - since > ruby_stale_s)
-    end
-    if stale then
-      redis.call('HDEL', K_GRABBED, token)
-      redis.call('HDEL', K_OWNERS, token)
-      redis.call('LPUSH', K_AVAILABLE, token)
+    if reclaim_if_stale(token, value, now, nil) == 1 then
       reclaimed = reclaimed + 1
+    elseif stamp then
+      -- Live after all (stamped on another clock, with useLocalTime): index it as its record says.
+      index_lease(token, stamp, lease)
+    else
+      -- The record went behind the index's back (the gem's reclaim or delete!, or a Ruby holder now).
+      redis.call('ZREM', K_LEASES, token)
+    end
+  end
+  if with_ruby and ruby_stale_s ~= nil and redis.call('HLEN', K_GRABBED) > redis.call('ZCARD', K_LEASES) then
+    local grabbed = redis.call('HGETALL', K_GRABBED)
+    for i = 1, #grabbed, 2 do
+      if not parse_grant(grabbed[i + 1]) then
+        reclaimed = reclaimed + reclaim_if_stale(grabbed[i], grabbed[i + 1], now, ruby_stale_s)
+      end
     end
   end
   return reclaimed

@@ -5,6 +5,7 @@
   changes nothing (no token is ever pushed twice by one grant).
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] token
     ARGV[2] resources
     ARGV[3] expiration in milliseconds, or '' for none
@@ -12,11 +13,11 @@
 ]]
 --- @include keys
 --- @include ensure
+--- @include grant
 --- @include expiry
 local token = ARGV[1]
 ensure(tonumber(ARGV[2]))
-redis.call('HDEL', K_GRABBED, token)
-redis.call('HDEL', K_OWNERS, token)
+forget_holder(token)
 local available = redis.call('LPUSH', K_AVAILABLE, token)
 touch_expiry(ARGV[3])
 return available

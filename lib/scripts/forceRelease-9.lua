@@ -2,11 +2,12 @@
   An operator frees a held token (CLI `release`, the dashboard's release button): forgets its holder
   and puts it back on AVAILABLE, where Redis hands it to the longest-blocked waiter right after this
   script. The old holder's unlock and refresh then find their grant gone and change nothing (as
-  after a stale reclaim, see release-7.lua), so the token is never pushed twice. A token that is not
+  after a stale reclaim, see release-9.lua), so the token is never pushed twice. A token that is not
   held is refused: pushing it would add a token. No expiry is touched (the operator does not know
   the clients' `expiration`); the next client call sets it.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] token
     ARGV[2] the grant id the operator saw holding it, or '' for whoever holds it now
   Output: the new length of AVAILABLE; -1 when the token is not held; -2 when another grant than
@@ -21,6 +22,5 @@ end
 if expected ~= '' and holder_grant(redis.call('HGET', K_GRABBED, token)) ~= expected then
   return -2
 end
-redis.call('HDEL', K_GRABBED, token)
-redis.call('HDEL', K_OWNERS, token)
+forget_holder(token)
 return redis.call('LPUSH', K_AVAILABLE, token)

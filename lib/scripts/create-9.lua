@@ -3,6 +3,7 @@
   missing VERSION on one that does (as the gem does).
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] resources
     ARGV[2] expiration in milliseconds, or '' for none
   Output: 1 when it created the semaphore, 0 when it existed

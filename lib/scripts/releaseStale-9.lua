@@ -3,6 +3,7 @@
   waiters), and reports waiter registrations whose lease is over.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] local time in decimal seconds, or '' for Redis TIME
     ARGV[2] stale timeout in ms for Ruby holders (plain stamps), or '0' to leave them alone;
             grants of this library go stale by their own lease
@@ -15,7 +16,7 @@
 --- @include grant
 --- @include reclaim
 local now = clock(ARGV[1])
-local reply = { reclaim_stale(now, ruby_stale(ARGV[2])) }
+local reply = { reclaim_stale(now, ruby_stale(ARGV[2]), true) }
 touch_expiry(ARGV[3])
 for _, id in ipairs(expired_waiters()) do
   reply[#reply + 1] = id

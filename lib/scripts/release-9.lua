@@ -7,6 +7,7 @@
   another grant of the same token.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] token
     ARGV[2] grant id
     ARGV[3] '1' to put the token back (unlock), '0' to drop it (consume)
@@ -20,8 +21,7 @@ local token, grant = ARGV[1], ARGV[2]
 if holder_grant(redis.call('HGET', K_GRABBED, token)) ~= grant then
   return { 0, redis.call('LLEN', K_AVAILABLE) }
 end
-redis.call('HDEL', K_GRABBED, token)
-redis.call('HDEL', K_OWNERS, token)
+forget_holder(token)
 local available
 if ARGV[3] == '1' then
   available = redis.call('LPUSH', K_AVAILABLE, token)

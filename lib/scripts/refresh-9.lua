@@ -3,6 +3,7 @@
   if, and only if, this grant still holds the token. The acquisition time (OWNERS) is kept.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] token
     ARGV[2] grant id
     ARGV[3] local time in decimal seconds, or '' for Redis TIME
@@ -17,4 +18,5 @@ if grant ~= ARGV[2] then
 end
 local _, stamp = clock(ARGV[3])
 redis.call('HSET', K_GRABBED, ARGV[1], stamp .. ' ' .. grant .. ' ' .. fence .. ' ' .. lease)
+index_lease(ARGV[1], stamp, lease)
 return 1

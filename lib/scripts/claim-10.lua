@@ -3,12 +3,13 @@
   moment BLMOVE returns. With a token in the inbox: records it as this grant's and ends the
   registration, and when others are registered too, registers the spare id it was given (see
   DESIGN "Contended mode"); but a token that reaches an inbox whose registration is gone (reaped, or abandoned
-  by recover-8.lua after a lost reply) goes back to AVAILABLE instead. With an empty inbox (the
+  by recover-10.lua after a lost reply) goes back to AVAILABLE instead. With an empty inbox (the
   slice ended): creates the semaphore if it vanished and reclaims stale holders, then renews the
   registration for the next slice, or ends it on the last slice.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] INBOX:<grant id>
+    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[10] INBOX:<grant id>
     ARGV[1] grant id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
@@ -28,7 +29,7 @@
 --- @include expiry
 --- @include grant
 --- @include reclaim
-local inbox, grant, lease, spare, spare_lease = KEYS[8], ARGV[1], ARGV[6], ARGV[8] or '', ARGV[9] or ''
+local inbox, grant, lease, spare, spare_lease = KEYS[10], ARGV[1], ARGV[6], ARGV[8] or '', ARGV[9] or ''
 local now, stamp = clock(ARGV[2])
 local registered = redis.call('ZSCORE', K_WAITING, grant) ~= false
 if not registered then
@@ -55,13 +56,14 @@ if token then
   if others > 0 and spare ~= '' then
     -- Others wait, so this caller's next lock would miss its tryLock: it is registered now instead
     -- (a spare, used by its next wait or removed), and stale holders are reclaimed as tryLock would.
-    reclaim_stale(now, ruby_stale(ARGV[5]))
+    -- (Ruby holders, which need a scan, are left to empty slices, misses and the watchdog.)
+    reclaim_stale(now, ruby_stale(ARGV[5]), false)
     redis.call('ZADD', K_WAITING, redis_now() + tonumber(spare_lease), spare)
   end
 else
   if lease ~= '' then
     ensure(tonumber(ARGV[4]))
-    reclaim_stale(now, ruby_stale(ARGV[5]))
+    reclaim_stale(now, ruby_stale(ARGV[5]), true)
   end
   if registered and lease ~= '' then
     redis.call('ZADD', K_WAITING, redis_now() + tonumber(lease), grant)

@@ -1,12 +1,14 @@
 --[[
   lock's first step: takes a free token at once and records its holder. On a miss, registers the
-  caller as a waiter (with a lease, as prepareWait-7.lua does) so that its BLMOVE can follow at once.
-  Creates the semaphore if needed and first reclaims holders whose lease is over.
+  caller as a waiter (with a lease, as prepareWait-9.lua does) so that its BLMOVE can follow at once.
+  Creates the semaphore if needed (a batch of it, see includes/ensure.lua) and, when no token is
+  free, first reclaims holders whose lease is over.
   Never jumps ahead of a waiter blocked in BLMOVE: a free token means nobody is blocked (Redis
   serves them the moment a token is pushed), and a token this script reclaims is left for the
   longest-blocked waiter unless no waiter is registered.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] resources
     ARGV[2] grant id: the owner recorded for the token
     ARGV[3] local time in decimal seconds, or '' for Redis TIME
@@ -29,7 +31,8 @@ ensure(resources)
 -- LLEN before LPOP: a script's first write decides whether Redis refuses it when out of memory
 -- (and LPOP counts as one even on an empty list), so a miss must reach its ZADD with no write before.
 local may_take = redis.call('LLEN', K_AVAILABLE) > 0
-if reclaim_stale(now, ruby_stale(lease_ms)) > 0 and not may_take then
+-- Stale holders matter only when no token is free: a hit reclaims nothing.
+if not may_take and reclaim_stale(now, ruby_stale(lease_ms), true) > 0 then
   may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
 end
 local token = false

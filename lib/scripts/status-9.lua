@@ -3,6 +3,7 @@
   whether it exists, its free tokens, who holds what and who waits, all at one instant.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] most waiter grant ids to list (the count is always complete)
   Output: { exists (0 or 1), Redis TIME as "sec.usec", free tokens (LLEN AVAILABLE),
             registered waiters whose lease runs (abandoned '~' marks excluded),

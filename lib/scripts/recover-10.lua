@@ -2,12 +2,13 @@
   Settles a blocking wait whose reply never arrived (connection closed, reply lost, client-side
   deadline): adopts the grant if the claim ran, claims the token if it sits in the inbox, and
   otherwise marks the grant id abandoned ('~' .. grant id) until a long lease ends: a blocked
-  command still alive on the server then hands any token it moves back to AVAILABLE (claim-8.lua),
-  a prepareWait of this id arriving late registers nothing (prepareWait-7.lua), and reapWaiters.lua
+  command still alive on the server then hands any token it moves back to AVAILABLE (claim-10.lua),
+  a prepareWait of this id arriving late registers nothing (prepareWait-9.lua), and reapWaiters.lua
   returns whatever reached the inbox once the lease is over.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] INBOX:<grant id>
+    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[10] INBOX:<grant id>
     ARGV[1] grant id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
@@ -20,7 +21,7 @@
 --- @include clock
 --- @include expiry
 --- @include grant
-local inbox, grant = KEYS[8], ARGV[1]
+local inbox, grant = KEYS[10], ARGV[1]
 local now, stamp = clock(ARGV[2])
 local grabbed = redis.call('HGETALL', K_GRABBED)
 for i = 1, #grabbed, 2 do
