@@ -57,13 +57,13 @@ if token then
     -- Others wait, so this caller's next lock would miss its tryLock: it is registered now instead
     -- (a spare, used by its next wait or removed), and stale holders are reclaimed as tryLock would.
     -- (Ruby holders, which need a scan, are left to empty slices, misses and the watchdog.)
-    reclaim_stale(now, ruby_stale(ARGV[5]), false)
+    reclaim_stale(now, ruby_stale(ARGV[5]), 'never')
     redis.call('ZADD', K_WAITING, redis_now() + tonumber(spare_lease), spare)
   end
 else
   if lease ~= '' then
     ensure(tonumber(ARGV[4]))
-    reclaim_stale(now, ruby_stale(ARGV[5]), true)
+    reclaim_stale(now, ruby_stale(ARGV[5]), 'unindexed')
   end
   if registered and lease ~= '' then
     redis.call('ZADD', K_WAITING, redis_now() + tonumber(lease), grant)

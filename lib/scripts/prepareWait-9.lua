@@ -31,7 +31,7 @@ if redis.call('ZSCORE', K_WAITING, '~' .. grant) ~= false then
   return 0
 end
 ensure(tonumber(ARGV[4]))
-reclaim_stale(clock(ARGV[6]), ruby_stale(ARGV[5]), true)
+reclaim_stale(clock(ARGV[6]), ruby_stale(ARGV[5]), 'unindexed')
 redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[3]), grant)
 touch_expiry(ARGV[2])
 return 1

@@ -16,7 +16,7 @@
 --- @include grant
 --- @include reclaim
 local now = clock(ARGV[1])
-local reply = { reclaim_stale(now, ruby_stale(ARGV[2]), true) }
+local reply = { reclaim_stale(now, ruby_stale(ARGV[2]), 'always') }
 touch_expiry(ARGV[3])
 for _, id in ipairs(expired_waiters()) do
   reply[#reply + 1] = id

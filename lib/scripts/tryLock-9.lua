@@ -32,7 +32,7 @@ ensure(resources)
 -- (and LPOP counts as one even on an empty list), so a miss must reach its ZADD with no write before.
 local may_take = redis.call('LLEN', K_AVAILABLE) > 0
 -- Stale holders matter only when no token is free: a hit reclaims nothing.
-if not may_take and reclaim_stale(now, ruby_stale(lease_ms), true) > 0 then
+if not may_take and reclaim_stale(now, ruby_stale(lease_ms), 'unindexed') > 0 then
   may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
 end
 local token = false

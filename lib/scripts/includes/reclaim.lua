@@ -24,10 +24,12 @@ end
 -- through the LEASES index, at most 100 a call (later calls take the rest). A Ruby holder's plain
 -- stamp (or an unreadable entry) is judged by RUBY_STALE_S, the caller's stale timeout in seconds
 -- (nil: left alone, as the gem does without stale_client_timeout); those are not indexed, so they
--- are looked for (reading all of GRABBED) only when WITH_RUBY and GRABBED holds more entries than
--- the index: where no Ruby holder is, reclaim never reads every holder.
+-- are looked for (reading all of GRABBED) by RUBY_SCAN: 'always' (releaseStale: the watchdog and
+-- operators, off the hot path), 'unindexed' (only when GRABBED holds more entries than the index, so
+-- where no Ruby holder is, reclaim never reads every holder; an index entry the gem's reclaim left
+-- behind can hide a Ruby holder from this until that entry falls due), or 'never'.
 -- Returns how many tokens it returned.
-local function reclaim_stale(now, ruby_stale_s, with_ruby)
+local function reclaim_stale(now, ruby_stale_s, ruby_scan)
   local reclaimed = 0
   for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. string.format('%.6f', now), 'LIMIT', 0, 100)) do
     local value = redis.call('HGET', K_GRABBED, token)
@@ -42,11 +44,18 @@ local function reclaim_stale(now, ruby_stale_s, with_ruby)
       redis.call('ZREM', K_LEASES, token)
     end
   end
-  if with_ruby and ruby_stale_s ~= nil and redis.call('HLEN', K_GRABBED) > redis.call('ZCARD', K_LEASES) then
+  if ruby_stale_s == nil or ruby_scan == 'never' then
+    return reclaimed
+  end
+  if ruby_scan == 'always' or redis.call('HLEN', K_GRABBED) > redis.call('ZCARD', K_LEASES) then
     local grabbed = redis.call('HGETALL', K_GRABBED)
     for i = 1, #grabbed, 2 do
       if not parse_grant(grabbed[i + 1]) then
-        reclaimed = reclaimed + reclaim_if_stale(grabbed[i], grabbed[i + 1], now, ruby_stale_s)
+        if reclaim_if_stale(grabbed[i], grabbed[i + 1], now, ruby_stale_s) == 1 then
+          reclaimed = reclaimed + 1
+        else
+          redis.call('ZREM', K_LEASES, grabbed[i]) -- a Ruby holder has no index entry
+        end
       end
     end
   end
