@@ -25,6 +25,8 @@ export class BlockingPool {
   #closed = false;
   /** No longer hands out connections (see `stopServing`). */
   #stopped = false;
+  /** See `control()`. */
+  #control: Promise<RedisClientLike> | undefined;
 
   /**
    * `prepare` runs on each new connection before its first use (e.g. loading scripts) and resolves
@@ -110,10 +112,26 @@ export class BlockingPool {
     for (const next of this.#queue.splice(0)) next(null);
   }
 
+  /**
+   * A connection of the pool's own for commands about its other connections (`CLIENT UNBLOCK`) when
+   * the caller's client is closed: opened on first use, closed with the pool.
+   */
+  control(): Promise<RedisClientLike> {
+    if (this.#closed) return Promise.reject(new Error('the pool is closed'));
+    this.#control ??= (async () => {
+      const connection = this.#duplicate();
+      await connection.connect();
+      return connection;
+    })();
+    this.#control.catch(() => (this.#control = undefined));
+    return this.#control;
+  }
+
   /** Closes every connection; queued callers get null, and commands in flight reject. */
   close(): void {
     this.#stopped = true;
     this.#closed = true;
+    void this.#control?.then(disconnectQuietly, () => undefined);
     for (const next of this.#queue.splice(0)) next(null);
     for (const connection of [...this.#open]) this.#discard(connection);
     this.#idle.length = 0;
@@ -133,12 +151,7 @@ export class BlockingPool {
     this.#opening++;
     let connection: RedisClientLike | undefined;
     try {
-      // No offline queue and no reconnection: a connection that drops is discarded and replaced.
-      const socket = { ...this.#source.options?.socket, reconnectStrategy: false as const };
-      connection = this.#source.duplicate({ disableOfflineQueue: true, socket });
-      // A dropped connection emits 'error'; without a listener Node would crash the process. The
-      // waiter that was using it sees its command reject and recovers on the main connection.
-      connection.on('error', () => undefined);
+      connection = this.#duplicate();
       await connection.connect();
       const id = await this.#prepare(connection);
       if (id !== undefined) this.#ids.set(connection, id);
@@ -158,6 +171,16 @@ export class BlockingPool {
     }
     this.#open.add(connection);
     this.#handOut(connection);
+  }
+
+  /** A new connection: no offline queue and no reconnection, so one that drops is discarded and replaced. */
+  #duplicate(): RedisClientLike {
+    const socket = { ...this.#source.options?.socket, reconnectStrategy: false as const };
+    const connection = this.#source.duplicate({ disableOfflineQueue: true, socket });
+    // A dropped connection emits 'error'; without a listener Node would crash the process. The
+    // waiter that was using it sees its command reject and recovers on the main connection.
+    connection.on('error', () => undefined);
+    return connection;
   }
 
   #discard(connection: RedisClientLike): void {

@@ -38,7 +38,7 @@ export interface SemaphoreKeys {
  * is kept as is, so the keys stay the gem's and Ruby clients can share the semaphore.
  */
 export function semaphoreKeys(name: string, { cluster = false }: { cluster?: boolean } = {}): SemaphoreKeys {
-  const prefix = `SEMAPHORE:${cluster && !hasHashTag(name) ? `{${name}}` : name}:`;
+  const prefix = `SEMAPHORE:${cluster && !hasHashTag(name) ? `{${tagSafe(name)}}` : name}:`;
   const available = `${prefix}AVAILABLE`;
   const grabbed = `${prefix}GRABBED`;
   const exists = `${prefix}EXISTS`;
@@ -63,6 +63,16 @@ export function semaphoreKeys(name: string, { cluster = false }: { cluster?: boo
     inbox: (grantId) => `${prefix}INBOX:${grantId}`,
     inboxOfRegistration: (registration) => `${prefix}INBOX:${registration.replace(/^~/, '')}`,
   };
+}
+
+/**
+ * `{<name>}` hashes on the name up to its first `}`, which is empty, so useless, when the name starts
+ * with `}` (`}`, `}abc`): Redis would hash each key whole, and a script's keys would span slots. Such
+ * names get a leading `"`; so that no two names share keys, so do names that already start with
+ * quotes followed by `}` (`"}abc` → `""}abc`). Every other name is kept.
+ */
+function tagSafe(name: string): string {
+  return /^"*}/.test(name) ? `"${name}` : name;
 }
 
 /**

@@ -156,9 +156,32 @@ export function assertName(name: unknown): asserts name is string {
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/** Every option `SemaphoreOptions` has: a key outside it is a typo (`resource`, `staleClientTimout`). */
+const OPTION_NAMES: ReadonlySet<string> = new Set<keyof SemaphoreOptions>([
+  'redis',
+  'url',
+  'resources',
+  'staleClientTimeout',
+  'useLocalTime',
+  'expiration',
+  'waitSlice',
+  'maxBlockingConnections',
+  'owner',
+  'autoRefresh',
+  'onLockLost',
+  'waitReplicas',
+]);
+
 export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`Expected options to be an object, got ${describe(options)}`);
+  }
+  const unknown = Object.keys(options).filter((key) => !OPTION_NAMES.has(key));
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `Unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `\`${key}\``).join(', ')}; ` +
+        `the options are ${[...OPTION_NAMES].map((key) => `\`${key}\``).join(', ')}`,
+    );
   }
   const {
     redis,
@@ -198,7 +221,11 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   if (typeof useLocalTime !== 'boolean') {
     throw new TypeError(`Expected \`useLocalTime\` to be a boolean, got ${describe(useLocalTime)}`);
   }
-  if (expiration !== null) assertDuration('expiration', expiration, true);
+  if (expiration !== null) {
+    assertDuration('expiration', expiration, true);
+    // Keys expire with PEXPIREAT, in whole milliseconds.
+    if (expiration < 1) throw new RangeError(`Expected \`expiration\` to be at least 1 ms, got ${expiration}`);
+  }
   assertDuration('waitSlice', waitSlice, true);
   if (waitSlice < 10 || waitSlice > MAX_WAIT_SLICE) {
     throw new RangeError(`Expected \`waitSlice\` to be from 10 ms to one hour, got ${waitSlice}`);
@@ -244,6 +271,7 @@ function resolveWaitReplicas(waitReplicas: unknown): Required<WaitReplicasOption
   assertPositiveInteger('waitReplicas.replicas', replicas);
   // WAIT reads 0 as "wait forever".
   assertDuration('waitReplicas.timeoutMs', timeoutMs, true);
+  if (timeoutMs < 1) throw new RangeError(`Expected \`waitReplicas.timeoutMs\` to be at least 1 ms, got ${timeoutMs}`);
   if (onShortfall !== 'reject' && onShortfall !== 'warn') {
     throw new TypeError(`Expected \`waitReplicas.onShortfall\` to be 'reject' or 'warn', got ${describe(onShortfall)}`);
   }

@@ -3,9 +3,10 @@ import { nanoid } from 'nanoid';
 import { createClient } from 'redis';
 import { BlockingPool } from './blocking-pool';
 import { checkpoint } from './checkpoint';
+import { DeadlineExceeded, withDeadline } from './deadline';
 import { describe } from './describe';
 import { assertDuration, localTimeArgument, toBlockingTimeout, toExpireArgument, toSeconds } from './durations';
-import { LockTimeoutError, ReplicationError, SemaphoreClosedError, SemaphoreRedisError } from './errors';
+import { LockTimeoutError, ReplicationError, SemaphoreClosedError, SemaphoreError, SemaphoreRedisError } from './errors';
 import { decodeStatus, grantIdOf, type HolderInfo } from './holder-info';
 import { Holding, holderLeaseMs, type HoldingHost } from './holding';
 import { createLease, type AcquireOptions, type Lease, type LockOptions } from './lease';
@@ -102,6 +103,22 @@ const SPARE_IDLE_MS = 200;
  */
 const SPARE_FIRST_SLICE_MS = 1000;
 
+/**
+ * How long a settling step (recover, a release try) waits for Redis' answer. A client with an offline
+ * queue (node-redis' default) holds commands while Redis is unreachable: past this, the step gives up
+ * (the queued command may still run later, and its outcome is then settled in the background).
+ */
+const ANSWER_MS = 3000;
+
+/** How long one `CLIENT UNBLOCK` waits for its answer before the connection is closed instead. */
+const UNBLOCK_ANSWER_MS = 500;
+
+/** How long close() waits for blocked waits to settle by themselves before it closes their connections. */
+const CLOSE_SETTLE_MS = 1500;
+
+/** How often a semaphore on the caller's client checks whether the caller closed it. */
+const CLIENT_WATCH_MS = 250;
+
 /** Most `CLIENT UNBLOCK`s sent for one cancelled slice (5 ms doubling: about 2.5 s) before its connection is closed. */
 const UNBLOCK_TRIES = 9;
 
@@ -155,6 +172,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   readonly #spares: Registration[] = [];
   #sparesTimer: NodeJS.Timeout | undefined;
+  /** Aborted when close() starts: settling steps stop waiting for a Redis that does not answer. */
+  readonly #closeController = new AbortController();
+  /** Watches the caller's client while this semaphore has connections (see #watchClient). */
+  #clientWatch: NodeJS.Timeout | undefined;
   /** Ends each blocked slice early (see #interrupt); close() calls them all. */
   readonly #interrupts = new Set<() => void>();
   /** Pending drains of abandoned inboxes (see #drainAbandoned), by timer, with their grant ids. */
@@ -434,23 +455,30 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      this.#closeController.abort();
+      clearInterval(this.#clientWatch);
       await Promise.all([...this.#watchdogs].map((watchdog) => watchdog.stop()));
       // Waiters queued for a connection stop; blocked ones are unblocked (their claims settle them,
-      // and a token that reached one goes back) before their connections close.
+      // and a token that reached one goes back) before their connections close. Waits that do not
+      // settle in time (Redis unreachable) have their connections closed, which ends them too.
       this.#pool.stopServing();
       for (const interrupt of this.#interrupts) interrupt();
-      await Promise.allSettled([...this.#inFlight]);
+      const settled = Promise.allSettled([...this.#inFlight]);
+      await withDeadline(settled, CLOSE_SETTLE_MS, 'close').catch(() => undefined);
       this.#pool.close();
+      await settled;
       const abandoned = [...this.#drains].map(([timer, id]) => {
         clearTimeout(timer);
         return `~${id}`;
       });
       this.#drains.clear();
-      if (abandoned.length > 0) await this.#reapWaiters([...new Set(abandoned)]).catch(() => undefined);
+      if (abandoned.length > 0 && this.#client.isReady) {
+        await withDeadline(this.#reapWaiters([...new Set(abandoned)]), UNBLOCK_ANSWER_MS, 'drain').catch(() => undefined);
+      }
       // Spare registrations go now rather than lapse, so nobody counts them as waiters.
       clearTimeout(this.#sparesTimer);
       const spares = this.#spares.splice(0).map((spare) => spare.id);
-      if (this.#client.isReady) await this.#endRegistrations(spares);
+      if (this.#client.isReady) await withDeadline(this.#endRegistrations(spares), UNBLOCK_ANSWER_MS, 'ZREM').catch(() => undefined);
       // Tokens still held stay held, but nobody refreshes them any more: their holders hear
       // 'expired' when their leases end.
       for (const holding of this.#holdings) holding.stopRefreshing();
@@ -557,6 +585,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
   async #waitForToken(deadline: number, attempt: Attempt, registered: Registration | null): Promise<Holding | null> {
     const { signal } = attempt;
+    this.#watchClient();
     let registration = registered;
     let failures = 0;
     let lastError: unknown;
@@ -598,7 +627,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
           registration ??= { id: nanoid(), until: 0 };
           broken = true; // until #blockOnce says otherwise: a throw leaves the connection in doubt
           const lastSlice = remaining <= this.#options.waitSlice;
-          const pending = this.#blockOnce(connection, registration, slice, lastSlice, signal);
+          const pending = this.#blockOnce(connection, registration, slice, lastSlice, signal, deadline);
           let outcome: SliceOutcome;
           try {
             outcome = await raceAbort(pending, signal);
@@ -617,7 +646,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
             if (this.#options.waitReplicas) {
               await this.#checkReplicated('lock', await this.#waitOn(connection), outcome.grant);
             }
-            return await this.#granted(outcome.grant, attempt);
+            return await this.#granted(outcome.grant, attempt, connection);
           }
           registration = outcome.registration;
           if (broken) {
@@ -633,14 +662,36 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     }
   }
 
+  /**
+   * The caller may close its own client (quit, disconnect, destroy) while this semaphore waits or
+   * keeps connections: nothing could then settle those waits, and the connections would keep the
+   * process alive. While it has connections, the semaphore checks every CLIENT_WATCH_MS and closes
+   * itself (waits reject with SemaphoreClosedError) once the caller's client is closed.
+   */
+  #watchClient(): void {
+    if (this.#ownsClient || this.#clientWatch !== undefined || this.#closing) return;
+    this.#clientWatch = setInterval(() => {
+      if (!this.#client.isOpen) {
+        debug('%s: the caller closed its client; closing', this.name);
+        void this.close();
+      } else if (this.#pool.size === 0 && this.#interrupts.size === 0) {
+        clearInterval(this.#clientWatch);
+        this.#clientWatch = undefined;
+      }
+    }, CLIENT_WATCH_MS);
+    this.#clientWatch.unref();
+  }
+
   /** What a slice abandoned by its caller (an abort) leaves: the token goes back, the registration ends. */
   async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: RedisClientLike): Promise<void> {
     let broken = true;
     try {
       const outcome = await pending;
       broken = outcome.failure !== undefined;
-      if (outcome.grant !== null) await this.#releaseGrant(outcome.grant, true);
-      await this.#endRegistrations([outcome.registration?.id]);
+      // On the waiter's own connection, free now, which works even when the caller closed its client.
+      const via = broken ? undefined : connection;
+      if (outcome.grant !== null) await this.#releaseGrant(outcome.grant, true, { via });
+      await this.#endRegistrations([outcome.registration?.id], via);
     } catch {
       // A refused slice settled itself (#blockOnce gives back what its claim kept).
     } finally {
@@ -664,7 +715,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     if (id !== undefined) {
       for (let attempt = 0; attempt < UNBLOCK_TRIES && !done; attempt++) {
         try {
-          if (Number(await this.#client.sendCommand(['CLIENT', 'UNBLOCK', id])) === 1) return;
+          // The main client, or (the caller closed it) a control connection of the pool's own.
+          const control = this.#client.isOpen ? this.#client : await this.#pool.control();
+          const unblocked = control.sendCommand(['CLIENT', 'UNBLOCK', id]);
+          if (Number(await withDeadline(unblocked, UNBLOCK_ANSWER_MS, 'CLIENT UNBLOCK')) === 1) return;
         } catch {
           break;
         }
@@ -687,6 +741,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     sliceMs: number,
     lastSlice: boolean,
     signal: AbortSignal | undefined,
+    deadline: number,
   ): Promise<SliceOutcome> {
     const { id } = registration;
     debug('%s wait %s: BLMOVE for up to %d ms', this.name, id, sliceMs);
@@ -762,7 +817,16 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       if (grant) await this.#releaseGrant(grant, true).catch(() => undefined);
       return { grant: null, registration: null, failure: failure.reason };
     }
-    if (failure) return { grant: await this.#recover(id, sent + sliceMs), registration: null, failure: failure.reason };
+    if (failure) {
+      // Redis may not answer (an outage, with an offline queue): past the caller's deadline (at least
+      // a moment, at most ANSWER_MS) the attempt counts as failed, and a late answer settles itself.
+      const wait = Math.max(250, Math.min(ANSWER_MS, deadline - performance.now()));
+      const grant = await this.#recover(id, sent + sliceMs, wait).catch((error: unknown) => {
+        if ((error as { cause?: unknown }).cause instanceof DeadlineExceeded) return null;
+        throw error;
+      });
+      return { grant, registration: null, failure: failure.reason };
+    }
     const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (claim.status === 'fulfilled') {
       const [token, renewed, fence, others, ...expired] = claim.value as [
@@ -810,21 +874,25 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * still runs for the closed connection may yet deliver into the abandoned inbox: that inbox is
    * drained soon and again once the slice is surely over (#drainAbandoned).
    */
-  async #recover(id: string, blockedUntil?: number): Promise<Grant | null> {
+  async #recover(id: string, blockedUntil?: number, answerMs = ANSWER_MS): Promise<Grant | null> {
     debug('%s recover %s', this.name, id);
     let attempt = 0;
     for (;;) {
       try {
         const client = await this.#ready(true);
         const sent = performance.now();
-        const adopted = (await runScript(client, scripts.recover, [...this.#keys.scriptKeys, this.#keys.inbox(id)], [
+        const running = runScript(client, scripts.recover, [...this.#keys.scriptKeys, this.#keys.inbox(id)], [
           id,
           this.#now(),
           this.#expiration(),
           toSeconds(ABANDONED_LEASES * this.#registrationLeaseMs()),
           this.#options.owner,
           this.#leaseArgument(),
-        ])) as [string, number, number] | null;
+        ]) as Promise<[string, number, number] | null>;
+        const adopted = await this.#answerOrGiveUp(running, 'recover', answerMs, (late) => {
+          // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
+          if (late) void this.#releaseGrant({ token: late[0], id }, true).catch(() => undefined);
+        });
         if (adopted === null) {
           if (blockedUntil !== undefined) this.#drainAbandoned(id, blockedUntil);
           return null;
@@ -833,6 +901,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         const [token, fence, age] = adopted;
         return { token, id, fence, anchor: sent - age };
       } catch (error) {
+        if (error instanceof SemaphoreError) throw error;
         if (++attempt >= MAX_CONNECTION_FAILURES || !isConnectionError(error)) {
           throw new SemaphoreRedisError(this.name, 'lock', error);
         }
@@ -841,11 +910,29 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     }
   }
 
-  async #granted(grant: Grant, attempt: Attempt): Promise<Holding> {
+  /**
+   * `running`'s answer, or a rejection after `answerMs` (at once once close() starts) while Redis does
+   * not answer: a step must not wait forever in an offline queue. `late` gets the answer if it comes
+   * after all.
+   */
+  async #answerOrGiveUp<T>(running: Promise<T>, what: string, answerMs: number, late: (answer: T) => void): Promise<T> {
+    const closing = this.#closeController.signal;
+    try {
+      return await raceAbort(withDeadline(running, closing.aborted ? 0 : answerMs, what), closing);
+    } catch (error) {
+      if (error instanceof DeadlineExceeded || (closing.aborted && error === closing.reason)) {
+        running.then(late, () => undefined);
+        throw new SemaphoreRedisError(this.name, what, new DeadlineExceeded(what, answerMs));
+      }
+      throw error;
+    }
+  }
+
+  async #granted(grant: Grant, attempt: Attempt, via?: RedisClientLike): Promise<Holding> {
     // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
-    // to the next waiter.
+    // to the next waiter. `via`: the waiter's connection, still ours until #waitForToken returns it.
     if (this.#closing) {
-      await this.#releaseGrant(grant, true).catch(() => undefined);
+      await this.#releaseGrant(grant, true, { via }).catch(() => undefined);
       throw new SemaphoreClosedError(this.name);
     }
     if (attempt.signal?.aborted) {
@@ -947,10 +1034,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * Ends registrations in one ZREM. Best effort (a registration also lapses), and also while closing,
    * so close() leaves none behind. Ids that are undefined or '' are skipped.
    */
-  #endRegistrations(ids: ReadonlyArray<string | undefined>): Promise<void> {
+  #endRegistrations(ids: ReadonlyArray<string | undefined>, via?: RedisClientLike): Promise<void> {
     const live = ids.filter((id): id is string => id !== undefined && id !== '');
     if (live.length === 0) return Promise.resolve();
-    return this.#ready(true)
+    return (via ? Promise.resolve(via) : this.#ready(true))
       .then((client) => client.sendCommand(['ZREM', this.#keys.waiting, ...live]))
       .then(
         () => undefined,
@@ -1008,20 +1095,26 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   async #releaseGrant(
     grant: { token: string; id: string },
     putBack: boolean,
-    { replicated = false }: { replicated?: boolean } = {},
+    { replicated = false, via }: { replicated?: boolean; via?: RedisClientLike } = {},
   ): Promise<[number | false, number | null]> {
     const operation = putBack ? 'unlock' : 'consume';
     // A try whose reply was lost may have run: then a retry finds the grant already ended.
     let mayHaveRun = false;
     for (let attempt = 1; ; attempt++) {
       try {
-        // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens back.
-        const [reply, acknowledged] = await this.#runAndWait(
+        // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
+        // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
+        const [reply, acknowledged] = await withDeadline(
+          this.#runAndWait(operation, scripts.release, [grant.token, grant.id, putBack ? '1' : '0', this.#expiration()], {
+            whileClosing: true,
+            wait: replicated,
+            via,
+          }),
+          ANSWER_MS,
           operation,
-          scripts.release,
-          [grant.token, grant.id, putBack ? '1' : '0', this.#expiration()],
-          { whileClosing: true, wait: replicated },
-        );
+        ).catch((error: unknown) => {
+          throw error instanceof DeadlineExceeded ? new SemaphoreRedisError(this.name, operation, error) : error;
+        });
         const [ended, available] = reply as [number, number];
         return [ended === 1 || mayHaveRun ? available : false, acknowledged];
       } catch (error) {
@@ -1068,10 +1161,14 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     operation: string,
     script: Script,
     args: readonly string[],
-    { whileClosing = false, wait = true }: { whileClosing?: boolean; wait?: boolean } = {},
+    {
+      whileClosing = false,
+      wait = true,
+      via,
+    }: { whileClosing?: boolean; wait?: boolean; via?: RedisClientLike | undefined } = {},
   ): Promise<[unknown, number | null]> {
     const replicas = this.#options.waitReplicas;
-    if (!replicas || !wait) return [await this.#run(operation, script, args, { whileClosing }), null];
+    if (!replicas || !wait || via) return [await this.#run(operation, script, args, { whileClosing, via }), null];
     const client = await this.#ready(whileClosing);
     const keys = this.#keys.scriptKeys;
     const waitCommand = ['WAIT', String(replicas.replicas), String(replicas.timeoutMs)];
@@ -1181,9 +1278,14 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     operation: string,
     script: Script,
     args: readonly string[],
-    { extraKeys = [], whileClosing = false }: { extraKeys?: readonly string[]; whileClosing?: boolean } = {},
+    {
+      extraKeys = [],
+      whileClosing = false,
+      via,
+    }: { extraKeys?: readonly string[]; whileClosing?: boolean; via?: RedisClientLike | undefined } = {},
   ) {
-    const client = await this.#ready(whileClosing);
+    // `via`: a waiter's own connection, which can settle its wait when the main client is gone.
+    const client = via ?? (await this.#ready(whileClosing));
     try {
       return await runScript(client, script, [...this.#keys.scriptKeys, ...extraKeys], args);
     } catch (error) {

@@ -1,5 +1,6 @@
 import { createClient } from 'redis';
 import { Semaphore } from '../lib';
+import keySlot from 'cluster-key-slot';
 import { hasHashTag, semaphoreKeys } from '../lib/keys';
 import { adaptClient, isConnectionError, topologyOf, wasRefusedForNow } from '../lib/redis-client';
 import { blockedClients, closeAll, connectClient, redisClientPackage, redisUrl, uniqueName, until, type Client } from './support/redis';
@@ -103,5 +104,20 @@ describe('cluster key names', () => {
     expect(hasHashTag('a}b{')).toBe(false);
     expect(hasHashTag('plain')).toBe(false);
     expect(semaphoreKeys('a{}b', { cluster: true }).available).toBe('SEMAPHORE:{a{}b}:AVAILABLE');
+  });
+
+  test('on a cluster, every name gets keys of one slot (a name starting with } too), and no two names share keys', () => {
+    const names = ['}', '}abc', '"}abc', '""}abc', '{}', '{', 'a}{b', '{}x', '}{}', '}}', 'a{}b{c}', 'plain', '"plain'];
+    const seen = new Map<string, string>();
+    for (const name of names) {
+      const keys = semaphoreKeys(name, { cluster: true });
+      const slots = new Set([...keys.scriptKeys, keys.inbox('x')].map((key) => keySlot(key)));
+      expect({ name, slots: slots.size }).toEqual({ name, slots: 1 });
+      expect(seen.get(keys.available)).toBeUndefined();
+      seen.set(keys.available, name);
+    }
+    expect(semaphoreKeys('}abc', { cluster: true }).available).toBe('SEMAPHORE:{"}abc}:AVAILABLE');
+    expect(semaphoreKeys('"}abc', { cluster: true }).available).toBe('SEMAPHORE:{""}abc}:AVAILABLE');
+    expect(semaphoreKeys('"plain', { cluster: true }).available).toBe('SEMAPHORE:{"plain}:AVAILABLE');
   });
 });

@@ -105,6 +105,32 @@ describe('Redis Cluster, 3 masters', () => {
     await Promise.all([sem.close(), gem.close()]);
   });
 
+  test('any name works on a cluster: names that start with }, empty tags, stray braces', async () => {
+    const node = await connectNode(cluster.nodes[0]!.port);
+    const suffix = uniqueName('');
+    const names = ['}', '}abc', '{}', '{', 'a}{b', '{}x', '}{}', '"}abc', 'a{}b{c}', '}}'].map((n) => `${n}${suffix}`);
+    for (const name of names) {
+      const keys = semaphoreKeys(name, { cluster: true });
+      const slots = await Promise.all([...keys.scriptKeys, keys.inbox('x')].map((key) => slotOf(node, key)));
+      expect({ name, slots: new Set(slots).size }).toEqual({ name, slots: 1 });
+      const sem = new Semaphore(name, { redis: client as never, resources: 2 });
+      const waiter = new Semaphore(name, { redis: client as never, resources: 2 });
+      try {
+        expect(await sem.lock(0)).toBe('0');
+        expect(await sem.lock(0)).toBe('1');
+        const waiting = waiter.lock(5000); // blocks (BLMOVE) in the slot's node
+        await sleep(50);
+        expect(await sem.unlock('1')).not.toBe(false);
+        expect(await waiting).toBe('1');
+        expect(await waiter.unlock('1')).not.toBe(false);
+        expect(await sem.unlock('0')).not.toBe(false);
+        expect(await sem.availableCount()).toBe(2);
+      } finally {
+        await Promise.all([sem.close(), waiter.close()]);
+      }
+    }
+  });
+
   test('the core contract: lock(0), lock(timeout), blocking hand-off, unlock ownership, signal, delete', async () => {
     const name = uniqueName('cluster');
     const a = new Semaphore(name, { redis: client as never, waitSlice: 1000 });
