@@ -1,9 +1,12 @@
 'use strict';
 /*
- * npm run soak [-- --seconds N] [--workers N] [--resources N]
+ * npm run soak [-- --seconds N] [--workers N] [--resources N] [--storm-seconds N] [--storm-only]
  * Runs spec/support/soak.ts (worker processes, random faults, then the checkers) against a private
- * redis-server and prints its figures; exits 1 if any check failed. Needs `npm run build` first
- * (the npm script does it): the workers run the built library.
+ * redis-server and prints its figures; then the abort storm (spec/support/abort-storm.ts: worker
+ * processes × callers whose every lock has a 5–65 ms deadline) on a mutex for --storm-seconds
+ * (default 60) and on a semaphore of 3 for half as long, and prints its figures. Exits 1 if any check
+ * failed. --storm-only skips the fault soak. Needs `npm run build` first (the npm script does it):
+ * the workers run the built library. REDIS_CLIENT (redis5, redis6) picks the workers' node-redis.
  */
 const { readFileSync } = require('node:fs');
 const { join } = require('node:path');
@@ -30,16 +33,35 @@ function option(name, fallback) {
 }
 
 const { runSoak } = require(join(__dirname, '..', 'spec', 'support', 'soak.ts'));
-runSoak({
-  seconds: option('seconds', 60),
-  workers: option('workers', 8),
-  resources: option('resources', 3),
-  log: (line) => console.log(line),
-}).then(
-  (report) => {
+const { runAbortStorm } = require(join(__dirname, '..', 'spec', 'support', 'abort-storm.ts'));
+const log = (line) => console.log(line);
+
+async function main() {
+  let ok = true;
+  if (!process.argv.includes('--storm-only')) {
+    const report = await runSoak({
+      seconds: option('seconds', 60),
+      workers: option('workers', 8),
+      resources: option('resources', 3),
+      log,
+    });
     for (const line of report.lines) console.log(line);
-    process.exit(report.checks.every((check) => check.ok) ? 0 : 1);
-  },
+    ok = report.checks.every((check) => check.ok) && ok;
+  }
+  const stormSeconds = option('storm-seconds', 60);
+  for (const [resources, seconds] of [
+    [1, stormSeconds],
+    [3, Math.max(5, Math.round(stormSeconds / 2))],
+  ]) {
+    const report = await runAbortStorm({ seconds, resources, log });
+    for (const line of report.lines) console.log(line);
+    ok = report.checks.every((check) => check.ok) && ok;
+  }
+  return ok;
+}
+
+main().then(
+  (ok) => process.exit(ok ? 0 : 1),
   (error) => {
     console.error(error);
     process.exit(1);
