@@ -1,3 +1,5 @@
+import { keySlot } from './slot';
+
 /**
  * Everything that differs between the Redis clients this library accepts lives here: node-redis v4,
  * v5 and v6 standalone clients (`createClient()`), their cluster clients (`createCluster()`), and
@@ -186,8 +188,18 @@ class ClusterAdapter implements RedisClientLike {
   }
 
   sendCommand(args: Array<string>): Promise<unknown> {
-    const send = () => this.#cluster.sendCommand(this.#routingKey, false, args);
+    const send = () =>
+      // CLIENT names no key: sent to the slot's master itself (node-redis v6 spreads keyless commands).
+      args[0] === 'CLIENT' ? this.#sendToSlotMaster(args) : this.#cluster.sendCommand(this.#routingKey, false, args);
     return this.#retries ? retryRefused(send) : send();
+  }
+
+  async #sendToSlotMaster(args: Array<string>): Promise<unknown> {
+    const cluster = this.#cluster as RedisClusterLike & {
+      nodeClient(node: unknown): RedisClientLike | Promise<RedisClientLike>;
+    };
+    const node = await cluster.nodeClient(cluster.getSlotMaster(keySlot(this.#routingKey)));
+    return node.sendCommand(args);
   }
 
   /** One routing key, so one node client: the commands go out in order on its connection. */

@@ -618,7 +618,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       let owned = true;
       try {
         for (;;) {
-          this.#stopIfClosedOrAborted(signal, registration);
+          if (this.#closing) {
+            // On the waiter's own connection, which works when the caller closed its client too, and
+            // before that connection closes.
+            await this.#endRegistrations([registration?.id], connection);
+            throw new SemaphoreClosedError(this.name);
+          }
+          this.#stopIfClosedOrAborted(signal, registration, connection);
           const remaining = deadline - performance.now();
           // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
           if (remaining <= 0 && registration === null) return null;
@@ -980,9 +986,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * An aborted wait, or one whose semaphore is closing, ends here, between Redis steps: its
    * registration goes (best effort: it also lapses).
    */
-  #stopIfClosedOrAborted(signal: AbortSignal | undefined, registration: Registration | null): void {
+  #stopIfClosedOrAborted(
+    signal: AbortSignal | undefined,
+    registration: Registration | null,
+    via?: RedisClientLike,
+  ): void {
     if (!this.#closing && !signal?.aborted) return;
-    void this.#endRegistrations([registration?.id]);
+    void this.#endRegistrations([registration?.id], via);
     if (this.#closing) throw new SemaphoreClosedError(this.name);
     signal?.throwIfAborted();
   }
@@ -1260,7 +1270,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   async #findHolding(token: string | undefined, operation: string): Promise<Holding | undefined> {
     if (token === undefined) return this.#holdings.findLast((holding) => !holding.scoped);
     assertToken(token, operation);
-    const candidates = this.#holdings.filter((holding) => holding.token === token);
+    // A holding whose release is on its way is its releaser's, not this caller's.
+    const candidates = this.#holdings.filter((holding) => holding.token === token && !holding.releasing);
     if (candidates.length <= 1) return candidates[0];
     const known = candidates.findLast((holding) => holding.lostReason === 'reclaimed');
     if (known) return known;

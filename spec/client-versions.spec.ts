@@ -2,6 +2,7 @@ import { createClient } from 'redis';
 import { Semaphore } from '../lib';
 import keySlot from 'cluster-key-slot';
 import { hasHashTag, semaphoreKeys } from '../lib/keys';
+import { keySlot as librarySlot } from '../lib/slot';
 import { adaptClient, isConnectionError, topologyOf, wasRefusedForNow } from '../lib/redis-client';
 import { blockedClients, closeAll, connectClient, redisClientPackage, redisUrl, uniqueName, until, type Client } from './support/redis';
 
@@ -119,5 +120,12 @@ describe('cluster key names', () => {
     expect(semaphoreKeys('}abc', { cluster: true }).available).toBe('SEMAPHORE:{"}abc}:AVAILABLE');
     expect(semaphoreKeys('"}abc', { cluster: true }).available).toBe('SEMAPHORE:{""}abc}:AVAILABLE');
     expect(semaphoreKeys('"plain', { cluster: true }).available).toBe('SEMAPHORE:{"plain}:AVAILABLE');
+  });
+
+  test('the library computes the slot of a key as Redis does (for keyless commands routed to the slot owner)', () => {
+    for (const key of ['SEMAPHORE:{jobs}:AVAILABLE', 'plain', 'a{}b', '{}', 'émoji 🔒 {x}', 'SEMAPHORE:}abc:X', '123456789']) {
+      expect({ key, slot: librarySlot(key) }).toEqual({ key, slot: keySlot(key) });
+    }
+    expect(librarySlot('123456789')).toBe(0x31c3 % 16384); // CRC16/XMODEM's check value
   });
 });
