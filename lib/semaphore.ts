@@ -1125,13 +1125,19 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         ).catch((error: unknown) => {
           throw error instanceof DeadlineExceeded ? new SemaphoreRedisError(this.name, operation, error) : error;
         });
+        if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'number') {
+          // Another command's answer (node-redis v5 can pair replies wrongly after a reset during its
+          // reconnect handshake): this try's outcome is unknown.
+          throw new SemaphoreRedisError(this.name, operation, new Error(`unexpected reply ${describe(reply)}`));
+        }
         const [ended, available] = reply as [number, number];
         return [ended === 1 || mayHaveRun ? available : false, acknowledged];
       } catch (error) {
         // Retrying is safe, since the script only ever ends this grant (idempotent by grant id), and
-        // needed: a release that never ran would leave the token held by a live process that gave it up.
+        // needed: a release that never ran would leave the token held by a live process that gave it
+        // up. So anything but a refusal that a retry would meet again is retried.
         const cause = error instanceof SemaphoreRedisError ? error.cause : error;
-        if (attempt >= RELEASE_TRIES || !isConnectionError(cause)) throw error;
+        if (attempt >= RELEASE_TRIES || cause instanceof DeadlineExceeded || isPermanentRefusal(cause)) throw error;
         if (!wasNeverSent(cause)) mayHaveRun = true;
         await sleep(backoffMs(attempt));
       }
@@ -1387,6 +1393,17 @@ function checkTimeout(timeout: unknown): number | null {
   if (timeout === null || timeout === undefined || timeout === Infinity) return null;
   assertDuration('timeout', timeout);
   return timeout;
+}
+
+/**
+ * Failures a retry would meet again: the ACL, a wrong key type, too few replicas, no memory, or a
+ * client that is closed (the semaphore's, or the caller's).
+ */
+function isPermanentRefusal(error: unknown): boolean {
+  if (error instanceof SemaphoreClosedError || (error as { name?: unknown } | null)?.name === 'ClientClosedError') {
+    return true;
+  }
+  return ['NOPERM', 'WRONGTYPE', 'NOREPLICAS', 'OOM'].includes(replyErrorCode(error) ?? '');
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
