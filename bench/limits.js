@@ -12,8 +12,8 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { execFileSync } = require('node:child_process');
 const server = require('./lib/server');
+const { gitCommit, localDate } = require('./lib/provenance');
 const limits = require('./scenarios/limits');
 
 /** The whole run is killed (redis-server first) if it takes longer than this. */
@@ -44,22 +44,6 @@ function parseArgs(argv) {
     if (!Number.isInteger(args[key]) || args[key] < 0 || args[key] > 1_000_000) throw new TypeError(`--${key}: expected an integer 0–1,000,000`);
   }
   return args;
-}
-
-function gitCommit() {
-  try {
-    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: __dirname, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', '../lib'], { cwd: __dirname, encoding: 'utf8' }).trim();
-    return dirty ? `${commit} + uncommitted lib/ changes` : commit;
-  } catch {
-    return 'unknown';
-  }
-}
-
-function localDate() {
-  const d = new Date();
-  const pad = (n) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }
 
 /** What main() started, for the error path. */

@@ -9,8 +9,8 @@
  */
 const fs = require('node:fs');
 const path = require('node:path');
-const { execFileSync } = require('node:child_process');
 const server = require('./lib/server');
+const { gitCommit, localDate } = require('./lib/provenance');
 const { killWorkers, closeWorkers } = require('./lib/cell');
 const { check } = require('./lib/targets');
 const { chart } = require('./lib/chart');
@@ -61,22 +61,6 @@ function settings(args) {
     sweepWarmMs: quick ? 50 : 200,
     sweepDurationMs: quick ? 150 : 600,
   };
-}
-
-function gitCommit() {
-  try {
-    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: __dirname, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', '../lib'], { cwd: __dirname, encoding: 'utf8' }).trim();
-    return dirty ? `${commit} + uncommitted lib/ changes` : commit;
-  } catch {
-    return 'unknown';
-  }
-}
-
-function localDate() {
-  const d = new Date();
-  const pad = (n) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }
 
 async function main() {

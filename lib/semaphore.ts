@@ -104,11 +104,18 @@ const SPARE_IDLE_MS = 200;
 const SPARE_FIRST_SLICE_MS = 1000;
 
 /**
- * How long a settling step (recover, a release try) waits for Redis' answer. A client with an offline
- * queue (node-redis' default) holds commands while Redis is unreachable: past this, the step gives up
- * (the queued command may still run later, and its outcome is then settled in the background).
+ * How long `recover` waits for Redis' answer. A client with an offline queue (node-redis' default)
+ * holds commands while Redis is unreachable: past this, the step gives up (the queued command may
+ * still run later, and its outcome is then settled in the background).
  */
 const ANSWER_MS = 3000;
+
+/**
+ * How long one release try waits for its answer before the call rejects (a try with no answer is not
+ * repeated: an offline queue still holds it). Longer than a failover (a Sentinel promotion takes a
+ * few seconds), during which the release is held and then runs on the new primary.
+ */
+const RELEASE_ANSWER_MS = 10_000;
 
 /** How long one `CLIENT UNBLOCK` waits for its answer before the connection is closed instead. */
 const UNBLOCK_ANSWER_MS = 500;
@@ -1120,7 +1127,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
             wait: replicated,
             via,
           }),
-          ANSWER_MS,
+          RELEASE_ANSWER_MS,
           operation,
         ).catch((error: unknown) => {
           throw error instanceof DeadlineExceeded ? new SemaphoreRedisError(this.name, operation, error) : error;

@@ -20,16 +20,9 @@
  */
 const { join } = require('node:path');
 const { monitorEventLoopDelay } = require('node:perf_hooks');
-const Module = require('node:module');
 
-// REDIS_CLIENT (redis, redis5, redis6) picks the node-redis major for the library, as in crash-worker.js.
-const redisClient = process.env.REDIS_CLIENT || 'redis';
-if (redisClient !== 'redis') {
-  const resolve = Module._resolveFilename;
-  Module._resolveFilename = function (request, ...rest) {
-    return resolve.call(this, request === 'redis' ? redisClient : request, ...rest);
-  };
-}
+// REDIS_CLIENT picks the node-redis major for this process and the library (worker-redis.js).
+const redisClient = require('./worker-redis');
 const clientVersion = require(`${redisClient}/package.json`).version;
 
 const dist = process.env.ABORT_STORM_DIST || join(__dirname, '../../dist');

@@ -27,17 +27,9 @@
  * Every child also reports `{ ready: true }` once connected, and `{ error }` if something throws.
  */
 const { join } = require('node:path');
-const Module = require('node:module');
 
-// REDIS_CLIENT (redis, redis5, redis6) picks the node-redis major, for this file and the library
-// alike, as jest.config.js does for the specs.
-const redisClient = process.env.REDIS_CLIENT || 'redis';
-if (redisClient !== 'redis') {
-  const resolve = Module._resolveFilename;
-  Module._resolveFilename = function (request, ...rest) {
-    return resolve.call(this, request === 'redis' ? redisClient : request, ...rest);
-  };
-}
+// REDIS_CLIENT picks the node-redis major for this process and the library (worker-redis.js).
+require('./worker-redis');
 const { createClient } = require('redis');
 
 // The built library: ../../dist, or the snapshot of it the spec took (CRASH_WORKER_DIST), so that a

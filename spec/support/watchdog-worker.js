@@ -17,17 +17,11 @@
  * Also `{ error }` if something throws.
  */
 const { readFileSync } = require('node:fs');
-const Module = require('node:module');
 const { join } = require('node:path');
 const ts = require('typescript');
 
-const redisClient = process.env.REDIS_CLIENT || 'redis';
-if (redisClient !== 'redis') {
-  const resolve = Module._resolveFilename;
-  Module._resolveFilename = function (request, ...rest) {
-    return resolve.call(this, request === 'redis' ? redisClient : request, ...rest);
-  };
-}
+// REDIS_CLIENT picks the node-redis major for this process and the library (worker-redis.js).
+require('./worker-redis');
 
 require.extensions['.ts'] = (module, filename) => {
   const { outputText } = ts.transpileModule(readFileSync(filename, 'utf8'), {
