@@ -1410,8 +1410,11 @@ function isPermanentRefusal(error: unknown): boolean {
   if (error instanceof SemaphoreClosedError || (error as { name?: unknown } | null)?.name === 'ClientClosedError') {
     return true;
   }
-  return ['NOPERM', 'WRONGTYPE', 'NOREPLICAS', 'OOM'].includes(replyErrorCode(error) ?? '');
+  return PERMANENT_REFUSALS.has(replyErrorCode(error) ?? '');
 }
+
+/** Error codes of refusals that a retry meets again. */
+const PERMANENT_REFUSALS = new Set('NOPERM WRONGTYPE NOREPLICAS OOM'.split(' '));
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';
