@@ -80,8 +80,13 @@ function tagSafe(name: string): string {
  * prefix, which has no brace): the first `{` is followed, later, by a `}` with something between.
  */
 export function hasHashTag(name: string): boolean {
-  const open = name.indexOf('{');
-  if (open < 0) return false;
-  const close = name.indexOf('}', open + 1);
-  return close > open + 1;
+  return hashTag(name) !== undefined;
+}
+
+/** Redis Cluster's hash tag of a key: what lies between its first `{` and the next `}`, if not empty. */
+export function hashTag(key: string): string | undefined {
+  const open = key.indexOf('{');
+  if (open < 0) return undefined;
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : undefined;
 }
