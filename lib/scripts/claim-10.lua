@@ -25,6 +25,7 @@
 ]]
 --- @include keys
 --- @include clock
+--- @include present
 --- @include ensure
 --- @include expiry
 --- @include grant
@@ -37,11 +38,16 @@ if not registered then
 end
 local token = redis.call('LPOP', inbox)
 if token then
+  mark_present(token)
   if not registered then
     redis.call('LPUSH', K_AVAILABLE, token)
     token = false
   end
-  while redis.call('RPOPLPUSH', inbox, K_AVAILABLE) do end
+  local extra = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
+  while extra do
+    mark_present(extra)
+    extra = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
+  end
 end
 local renewed, fence, others = 0, 0, 0
 if token then

@@ -9,6 +9,7 @@
   Output: 1 when it created the semaphore, 0 when it existed
 ]]
 --- @include keys
+--- @include present
 --- @include ensure
 --- @include expiry
 local created = ensure(tonumber(ARGV[1]))

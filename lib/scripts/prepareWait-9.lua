@@ -22,6 +22,7 @@
 ]]
 --- @include keys
 --- @include clock
+--- @include present
 --- @include ensure
 --- @include expiry
 --- @include grant

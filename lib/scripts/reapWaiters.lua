@@ -15,6 +15,7 @@
 --- @include keys
 --- @include clock
 --- @include expiry
+--- @include present
 local now = redis_now()
 local returned = 0
 for i = 2, #ARGV do
@@ -24,8 +25,11 @@ for i = 2, #ARGV do
   -- GRABBED only, prepareWait-9.lua refuses the id), so its tokens may go back at any time.
   if over or (lease ~= nil and string.sub(ARGV[i], 1, 1) == '~') then
     local inbox = KEYS[8 + i]
-    while redis.call('RPOPLPUSH', inbox, K_AVAILABLE) do
+    local token = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
+    while token do
+      mark_present(token)
       returned = returned + 1
+      token = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
     end
   end
   if over then

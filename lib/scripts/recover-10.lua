@@ -20,6 +20,7 @@
 --- @include keys
 --- @include clock
 --- @include expiry
+--- @include present
 --- @include grant
 local inbox, grant = KEYS[10], ARGV[1]
 local now, stamp = clock(ARGV[2])
@@ -33,6 +34,9 @@ for i = 1, #grabbed, 2 do
 end
 local lease = redis.call('ZSCORE', K_WAITING, grant)
 local token = redis.call('LPOP', inbox)
+if token then
+  mark_present(token)
+end
 if token and lease then
   redis.call('ZREM', K_WAITING, grant)
   local fence = record_grant(token, grant, stamp, ARGV[6], ARGV[5])

@@ -12,12 +12,14 @@
   Output: the new length of AVAILABLE
 ]]
 --- @include keys
+--- @include present
 --- @include ensure
 --- @include grant
 --- @include expiry
 local token = ARGV[1]
 ensure(tonumber(ARGV[2]))
 forget_holder(token)
+mark_present(token)
 local available = redis.call('LPUSH', K_AVAILABLE, token)
 touch_expiry(ARGV[3])
 return available

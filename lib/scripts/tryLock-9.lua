@@ -21,6 +21,7 @@
 ]]
 --- @include keys
 --- @include clock
+--- @include present
 --- @include ensure
 --- @include expiry
 --- @include grant
@@ -38,6 +39,9 @@ end
 local token = false
 if may_take then
   token = redis.call('LPOP', K_AVAILABLE)
+end
+if token then
+  mark_present(token)
 end
 local fence = 0
 if token then

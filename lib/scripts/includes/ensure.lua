@@ -1,16 +1,32 @@
 -- Creates the semaphore: pushes the initial tokens "0".."resources-1", then sets EXISTS and VERSION.
--- In batches of at most ENSURE_BATCH tokens per script, so that a large semaphore never blocks Redis
--- for long: CREATING holds what remains between batches, and every script that ensures (tryLock,
--- prepareWait, claim, signal, create) pushes the next batch while EXISTS is missing. Between batches
--- the pool is consistent: every token pushed so far is in exactly one place and usable, the rest are
--- not there yet, and none is pushed twice (CREATING advances in the script that pushes). Never
--- deletes anything, so tokens signalled before creation survive.
--- A fresh creation keeps a cursor: CREATING = "N <next token> <target>".
--- When creation starts with AVAILABLE or GRABBED already there (a partial loss of keys, such as
--- eviction), the first script reads the surviving tokens once (one O(N) pass, no per-token list
--- scan) and keeps the missing ones as ranges: CREATING = "R <target> <from>-<to>,…"; the batches push
--- from those, so a token still on AVAILABLE or held is never duplicated.
--- Returns 0 when the semaphore existed, 1 when this call completed it, 2 when batches remain.
+-- In batches of at most ENSURE_BATCH entries read or pushed per script, so that a large semaphore
+-- never blocks Redis for long: CREATING holds the state between batches ("<step> <target>
+-- <position>"), and every script that ensures (tryLock, prepareWait, claim, signal, create) does the
+-- next batch while EXISTS is missing. Never deletes anything, so tokens signalled before creation
+-- survive.
+--
+-- A fresh creation (no AVAILABLE, GRABBED or WAITING) has one step, N: push tokens from <position>.
+-- Between batches every token pushed so far is usable and none is pushed twice (CREATING advances
+-- in the script that pushes).
+--
+-- A re-creation (EXISTS lost, other keys kept: eviction, a partial restore) must not push a token
+-- that still exists: on AVAILABLE, in GRABBED, or in a waiter's inbox between its BLMOVE and its
+-- claim. It finds them while clients go on using them, then pushes the others. CREATING is then a
+-- header of HEADER bytes followed by a bitmap of the tokens found ("present"): bit HEADER * 8 + n
+-- for token n. Steps: G, HSCAN of GRABBED from cursor <position>; A, AVAILABLE read in windows from
+-- its tail, <position> entries in; the script that reaches its head also reads every registered
+-- waiter's inbox; P, push the tokens from <position> on that are not present. Why no token is
+-- missed although tokens move between batches (DESIGN "Creation and re-creation"):
+--   * every push onto AVAILABLE at run time is at its head (LPUSH, RPOPLPUSH), and every pop is
+--     from its head, so an entry's distance from the tail never shrinks: windows read from the tail
+--     inwards meet every entry that stays on AVAILABLE;
+--   * an entry in GRABBED through the whole HSCAN is returned by it;
+--   * every script that moves a token into GRABBED or from an inbox onto AVAILABLE calls
+--     mark_present, so a token that moves behind the scan is marked by the move; a token released
+--     from GRABBED onto AVAILABLE's head after the HSCAN was in GRABBED through the HSCAN (or
+--     entered it through a marked grant);
+--   * inboxes are read in the script that ends the scan.
+-- A small semaphore goes through all steps in one script. Needs includes/present.lua before it.
 local ENSURE_BATCH = 10000
 
 local function push_tokens(from, to)
@@ -27,35 +43,8 @@ local function push_tokens(from, to)
   end
 end
 
--- The initial tokens 0..target-1 found neither on AVAILABLE nor in GRABBED, as "from-to" ranges.
-local function missing_ranges(target)
-  local present = {}
-  local function mark(tokens)
-    for _, token in ipairs(tokens) do
-      local n = tonumber(token)
-      -- Only canonical names ("0", "17") are initial tokens: "007" or "1e3" are jobs.
-      if n and n >= 0 and n < target and n % 1 == 0 and tostring(n) == token then
-        present[n] = true
-      end
-    end
-  end
-  mark(redis.call('LRANGE', K_AVAILABLE, 0, -1))
-  mark(redis.call('HKEYS', K_GRABBED))
-  local ranges, from = {}, nil
-  for i = 0, target - 1 do
-    if present[i] then
-      if from then
-        ranges[#ranges + 1] = from .. '-' .. (i - 1)
-        from = nil
-      end
-    elseif not from then
-      from = i
-    end
-  end
-  if from then
-    ranges[#ranges + 1] = from .. '-' .. (target - 1)
-  end
-  return ranges
+local function set_header(header)
+  redis.call('SETRANGE', K_CREATING, 0, header .. string.rep(' ', HEADER - #header))
 end
 
 local function finish_creation()
@@ -65,57 +54,111 @@ local function finish_creation()
   return 1
 end
 
+-- The tokens in the inboxes of all registered waiters (a waiter's inbox holds at most one).
+local function mark_inboxes(target)
+  local prefix = string.sub(K_AVAILABLE, 1, -#'AVAILABLE' - 1)
+  for _, registration in ipairs(redis.call('ZRANGE', K_WAITING, 0, -1)) do
+    local inbox = prefix .. 'INBOX:' .. string.gsub(registration, '^~', '')
+    mark(redis.call('LRANGE', inbox, 0, -1), target, 1)
+  end
+end
+
+-- The steps of a creation. Each takes the state { mode, target, position } and a budget of entries
+-- to read or push, advances the state and returns how much of the budget it used.
+
+-- "N": push fresh tokens from position on.
+local function push_fresh(state, budget)
+  local from = state.position
+  local last = math.min(state.target, from + budget) - 1
+  push_tokens(from, last)
+  state.position = last + 1
+  if state.position >= state.target then
+    state.mode = 'done'
+  end
+  return last + 1 - from
+end
+
+-- "G": HSCAN GRABBED from cursor position.
+local function scan_grabbed(state, budget)
+  local reply = redis.call('HSCAN', K_GRABBED, state.position, 'COUNT', budget)
+  mark(reply[2], state.target, 2)
+  if reply[1] == '0' then
+    state.mode, state.position = 'A', 0
+  else
+    state.position = reply[1]
+  end
+  return math.max(1, #reply[2] / 2)
+end
+
+-- "A": read AVAILABLE from its tail, position entries in; at its head, the inboxes too.
+local function scan_available(state, budget)
+  local offset = state.position
+  mark(redis.call('LRANGE', K_AVAILABLE, -(offset + budget), -(offset + 1)), state.target, 1)
+  if redis.call('LLEN', K_AVAILABLE) > offset + budget then
+    state.position = offset + budget
+    return budget
+  end
+  mark_inboxes(state.target)
+  state.mode, state.position = 'P', 0
+  return math.max(1, redis.call('LLEN', K_AVAILABLE) - offset)
+end
+
+-- "P": push the tokens from position on that the scan did not find.
+local function push_missing(state, budget)
+  local from = state.position
+  local last = math.min(state.target, from + budget) - 1
+  local first_byte = math.floor(from / 8)
+  local bytes = redis.call('GETRANGE', K_CREATING, HEADER + first_byte, HEADER + math.floor(last / 8))
+  local missing = {}
+  for n = from, last do
+    local byte = string.byte(bytes, math.floor(n / 8) - first_byte + 1) or 0
+    if bit.band(byte, bit.rshift(128, n % 8)) == 0 then
+      missing[#missing + 1] = tostring(n)
+      if #missing == 1000 then
+        redis.call('RPUSH', K_AVAILABLE, unpack(missing))
+        missing = {}
+      end
+    end
+  end
+  if #missing > 0 then
+    redis.call('RPUSH', K_AVAILABLE, unpack(missing))
+  end
+  state.position = last + 1
+  if state.position >= state.target then
+    state.mode = 'done'
+  end
+  return last + 1 - from
+end
+
+local STEPS = { N = push_fresh, G = scan_grabbed, A = scan_available, P = push_missing }
+
 local function ensure(resources)
   if redis.call('EXISTS', K_EXISTS) == 1 then
+    known_to_exist = true
     return 0
   end
-  local cursor = redis.call('GET', K_CREATING)
-  local mode, a, b = nil, nil, nil
-  if cursor then
-    mode, a, b = string.match(cursor, '^(%u) (%d+) ?(.*)$')
+  local mode, target, position = string.match(redis.call('GETRANGE', K_CREATING, 0, HEADER - 1), '^(%u) (%d+) (%d+)')
+  local state
+  if mode then
+    state = { mode = mode, target = tonumber(target), position = mode == 'G' and position or tonumber(position) }
+  elseif redis.call('EXISTS', K_AVAILABLE, K_GRABBED, K_WAITING) > 0 then
+    redis.call('DEL', K_CREATING)
+    state = { mode = 'G', target = resources, position = '0' }
+  else
+    state = { mode = 'N', target = resources, position = 0 }
   end
-  if not mode then
-    if redis.call('EXISTS', K_AVAILABLE) == 1 or redis.call('EXISTS', K_GRABBED) == 1 then
-      -- Partial: this script reads the survivors; the next ones push.
-      local ranges = missing_ranges(resources)
-      if #ranges == 0 then
-        return finish_creation()
-      end
-      redis.call('SET', K_CREATING, 'R ' .. resources .. ' ' .. table.concat(ranges, ','))
-      return 2
-    end
-    mode, a = 'N', '0'
-    b = tostring(resources)
+  local budget = ENSURE_BATCH
+  while budget > 0 and state.mode ~= 'done' do
+    budget = budget - STEPS[state.mode](state, budget)
   end
-  if mode == 'N' then
-    local next_token, target = tonumber(a), tonumber(b)
-    local last = math.min(target, next_token + ENSURE_BATCH) - 1
-    push_tokens(next_token, last)
-    if last + 1 < target then
-      redis.call('SET', K_CREATING, 'N ' .. (last + 1) .. ' ' .. target)
-      return 2
-    end
+  if state.mode == 'done' then
     return finish_creation()
   end
-  -- mode 'R': b lists the missing ranges; push up to ENSURE_BATCH tokens from them.
-  local budget, rest = ENSURE_BATCH, {}
-  for range in string.gmatch(b, '[^,]+') do
-    local from, to = string.match(range, '^(%d+)-(%d+)$')
-    from, to = tonumber(from), tonumber(to)
-    if budget > 0 then
-      local last = math.min(to, from + budget - 1)
-      push_tokens(from, last)
-      budget = budget - (last - from + 1)
-      if last < to then
-        rest[#rest + 1] = (last + 1) .. '-' .. to
-      end
-    else
-      rest[#rest + 1] = range
-    end
+  local header = state.mode .. ' ' .. state.target .. ' ' .. state.position
+  if state.mode == 'N' then
+    redis.call('SET', K_CREATING, header)
+  else
+    set_header(header)
   end
-  if #rest > 0 then
-    redis.call('SET', K_CREATING, 'R ' .. a .. ' ' .. table.concat(rest, ','))
-    return 2
-  end
-  return finish_creation()
+  return 2
 end

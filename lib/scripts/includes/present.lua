@@ -1,0 +1,39 @@
+-- The tokens a re-creation has found ("present"; see includes/ensure.lua): while EXISTS is missing
+-- and CREATING is a scan's header (HEADER bytes) and bitmap, bit HEADER * 8 + n marks token n.
+local HEADER = 64
+
+-- An initial token's number below target, or nil: only canonical names ("0", "17") are initial
+-- tokens; "007" or "1e3" are jobs.
+local function token_number(token, target)
+  local n = tonumber(token)
+  if n and n >= 0 and n < target and n % 1 == 0 and tostring(n) == token then
+    return n
+  end
+  return nil
+end
+
+local function mark(tokens, target, step)
+  for i = 1, #tokens, step do
+    local n = token_number(tokens[i], target)
+    if n then
+      redis.call('SETBIT', K_CREATING, HEADER * 8 + n, 1)
+    end
+  end
+end
+
+-- Whether this script already knows EXISTS is set (ensure() returned 0): mark_present then skips
+-- its lookup.
+local known_to_exist = false
+
+-- Called by every script that moves `token` into GRABBED or from an inbox onto AVAILABLE: during a
+-- re-creation, marks it present (see above). Costs one EXISTS when the semaphore exists.
+local function mark_present(token)
+  if known_to_exist or redis.call('EXISTS', K_EXISTS) == 1 then
+    return
+  end
+  local target = string.match(redis.call('GETRANGE', K_CREATING, 0, HEADER - 1), '^[GAP] (%d+) ')
+  if target then
+    mark({ token }, tonumber(target), 1)
+  end
+end
+
