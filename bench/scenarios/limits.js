@@ -238,7 +238,7 @@ module.exports = {
       createTable(
         'Re-creation after a partial loss',
         recreation,
-        `The same semaphore with ${KEPT} tokens held, after \`DEL SEMAPHORE:<name>:EXISTS\`: \`existsOrCreate()\` again. It reads the surviving tokens once (one script), then pushes the missing ones in batches.`,
+        `The same semaphore with ${KEPT} tokens held, after \`DEL SEMAPHORE:<name>:EXISTS\`: \`existsOrCreate()\` again. It finds the surviving tokens in batches (held, then free, then inboxes; 10,000 entries per script), then pushes the missing ones in batches.`,
       ),
       '## Lock latency against the number of holders\n',
       `One caller in a loop, ${f.num(ctx.lockCycles.cycles)} calls after ${f.num(ctx.lockCycles.warmup)} of warm-up, per cell and repetition. Another instance (staleClientTimeout null) first takes \`held\` tokens with \`lock(0)\`. Hit: resources = held + 1, so the caller always finds exactly one free token; \`await sem.lock(); await sem.unlock(token)\`. Miss: resources = held, \`lock(0)\` resolves null after the stale-holder reclaim (the LEASES index; no holder is stale). Redis µs: script time per call (INFO commandstats \`usec\` of EVALSHA); Redis calls: every command Redis executed per call, including the ones scripts call.`,
