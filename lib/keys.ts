@@ -1,3 +1,5 @@
+/** Every Redis key name and key pattern of a semaphore: built here and nowhere else. */
+
 /**
  * Key names. The first four are the Ruby gem's (redis-semaphore 0.3.x), so Ruby and Node processes
  * can share a semaphore by name; the others are this library's, under the same prefix, so a hash tag
@@ -32,22 +34,30 @@ export interface SemaphoreKeys {
   inboxOfRegistration(registration: string): string;
 }
 
+/** What every key of every semaphore starts with (the gem's). */
+const PREFIX = 'SEMAPHORE:';
+/** The last part of the key that says a semaphore exists. */
+const EXISTS = 'EXISTS';
+/** What an inbox key has between the semaphore's prefix and the grant id. */
+const INBOX = 'INBOX:';
+
 /**
  * The keys of semaphore `name`. With `cluster`, a name without a hash tag gets one, so every key
  * lands in one slot: `SEMAPHORE:{<name>}:AVAILABLE`…; a name that has one (`{jobs}`, `crawl:{eu}`)
  * is kept as is, so the keys stay the gem's and Ruby clients can share the semaphore.
  */
 export function semaphoreKeys(name: string, { cluster = false }: { cluster?: boolean } = {}): SemaphoreKeys {
-  const prefix = `SEMAPHORE:${cluster && !hasHashTag(name) ? `{${tagSafe(name)}}` : name}:`;
+  const prefix = `${PREFIX}${cluster && !hasHashTag(name) ? `{${tagSafe(name)}}` : name}:`;
   const available = `${prefix}AVAILABLE`;
   const grabbed = `${prefix}GRABBED`;
-  const exists = `${prefix}EXISTS`;
+  const exists = `${prefix}${EXISTS}`;
   const version = `${prefix}VERSION`;
   const owners = `${prefix}OWNERS`;
   const waiting = `${prefix}WAITING`;
   const fence = `${prefix}FENCE`;
   const leases = `${prefix}LEASES`;
   const creating = `${prefix}CREATING`;
+  const inbox = `${prefix}${INBOX}`;
   return {
     available,
     grabbed,
@@ -60,9 +70,46 @@ export function semaphoreKeys(name: string, { cluster = false }: { cluster?: boo
     creating,
     gemReleaseGuard: `${prefix}release_locks`,
     scriptKeys: [available, grabbed, exists, version, owners, waiting, fence, leases, creating],
-    inbox: (grantId) => `${prefix}INBOX:${grantId}`,
-    inboxOfRegistration: (registration) => `${prefix}INBOX:${registration.replace(/^~/, '')}`,
+    inbox: (grantId) => `${inbox}${grantId}`,
+    inboxOfRegistration: (registration) => `${inbox}${registration.replace(/^~/, '')}`,
   };
+}
+
+/** SCAN MATCH pattern of every semaphore's `exists` key on a server (`SEMAPHORE:*:EXISTS`): how operators list them. */
+export const EXISTS_KEY_PATTERN = `${PREFIX}*:${EXISTS}`;
+
+/**
+ * The name whose `exists` key is `key` (`SEMAPHORE:<name>:EXISTS` → `<name>`), or `undefined` for any
+ * other key. A cluster semaphore's key (`SEMAPHORE:{jobs}:EXISTS`) gives the tagged name `{jobs}`,
+ * whose keys are the same with or without `cluster`.
+ */
+export function nameOfExistsKey(key: string): string | undefined {
+  const suffix = `:${EXISTS}`;
+  if (!key.startsWith(PREFIX) || !key.endsWith(suffix) || key.length <= PREFIX.length + suffix.length) return undefined;
+  return key.slice(PREFIX.length, -suffix.length);
+}
+
+/**
+ * SCAN/KEYS MATCH pattern of every key of a semaphore, its name escaped. It also matches the keys of
+ * semaphores whose name continues this one's with `:` (`jobs` and `jobs:eu`).
+ */
+export function keyPattern(keys: SemaphoreKeys): string {
+  return `${escapeGlob(keys.inbox('').slice(0, -INBOX.length))}*`;
+}
+
+/** SCAN MATCH pattern of every inbox key of a semaphore (`keys.inbox(<any grant id>)`), its name escaped. */
+export function inboxKeyPattern(keys: SemaphoreKeys): string {
+  return `${escapeGlob(keys.inbox(''))}*`;
+}
+
+/** The grant id whose inbox is `key` (`keys.inbox(id)` → `id`), or `undefined` for any other key. */
+export function grantIdOfInboxKey(keys: SemaphoreKeys, key: string): string | undefined {
+  const prefix = keys.inbox('');
+  return key.startsWith(prefix) ? key.slice(prefix.length) : undefined;
+}
+
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 /**

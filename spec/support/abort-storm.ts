@@ -26,6 +26,7 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from 'redis';
+import { inboxKeyPattern, semaphoreKeys, type SemaphoreKeys } from '../../lib/keys';
 import { censusProblems, describeCensus, takeCensus, tally, type Census } from './census';
 import { checkHistory, type HistoryEvent } from './history';
 import type { Client } from './redis';
@@ -119,7 +120,7 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
   cpSync(options.dist ?? join(root, 'dist'), dist, { recursive: true });
   const server = await startRedisServer();
   const name = `storm:${Date.now().toString(36)}`;
-  const prefix = `SEMAPHORE:${name}:`;
+  const keys = semaphoreKeys(name);
   const events: HistoryEvent[] = [];
   const grantTimes: number[] = [];
   const abortTimes: number[] = [];
@@ -223,7 +224,7 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
 
     const connectionsBefore = await connectionsReceived(redis);
     // FENCE is INCRed by every grant Redis makes, to a live caller or to one that had gone.
-    const fenceBefore = Number(await redis.get(`${prefix}FENCE`));
+    const fenceBefore = Number(await redis.get(keys.fence));
     const started = Date.now();
     for (const worker of workers) worker.process.send('start');
     const stopAt = started + seconds * 1000;
@@ -235,12 +236,12 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
       if (connectionsAtWarmUp === undefined && Date.now() >= warmUpEnd) {
         connectionsAtWarmUp = await connectionsReceived(redis);
       }
-      samples.push(await sample(redis, prefix));
+      samples.push(await sample(redis, keys));
       await sleep(Math.min(200, Math.max(0, stopAt - Date.now())));
     }
     const stopSent = Date.now();
     const connectionsAfter = await connectionsReceived(redis);
-    const fenceAfter = Number(await redis.get(`${prefix}FENCE`));
+    const fenceAfter = Number(await redis.get(keys.fence));
     for (const worker of workers) if (worker.process.connected) worker.process.send('stop');
     // Every caller's deadline is at most 65 ms and holds 5 ms, so stopping and closing take moments.
     const closeBy = Date.now() + 15_000;
@@ -265,17 +266,17 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
     const settleStarted = Date.now();
     const settleBy = settleStarted + 2 * waitSlice + 1000;
     let census = await takeCensus(redis, name);
-    let inboxKeys = await scanInboxes(redis, prefix);
+    let inboxKeys = await scanInboxes(redis, keys);
     while (!settled(census, inboxKeys, N) && Date.now() < settleBy) {
       await sleep(50);
       census = await takeCensus(redis, name);
-      inboxKeys = await scanInboxes(redis, prefix);
+      inboxKeys = await scanInboxes(redis, keys);
     }
     const settleMs = Date.now() - settleStarted;
-    const owners = await redis.hGetAll(`${prefix}OWNERS`);
+    const owners = await redis.hGetAll(keys.owners);
     // This library's grant index by lease end, and a creation cursor: neither may outlive the grants.
-    const leases = await redis.zRange(`${prefix}LEASES`, 0, -1);
-    const creating = await redis.get(`${prefix}CREATING`);
+    const leases = await redis.zRange(keys.leases, 0, -1);
+    const creating = await redis.get(keys.creating);
 
     // Grants per second, aborts per second, and the longest stretch without a grant while callers waited.
     const perSecond = (times: number[]) => {
@@ -541,25 +542,25 @@ async function connectionsReceived(redis: Client): Promise<number> {
 }
 
 /** Every INBOX key of the semaphore (an empty list does not exist, so each holds a token). */
-async function scanInboxes(redis: Client, prefix: string): Promise<string[]> {
+async function scanInboxes(redis: Client, semaphore: SemaphoreKeys): Promise<string[]> {
   const keys: string[] = [];
   // node-redis v4 yields keys one by one, v5+ in batches.
-  const match = `${prefix.replace(/[*?[\]\\]/g, '\\$&')}INBOX:*`;
+  const match = inboxKeyPattern(semaphore);
   for await (const batch of redis.scanIterator({ MATCH: match, COUNT: 1000 }) as AsyncIterable<string | string[]>) {
     keys.push(...[batch].flat());
   }
   return keys;
 }
 
-async function sample(redis: Client, prefix: string): Promise<Sample> {
+async function sample(redis: Client, keys: SemaphoreKeys): Promise<Sample> {
   const at = Date.now();
   const [[available, grabbed, waiting, fence], info] = await Promise.all([
     redis
       .multi()
-      .lLen(`${prefix}AVAILABLE`)
-      .hKeys(`${prefix}GRABBED`)
-      .zCard(`${prefix}WAITING`)
-      .get(`${prefix}FENCE`)
+      .lLen(keys.available)
+      .hKeys(keys.grabbed)
+      .zCard(keys.waiting)
+      .get(keys.fence)
       .exec() as unknown as Promise<[number, string[], number, string | null]>,
     redis.info('clients'),
   ]);

@@ -1,3 +1,5 @@
+/** A census of a semaphore's tokens (AVAILABLE, GRABBED, inboxes) and what is wrong with it. */
+import { grantIdOfInboxKey, inboxKeyPattern, semaphoreKeys } from '../../lib/keys';
 import type { Client } from './redis';
 
 /** Where every token of a semaphore is, read in one MULTI (inbox keys found by SCAN just before). */
@@ -31,30 +33,29 @@ export interface Tally {
 }
 
 /**
- * Inboxes are found by SCAN on `SEMAPHORE:<name>:INBOX:*`, so a semaphore named `<name>:INBOX…` on the
- * same server would be taken for inboxes (the library itself never scans; only this census does).
+ * Inboxes are found by SCAN (`inboxKeyPattern`), so a semaphore named `<name>:INBOX…` on the same
+ * server would be taken for inboxes (the library itself never scans; only this census does).
  */
 export async function takeCensus(redis: Client, name: string): Promise<Census> {
-  const prefix = `SEMAPHORE:${name}:`;
-  const inboxPrefix = `${prefix}INBOX:`;
+  const semaphore = semaphoreKeys(name);
   const inboxKeys = new Set<string>();
   // node-redis v4 yields keys one by one, v5+ in batches.
-  for await (const keys of redis.scanIterator({ MATCH: `${escapeGlob(inboxPrefix)}*`, COUNT: 1000 }) as AsyncIterable<
+  for await (const keys of redis.scanIterator({ MATCH: inboxKeyPattern(semaphore), COUNT: 1000 }) as AsyncIterable<
     string | string[]
   >) {
     for (const key of [keys].flat()) inboxKeys.add(key);
   }
   // Registered inboxes too, in case one appeared after the SCAN.
-  for (const registration of await redis.zRange(`${prefix}WAITING`, 0, -1)) {
-    inboxKeys.add(`${inboxPrefix}${registration.replace(/^~/, '')}`);
+  for (const registration of await redis.zRange(semaphore.waiting, 0, -1)) {
+    inboxKeys.add(semaphore.inboxOfRegistration(registration));
   }
   const keys = [...inboxKeys];
   const multi = redis
     .multi()
-    .lRange(`${prefix}AVAILABLE`, 0, -1)
-    .hGetAll(`${prefix}GRABBED`)
-    .hGetAll(`${prefix}OWNERS`)
-    .zRangeWithScores(`${prefix}WAITING`, 0, -1);
+    .lRange(semaphore.available, 0, -1)
+    .hGetAll(semaphore.grabbed)
+    .hGetAll(semaphore.owners)
+    .zRangeWithScores(semaphore.waiting, 0, -1);
   for (const key of keys) multi.lRange(key, 0, -1);
   const [available, grabbed, owners, waiting, ...inboxLists] = (await multi.exec()) as unknown as [
     string[],
@@ -66,7 +67,7 @@ export async function takeCensus(redis: Client, name: string): Promise<Census> {
   const registered = new Set(waiting.map((entry) => entry.value.replace(/^~/, '')));
   const inboxes = keys
     .map((key, i) => {
-      const grantId = key.slice(inboxPrefix.length);
+      const grantId = grantIdOfInboxKey(semaphore, key) ?? key;
       return { grantId, tokens: inboxLists[i] ?? [], registered: registered.has(grantId) };
     })
     .filter((inbox) => inbox.tokens.length > 0);
@@ -142,8 +143,4 @@ export function describeCensus(census: Census): string {
     `OWNERS=[${Object.entries(census.owners).map(([t, g]) => `${t}:${g}`)}] ` +
     `WAITING=[${census.waiting.map((w) => w.registration)}] INBOXES=[${inboxes}]`
   );
-}
-
-function escapeGlob(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
 }

@@ -1,5 +1,6 @@
+/** The spec files' common fixture: a client on the run's Redis, semaphores closed after each test, key snapshots. */
 import { Semaphore, type SemaphoreOptions } from '../../lib';
-import { semaphoreKeys } from '../../lib/keys';
+import { keyPattern, semaphoreKeys } from '../../lib/keys';
 import { closeAll, connectClient, uniqueName, type Client } from './redis';
 
 export interface Fixture {
@@ -35,25 +36,20 @@ export function useFixture(): Fixture {
 
 /** Every key and value of a semaphore, for asserting exact Redis state. */
 export async function snapshot(redis: Client, name: string) {
-  const prefix = `SEMAPHORE:${name}:`;
-  const waiting = await redis.zRange(`${prefix}WAITING`, 0, -1);
-  const inboxes: Record<string, string[]> = {};
   const keys = semaphoreKeys(name);
+  const waiting = await redis.zRange(keys.waiting, 0, -1);
+  const inboxes: Record<string, string[]> = {};
   for (const registration of waiting) {
     const key = keys.inboxOfRegistration(registration);
     const tokens = await redis.lRange(key, 0, -1);
     if (tokens.length > 0) inboxes[key] = tokens;
   }
   return {
-    available: await redis.lRange(`${prefix}AVAILABLE`, 0, -1),
-    grabbed: await redis.hGetAll(`${prefix}GRABBED`),
-    owners: await redis.hGetAll(`${prefix}OWNERS`),
+    available: await redis.lRange(keys.available, 0, -1),
+    grabbed: await redis.hGetAll(keys.grabbed),
+    owners: await redis.hGetAll(keys.owners),
     waiting,
     inboxes,
-    keys: (await redis.keys(`${escapeGlob(prefix)}*`)).sort(),
+    keys: (await redis.keys(keyPattern(keys))).sort(),
   };
-}
-
-function escapeGlob(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
