@@ -15,10 +15,10 @@
     ARGV[3] expiration in milliseconds, or '' for none
     ARGV[4] resources
     ARGV[5] the caller's lease in ms ('0' for none): recorded with a grant; Ruby holders' stale timeout
-    ARGV[6] lease in seconds for the next slice, or '' on the last slice
+    ARGV[6] the registration's expiry for the next slice, in seconds from now, or '' on the last slice
     ARGV[7] owner label recorded with the grant
     ARGV[8] a fresh id to register for the caller's next wait if others wait too, or '' for none
-    ARGV[9] that registration's lease in seconds
+    ARGV[9] that registration's expiry, in seconds from now
   Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
             after a grant, how many registrations remain while no token is free (else 0), expired
             waiter registration... }
@@ -30,7 +30,7 @@
 --- @include expiry
 --- @include grant
 --- @include reclaim
-local inbox, grant, lease, spare, spare_lease = KEYS[10], ARGV[1], ARGV[6], ARGV[8] or '', ARGV[9] or ''
+local inbox, grant, expiry, spare, spare_expiry = KEYS[10], ARGV[1], ARGV[6], ARGV[8] or '', ARGV[9] or ''
 local now, stamp = clock(ARGV[2])
 local registered = redis.call('ZSCORE', K_WAITING, grant) ~= false
 if not registered then
@@ -64,15 +64,15 @@ if token then
     -- (a spare, used by its next wait or removed), and stale holders are reclaimed as tryLock would.
     -- (Ruby holders, which need a scan, are left to empty slices, misses and the watchdog.)
     reclaim_stale(now, ruby_stale(ARGV[5]), 'never')
-    redis.call('ZADD', K_WAITING, redis_now() + tonumber(spare_lease), spare)
+    redis.call('ZADD', K_WAITING, redis_now() + tonumber(spare_expiry), spare)
   end
 else
-  if lease ~= '' then
+  if expiry ~= '' then
     ensure(tonumber(ARGV[4]))
     reclaim_stale(now, ruby_stale(ARGV[5]), 'unindexed')
   end
-  if registered and lease ~= '' then
-    redis.call('ZADD', K_WAITING, redis_now() + tonumber(lease), grant)
+  if registered and expiry ~= '' then
+    redis.call('ZADD', K_WAITING, redis_now() + tonumber(expiry), grant)
     renewed = 1
   else
     redis.call('ZREM', K_WAITING, grant)

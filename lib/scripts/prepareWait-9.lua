@@ -1,7 +1,7 @@
 --[[
-  Registers a waiter with a lease, so that a token its BLMOVE AVAILABLE -> INBOX:<grant id> moves
-  belongs to a known waiter from that instant, and comes back (reapWaiters.lua) if the lease runs
-  out unclaimed. Sent in the same pipeline, before BLMOVE, when the waiter has no live registration:
+  Registers a waiter with an expiry, so that a token its BLMOVE AVAILABLE -> INBOX:<grant id> moves
+  belongs to a known waiter from that instant, and comes back (reapWaiters.lua) if the registration
+  expires unclaimed. Sent in the same pipeline, before BLMOVE, when the waiter has no live registration:
   a waiter that skipped tryLock (the semaphore is contended, or others of its process queue for a
   connection) or whose registration may have lapsed (tryLock-9.lua registers on a miss, and
   claim-10.lua renews after an empty slice). So that a waiter that skips tryLock loses nothing by it,
@@ -13,7 +13,7 @@
     KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] grant id
     ARGV[2] expiration in milliseconds, or '' for none
-    ARGV[3] waiter lease in seconds (counted on Redis TIME)
+    ARGV[3] the registration's expiry, in seconds from now (on Redis TIME)
     ARGV[4] resources
     ARGV[5] the caller's lease in ms ('0' for none): Ruby holders' stale timeout
     ARGV[6] local time in decimal seconds, or '' for Redis TIME

@@ -1,10 +1,10 @@
 --[[
   Settles a blocking wait whose reply never arrived (connection closed, reply lost, client-side
   deadline): adopts the grant if the claim ran, claims the token if it sits in the inbox, and
-  otherwise marks the grant id abandoned ('~' .. grant id) until a long lease ends: a blocked
+  otherwise marks the grant id abandoned ('~' .. grant id) until a long expiry: a blocked
   command still alive on the server then hands any token it moves back to AVAILABLE (claim-10.lua),
   a prepareWait of this id arriving late registers nothing (prepareWait-9.lua), and reapWaiters.lua
-  returns whatever reached the inbox once the lease is over.
+  returns whatever reaches the inbox.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8] LEASES  KEYS[9] CREATING
@@ -32,12 +32,12 @@ for i = 1, #grabbed, 2 do
     return { grabbed[i], tonumber(fence), math.max(0, math.floor((now - since) * 1000)) }
   end
 end
-local lease = redis.call('ZSCORE', K_WAITING, grant)
+local expiry = redis.call('ZSCORE', K_WAITING, grant)
 local token = redis.call('LPOP', inbox)
 if token then
   mark_present(token)
 end
-if token and lease then
+if token and expiry then
   redis.call('ZREM', K_WAITING, grant)
   local fence = record_grant(token, grant, stamp, ARGV[6], ARGV[5])
   touch_expiry(ARGV[3])
@@ -47,6 +47,6 @@ if token then
   redis.call('LPUSH', K_AVAILABLE, token)
 end
 redis.call('ZREM', K_WAITING, grant)
-redis.call('ZADD', K_WAITING, math.max(tonumber(lease) or 0, redis_now() + tonumber(ARGV[4])), '~' .. grant)
+redis.call('ZADD', K_WAITING, math.max(tonumber(expiry) or 0, redis_now() + tonumber(ARGV[4])), '~' .. grant)
 touch_expiry(ARGV[3])
 return false

@@ -1,6 +1,6 @@
 --[[
   releaseStaleLocks: returns every token whose holder's lease is over to AVAILABLE (waking blocked
-  waiters), and reports waiter registrations whose lease is over.
+  waiters), and reports waiter registrations that have expired.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8] LEASES  KEYS[9] CREATING

@@ -6,8 +6,8 @@
     KEYS[8] LEASES  KEYS[9] CREATING
     ARGV[1] most waiter grant ids to list (the count is always complete)
   Output: { exists (0 or 1), Redis TIME as "sec.usec", free tokens (LLEN AVAILABLE),
-            registered waiters whose lease runs (abandoned '~' marks excluded),
-            { up to ARGV[1] of their grant ids, earliest lease first },
+            registered waiters not yet expired (abandoned '~' marks excluded),
+            { up to ARGV[1] of their grant ids, earliest expiry first },
             then for each held token: token, GRABBED value, OWNERS value or false }
 ]]
 --- @include keys

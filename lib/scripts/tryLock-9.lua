@@ -1,6 +1,6 @@
 --[[
   lock's first step: takes a free token at once and records its holder. On a miss, registers the
-  caller as a waiter (with a lease, as prepareWait-9.lua does) so that its BLMOVE can follow at once.
+  caller as a waiter (with an expiry, as prepareWait-9.lua does) so that its BLMOVE can follow at once.
   Creates the semaphore if needed (a batch of it, see includes/ensure.lua) and, when no token is
   free, first reclaims holders whose lease is over.
   Never jumps ahead of a waiter blocked in BLMOVE: a free token means nobody is blocked (Redis
@@ -15,7 +15,7 @@
     ARGV[4] the caller's lease in ms (its staleClientTimeout; '0' for none): recorded with a grant,
             and the stale timeout of Ruby holders it reclaims
     ARGV[5] expiration in milliseconds, or '' for none
-    ARGV[6] waiter lease in seconds to register on a miss, or '' not to register (lock(0))
+    ARGV[6] the registration's expiry in seconds from now, to register on a miss, or '' not to register (lock(0))
     ARGV[7] owner label recorded with the grant
   Output: { token or nil, its fencing number or 0, expired waiter registration... (on a miss only) }
 ]]

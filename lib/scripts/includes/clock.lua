@@ -1,6 +1,6 @@
 -- The current time, as seconds (a number) and as the gem's GRABBED string ("sec.usec").
 -- ARGV_NOW is '' for Redis TIME, or the caller's local time in decimal seconds (useLocalTime).
--- Registration leases (WAITING scores) always use Redis TIME, whatever useLocalTime says, so that
+-- Registration expiries (WAITING scores) always use Redis TIME, whatever useLocalTime says, so that
 -- they and the keys' expiry deadlines are on one clock. TIME is called once per script: every
 -- redis.call costs a few µs, and a script runs in one instant anyway.
 local redis_time

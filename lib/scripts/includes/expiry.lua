@@ -1,7 +1,7 @@
 -- Applies the `expiration` option. While a token is held, no key has a TTL, so a semaphore never
 -- disappears under its holders. Otherwise every key gets one absolute deadline (PEXPIREAT, so they
 -- all expire in the same millisecond and no script can see some gone and others not): `expiration`
--- from now, or the end of the last waiter registration's lease if later (both on Redis TIME), so
+-- from now, or the last waiter registration's expiry if later (both on Redis TIME), so
 -- the keys never expire under a registered waiter, and a dead waiter's registration cannot keep them
 -- forever. Inbox keys get no TTL: they are empty but for the instant between BLMOVE and claim.
 -- EXPIRATION_MS is '' when the option is off.

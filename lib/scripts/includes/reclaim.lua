@@ -71,7 +71,7 @@ local function ruby_stale(lease_ms)
   return ms / 1000
 end
 
--- Ids of waiter registrations whose lease has run out (at most 16 a call), by Redis TIME (see
+-- Ids of waiter registrations that have expired (at most 16 a call), by Redis TIME (see
 -- clock.lua). Their inbox lists are not in this script's KEYS, so the caller hands them to
 -- reapWaiters.lua.
 local function expired_waiters()
