@@ -1,14 +1,24 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createDashboard, type DashboardHandler } from '../lib';
-import { readStatus } from '../lib/admin/operations';
+import { createCluster } from 'redis';
+import { createDashboard, Semaphore, type DashboardHandler } from '../lib';
+import { statusJson } from '../lib/admin/json';
+import {
+  deleteSemaphore,
+  readStatus,
+  releaseStale,
+  releaseToken,
+  resizeSemaphore,
+  semaphoreExists,
+} from '../lib/admin/operations';
 import { escapeHtml } from '../lib/dashboard/page';
-import { semaphoreKeys } from '../lib/keys';
-import type { RedisClientLike } from '../lib/redis-client';
+import { EXISTS_KEY_PATTERN, grantIdOfInboxKey, inboxKeyPattern, keyPattern, nameOfExistsKey, semaphoreKeys } from '../lib/keys';
+import type { RedisClientLike, SupportedRedisClient } from '../lib/redis-client';
 import { runScript, scripts } from '../lib/scripts';
 import { snapshot, useFixture } from './support/fixture';
 import { blockedClients, connectClient, uniqueName, until } from './support/redis';
 import { startRedisServer } from './support/redis-server';
+import { startRedisCluster, type RedisCluster } from './support/redis-cluster';
 
 /** The operators' scripts with raw KEYS and ARGV, and createDashboard mounted in a node:http server. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -143,13 +153,17 @@ describe('createDashboard', () => {
     expect(await page.text()).toContain('<script src="/ops/semaphores/app.js"></script>');
     expect((await fetch(`${base}/app.js`)).status).toBe(200);
     const broken = uniqueName('dash-broken');
-    await fx.redis.set(`SEMAPHORE:${broken}:EXISTS`, '1');
-    await fx.redis.set(`SEMAPHORE:${broken}:AVAILABLE`, 'not a list');
+    await fx.redis.set(semaphoreKeys(broken).exists, '1');
+    await fx.redis.set(semaphoreKeys(broken).available, 'not a list');
     const list = (await (await fetch(`${base}/api/semaphores`)).json()) as { semaphores: Array<{ name: string }> };
     expect(list.semaphores.find((s) => s.name === name)).toMatchObject({ tokens: 2, held: 1, available: 1 });
     expect(list.semaphores.find((s) => s.name === broken)).toEqual({ name: broken, error: expect.stringMatching(/^WRONGTYPE/) });
     const one = (await (await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}`)).json()) as Json;
     expect(one.semaphore.holders[0]).toMatchObject({ token: '0', owner: 'api-holder' });
+    // The CLI's status JSON (lib/admin/json.ts), with the dashboard's hand-offs.
+    const shape = statusJson(await readStatus(client(), name));
+    expect(Object.keys(one.semaphore)).toEqual([...Object.keys(shape), 'handOffs']);
+    expect(Object.keys(one.semaphore.holders[0])).toEqual(Object.keys(shape.holders[0] ?? {}));
     expect((await fetch(`${base.replace('/ops/semaphores', '')}/api/semaphores`)).status).toBe(404);
     expect((await fetch(`${base}x/api/semaphores`)).status).toBe(404);
     expect((await fetch(base)).status).toBe(200);
@@ -188,8 +202,8 @@ describe('createDashboard', () => {
     const sem = fx.semaphore({ resources: 2 }, name);
     await sem.lock(0); // a live holder with a 30 s lease
     const [seconds] = (await fx.redis.sendCommand(['TIME'])) as [string, string];
-    const ruby = (await fx.redis.lPop(`SEMAPHORE:${name}:AVAILABLE`)) as string;
-    await fx.redis.hSet(`SEMAPHORE:${name}:GRABBED`, ruby, `${Number(seconds)}.000000`); // a Ruby gem holder
+    const ruby = (await fx.redis.lPop(semaphoreKeys(name).available)) as string;
+    await fx.redis.hSet(semaphoreKeys(name).grabbed, ruby, `${Number(seconds)}.000000`); // a Ruby gem holder
     await new Promise((resolve) => setTimeout(resolve, 300));
     const path = `/api/semaphores/${encodeURIComponent(name)}/release-stale`;
     expect((await post(path, { olderThanMs: -1 })).status).toBe(400);
@@ -243,5 +257,76 @@ describe('createDashboard', () => {
 
   test('escapeHtml covers element content and quoted attributes', () => {
     expect(escapeHtml(`<a href="x" onclick='y'>&</a>`)).toBe('&#60;a href=&#34;x&#34; onclick=&#39;y&#39;&#62;&#38;&#60;/a&#62;');
+  });
+});
+
+describe('key names for operators (lib/keys.ts)', () => {
+  test('a listed EXISTS key gives back a name that addresses the same keys; a cluster semaphore\'s is its tagged name', () => {
+    expect(EXISTS_KEY_PATTERN).toBe('SEMAPHORE:*:EXISTS');
+    expect(nameOfExistsKey('SEMAPHORE:jobs:EXISTS')).toBe('jobs');
+    expect(nameOfExistsKey('SEMAPHORE:a:b:EXISTS')).toBe('a:b');
+    for (const key of ['SEMAPHORE::EXISTS', 'SEMAPHORE:jobs:AVAILABLE', 'OTHER:jobs:EXISTS']) expect(nameOfExistsKey(key)).toBeUndefined();
+    for (const name of ['jobs', '{jobs}', 'crawl:{eu}', '}abc', '"}abc', 'a{}b']) {
+      for (const cluster of [false, true]) {
+        const keys = semaphoreKeys(name, { cluster });
+        const listed = nameOfExistsKey(keys.exists) as string;
+        // What the CLI and the dashboard list is a name whose keys are these; a cluster's is tagged, so
+        // a standalone client on one of its nodes addresses them too.
+        expect(semaphoreKeys(listed, { cluster }).scriptKeys).toEqual(keys.scriptKeys);
+        if (cluster) expect(semaphoreKeys(listed).scriptKeys).toEqual(keys.scriptKeys);
+      }
+    }
+    expect(nameOfExistsKey(semaphoreKeys('jobs', { cluster: true }).exists)).toBe('{jobs}');
+  });
+
+  test('SCAN patterns escape the name; inbox keys give back their grant id', () => {
+    const keys = semaphoreKeys('a*b?[c]\\d');
+    expect(keyPattern(keys)).toBe('SEMAPHORE:a\\*b\\?\\[c\\]\\\\d:*');
+    expect(inboxKeyPattern(keys)).toBe('SEMAPHORE:a\\*b\\?\\[c\\]\\\\d:INBOX:*');
+    expect(inboxKeyPattern(semaphoreKeys('jobs', { cluster: true }))).toBe('SEMAPHORE:{jobs}:INBOX:*');
+    expect(grantIdOfInboxKey(keys, keys.inbox('g1'))).toBe('g1');
+    expect(grantIdOfInboxKey(keys, keys.available)).toBeUndefined();
+  });
+});
+
+describe('operators on a Redis Cluster client', () => {
+  jest.setTimeout(60_000);
+  let cluster: RedisCluster;
+  let redis: ReturnType<typeof createCluster>;
+  const admin = () => redis as unknown as SupportedRedisClient;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3 });
+    redis = createCluster({ rootNodes: cluster.rootNodes });
+    redis.on('error', () => undefined);
+    await redis.connect();
+  });
+  afterAll(async () => {
+    await redis?.disconnect().catch(() => undefined);
+    await cluster?.stop();
+  });
+
+  test('read, release, resize, release-stale and delete address the hash-tagged keys a Semaphore on that client uses', async () => {
+    const name = uniqueName('admin-cluster');
+    const sem = new Semaphore(name, { redis: redis as never, resources: 2, owner: 'on-cluster' });
+    try {
+      const token = (await sem.lock(0)) as string;
+      const tagged = semaphoreKeys(name, { cluster: true });
+      expect(tagged.exists).toBe(`SEMAPHORE:{${name}}:EXISTS`);
+      await expect(semaphoreExists(admin(), name)).resolves.toBe(true);
+      const status = await readStatus(admin(), name);
+      expect(status).toMatchObject({ name, exists: true, tokens: 2, available: 1 });
+      expect(status.holders).toEqual([expect.objectContaining({ token, owner: 'on-cluster' })]);
+      await expect(releaseToken(admin(), name, token)).resolves.toEqual({ status: 'released', available: 2 });
+      await expect(sem.isLocked(token)).resolves.toBe(false);
+      await expect(resizeSemaphore(admin(), name, 3)).resolves.toEqual({ status: 'resized', before: 2, held: 0, after: 3 });
+      await expect(sem.availableCount()).resolves.toBe(3);
+      await expect(releaseStale(admin(), name, 1000)).resolves.toBe(0);
+      await deleteSemaphore(admin(), name);
+      await expect(semaphoreExists(admin(), name)).resolves.toBe(false);
+      expect(await redis.sendCommand(tagged.exists, true, ['EXISTS', tagged.exists])).toBe(0);
+    } finally {
+      await sem.close();
+    }
   });
 });

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { semaphoreKeys } from '../lib/keys';
 import { useFixture } from './support/fixture';
 import { CLI, runCli } from './support/cli';
 import { blockedClients, redisUrl, uniqueName, until } from './support/redis';
@@ -75,8 +76,8 @@ test('list: every semaphore with its counts, by SCAN', async () => {
   await other.existsOrCreate();
   // A semaphore whose keys Redis refuses to read is reported, and does not hide the others.
   const broken = uniqueName('cli-broken');
-  await fx.redis.set(`SEMAPHORE:${broken}:EXISTS`, '1');
-  await fx.redis.set(`SEMAPHORE:${broken}:AVAILABLE`, 'not a list');
+  await fx.redis.set(semaphoreKeys(broken).exists, '1');
+  await fx.redis.set(semaphoreKeys(broken).available, 'not a list');
   const json = await runCli(['list', '--json']);
   expect(json.code).toBe(0);
   const { semaphores, truncated } = JSON.parse(json.stdout);
@@ -124,8 +125,8 @@ test('release-stale frees holders whose own lease is over and Ruby holders older
   const lapsed = (await expired.lock(0)) as string;
   // A Ruby gem holder: a plain stamp, 2 s old.
   const [seconds] = (await fx.redis.sendCommand(['TIME'])) as [string, string];
-  const ruby = (await fx.redis.lPop(`SEMAPHORE:${name}:AVAILABLE`)) as string;
-  await fx.redis.hSet(`SEMAPHORE:${name}:GRABBED`, ruby, `${Number(seconds) - 2}.000000`);
+  const ruby = (await fx.redis.lPop(semaphoreKeys(name).available)) as string;
+  await fx.redis.hSet(semaphoreKeys(name).grabbed, ruby, `${Number(seconds) - 2}.000000`);
   await new Promise((resolve) => setTimeout(resolve, 1500));
   const result = await runCli(['release-stale', name, '--older-than', '1s', '--json']);
   expect(result.code).toBe(0);

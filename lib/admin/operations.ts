@@ -1,20 +1,34 @@
-import { semaphoreKeys } from '../keys';
-import { isConnectionError, type RedisClientLike } from '../redis-client';
+/** What an operator does to a semaphore by name (CLI, dashboard): read it, list them, free a token, resize, delete. */
+import { EXISTS_KEY_PATTERN, nameOfExistsKey, semaphoreKeys, type SemaphoreKeys } from '../keys';
+import {
+  adaptClient,
+  isConnectionError,
+  topologyOf,
+  type RedisClientLike,
+  type SupportedRedisClient,
+} from '../redis-client';
 import { runScript, scripts } from '../scripts';
 import { decodeStatus, type HolderInfo } from '../holder-info';
 import { Semaphore } from '../semaphore';
 import { MAX_RESOURCES } from '../options';
 
-/**
- * What an operator does to a semaphore by name (the CLI and the dashboard): read its state, free a
- * token, resize it, delete it. It needs no `Semaphore` options: everything is read from Redis, and
- * every change is one script (see lib/scripts/status-9.lua, forceRelease-9.lua, resize-9.lua).
+/*
+ * It needs no `Semaphore` options: everything is read from Redis, and every change is one script
+ * (see lib/scripts/status-9.lua, forceRelease-9.lua, resize-9.lua). Given a cluster client
+ * (`createCluster()`), it addresses the keys a `Semaphore` on that client uses: a name without a
+ * hash tag gets one (see lib/keys.ts), and every command goes to the node that owns their slot.
  */
+
+/** The keys of `name` as a `Semaphore` on `client` names them, and `client` routed to their slot. */
+function target(client: SupportedRedisClient, name: string): { keys: SemaphoreKeys; redis: RedisClientLike } {
+  const keys = semaphoreKeys(name, { cluster: topologyOf(client) === 'cluster' });
+  return { keys, redis: adaptClient(client, keys.available) };
+}
 
 /** One semaphore at one instant, as `status-9.lua` reads it. */
 export interface SemaphoreStatus {
   readonly name: string;
-  /** Whether `SEMAPHORE:<name>:EXISTS` is set. */
+  /** Whether its `exists` key is set. */
   readonly exists: boolean;
   /** Redis' clock when the snapshot was taken. */
   readonly now: Date;
@@ -33,8 +47,9 @@ export interface SemaphoreStatus {
 /** How many waiter ids a status lists by default (the count is always complete). */
 const WAITER_IDS = 100;
 
-export async function readStatus(client: RedisClientLike, name: string, waiterIds = WAITER_IDS): Promise<SemaphoreStatus> {
-  const reply = await runScript(client, scripts.status, semaphoreKeys(name).scriptKeys, [String(waiterIds)]);
+export async function readStatus(client: SupportedRedisClient, name: string, waiterIds = WAITER_IDS): Promise<SemaphoreStatus> {
+  const { keys, redis } = target(client, name);
+  const reply = await runScript(redis, scripts.status, keys.scriptKeys, [String(waiterIds)]);
   const { exists, nowSeconds, available, waiting, waiterIds: ids, holders } = decodeStatus(reply);
   return {
     name,
@@ -59,30 +74,27 @@ export interface UnreadableSemaphore {
  * reported with its error instead of failing the others; a connection failure still rejects.
  */
 export async function readStatuses(
-  client: RedisClientLike,
+  client: SupportedRedisClient,
   names: readonly string[],
   waiterIds = WAITER_IDS,
 ): Promise<Array<SemaphoreStatus | UnreadableSemaphore>> {
-  return Promise.all(
-    names.map((name) =>
-      readStatus(client, name, waiterIds).catch((error: unknown) => {
-        if (isConnectionError(error)) throw error;
-        return { name, error: String((error as { message?: unknown } | null)?.message ?? error) };
-      }),
-    ),
-  );
+  return Promise.all(names.map((name) => readStatus(client, name, waiterIds).catch((error: unknown) => unreadable(name, error))));
+}
+
+/** The semaphore Redis refused to read with `error`; a connection failure is thrown again instead. */
+export function unreadable(name: string, error: unknown): UnreadableSemaphore {
+  if (isConnectionError(error)) throw error;
+  return { name, error: String((error as { message?: unknown } | null)?.message ?? error) };
 }
 
 export function isUnreadable(status: SemaphoreStatus | UnreadableSemaphore): status is UnreadableSemaphore {
   return 'error' in status;
 }
 
-const PREFIX = 'SEMAPHORE:';
-const SUFFIX = ':EXISTS';
-
 /**
- * Names of the semaphores on this Redis (SCAN of `SEMAPHORE:*:EXISTS`), sorted. Stops after `limit`
- * names (then `truncated`). On a cluster it sees only the node `client` talks to.
+ * Names of the semaphores on this Redis (SCAN of every `exists` key), sorted. Stops after `limit`
+ * names (then `truncated`). On a cluster it sees only the node `client` talks to, and a semaphore
+ * made on a cluster client is listed by its tagged name (`{jobs}`), which names the same keys.
  */
 export async function listSemaphores(
   client: RedisClientLike,
@@ -91,12 +103,13 @@ export async function listSemaphores(
   const names = new Set<string>();
   let cursor = '0';
   do {
-    const [next, keys] = (await client.sendCommand(['SCAN', cursor, 'MATCH', `${PREFIX}*${SUFFIX}`, 'COUNT', '1000'])) as [
+    const [next, keys] = (await client.sendCommand(['SCAN', cursor, 'MATCH', EXISTS_KEY_PATTERN, 'COUNT', '1000'])) as [
       string,
       string[],
     ];
     for (const key of keys) {
-      if (key.length > PREFIX.length + SUFFIX.length) names.add(key.slice(PREFIX.length, -SUFFIX.length));
+      const name = nameOfExistsKey(key);
+      if (name !== undefined) names.add(name);
     }
     cursor = next;
   } while (cursor !== '0' && names.size < limit);
@@ -113,16 +126,22 @@ export type ReleaseOutcome =
  * `unlock` and `refresh` find nothing, and a blocked waiter gets the token at once.
  */
 export async function releaseToken(
-  client: RedisClientLike,
+  client: SupportedRedisClient,
   name: string,
   token: string,
   grantId = '',
 ): Promise<ReleaseOutcome> {
-  const keys = semaphoreKeys(name);
-  const result = (await runScript(client, scripts.forceRelease, keys.scriptKeys, [token, grantId])) as number;
+  const { keys, redis } = target(client, name);
+  const result = (await runScript(redis, scripts.forceRelease, keys.scriptKeys, [token, grantId])) as number;
   if (result >= 0) return { status: 'released', available: result };
   if (result === -2) return { status: 'holder-changed' };
-  return { status: (await client.sendCommand(['EXISTS', keys.exists])) === 1 ? 'not-held' : 'not-found' };
+  return { status: (await redis.sendCommand(['EXISTS', keys.exists])) === 1 ? 'not-held' : 'not-found' };
+}
+
+/** Whether the semaphore exists (its `exists` key is set). */
+export async function semaphoreExists(client: SupportedRedisClient, name: string): Promise<boolean> {
+  const { keys, redis } = target(client, name);
+  return (await redis.sendCommand(['EXISTS', keys.exists])) === 1;
 }
 
 /**
@@ -131,7 +150,7 @@ export async function releaseToken(
  * `olderThanMs` (on Redis' clock), and tokens stranded by waiters that died mid-hand-off: what
  * `releaseStaleLocks()` does with `staleClientTimeout: olderThanMs`. Resolves how many tokens went back.
  */
-export async function releaseStale(client: RedisClientLike, name: string, olderThanMs: number): Promise<number> {
+export async function releaseStale(client: SupportedRedisClient, name: string, olderThanMs: number): Promise<number> {
   const semaphore = new Semaphore(name, { redis: client, staleClientTimeout: olderThanMs, autoRefresh: false });
   try {
     return await semaphore.releaseStaleLocks();
@@ -141,7 +160,7 @@ export async function releaseStale(client: RedisClientLike, name: string, olderT
 }
 
 /** Deletes every key of the semaphore (its holders' later `unlock` resolves `false`). */
-export async function deleteSemaphore(client: RedisClientLike, name: string): Promise<void> {
+export async function deleteSemaphore(client: SupportedRedisClient, name: string): Promise<void> {
   const semaphore = new Semaphore(name, { redis: client });
   try {
     await semaphore.delete();
@@ -156,13 +175,17 @@ export type ResizeOutcome =
   | { readonly status: 'not-found' };
 
 /** Sets the number of tokens: adds new ones, or retires free ones; never below what is held. */
-export async function resizeSemaphore(client: RedisClientLike, name: string, tokens: number): Promise<ResizeOutcome> {
+export async function resizeSemaphore(client: SupportedRedisClient, name: string, tokens: number): Promise<ResizeOutcome> {
   if (!Number.isSafeInteger(tokens) || tokens < 1 || tokens > MAX_RESOURCES) {
     throw new RangeError(`Expected the number of tokens to be an integer from 1 to ${MAX_RESOURCES}, got ${tokens}`);
   }
-  const [status, before, held, after] = (await runScript(client, scripts.resize, semaphoreKeys(name).scriptKeys, [
-    String(tokens),
-  ])) as [number, number, number, number];
+  const { keys, redis } = target(client, name);
+  const [status, before, held, after] = (await runScript(redis, scripts.resize, keys.scriptKeys, [String(tokens)])) as [
+    number,
+    number,
+    number,
+    number,
+  ];
   if (status === 0) return { status: 'not-found' };
   if (status === -1) return { status: 'below-held', before, held };
   return { status: 'resized', before, held, after };

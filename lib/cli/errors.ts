@@ -1,3 +1,5 @@
+/** The CLI's errors and exit codes. */
+import { semaphoreKeys } from '../keys';
 import { printable } from './format';
 
 /** What the CLI exits with: documented in the README ("Command line") and in `--help`. */
@@ -18,5 +20,5 @@ export const notFound = (message: string) => new CliError(EXIT.notFound, 'not_fo
 
 /** The semaphore has no EXISTS key. */
 export function missing(name: string): CliError {
-  return notFound(`semaphore "${printable(name)}" does not exist (no SEMAPHORE:${printable(name)}:EXISTS key)`);
+  return notFound(`semaphore "${printable(name)}" does not exist (no ${printable(semaphoreKeys(name).exists)} key)`);
 }

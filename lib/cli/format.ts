@@ -1,7 +1,5 @@
+/** The CLI's text output: durations, tables, and user data made safe for a terminal. */
 import type { SemaphoreStatus } from '../admin/operations';
-import type { HolderInfo } from '../holder-info';
-
-/** Text output of the CLI: durations, tables, and user data made safe for a terminal. */
 
 /** `850ms`, `12.3s`, `1m 05s`, `2h 03m`, `3d 04h`; `?` for an unknown duration. */
 export function formatDuration(ms: number | null | undefined): string {
@@ -66,47 +64,6 @@ export function parseDuration(text: string): number | undefined {
   if (!match) return undefined;
   const ms = Number(match[1]) * (UNITS[match[2] as string] as number);
   return Number.isFinite(ms) ? ms : undefined;
-}
-
-/** `status --json` and each `watch --json` frame. */
-export function statusJson(status: SemaphoreStatus) {
-  return {
-    name: status.name,
-    exists: status.exists,
-    now: status.now.toISOString(),
-    tokens: status.tokens,
-    held: status.holders.length,
-    available: status.available,
-    waiting: status.waiting,
-    holders: status.holders.map(holderJson),
-  };
-}
-
-/** A holder in the JSON of `status --json`, `watch --json` and the dashboard's API. */
-export function holderJson(h: HolderInfo) {
-  return {
-    token: h.token,
-    since: h.since?.toISOString() ?? null,
-    heldMs: h.heldMs,
-    refreshedAt: h.refreshedAt?.toISOString() ?? null,
-    refreshedMs: h.refreshedMs,
-    leaseMs: h.leaseMs ?? null,
-    fence: h.fence ?? null,
-    owner: h.owner ?? null,
-    grantId: h.grantId ?? null,
-  };
-}
-
-/** One semaphore in `list --json`. */
-export function summaryJson(status: SemaphoreStatus) {
-  return {
-    name: status.name,
-    tokens: status.tokens,
-    held: status.holders.length,
-    available: status.available,
-    waiting: status.waiting,
-    longestHeldMs: status.holders[0]?.heldMs ?? null,
-  };
 }
 
 /** `status` as text: a header, then one row per holder, longest-held first. */

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
+/** The `redis-token-semaphore` binary: parses the command line, connects, runs one command. */
 import { parseArgs } from 'node:util';
 import { createClient } from 'redis';
+import { statusJson, summaryJson, unreadableJson } from '../admin/json';
 import {
   deleteSemaphore,
   isUnreadable,
@@ -10,11 +12,13 @@ import {
   releaseStale,
   releaseToken,
   resizeSemaphore,
+  semaphoreExists,
 } from '../admin/operations';
+import { EXISTS_KEY_PATTERN, semaphoreKeys } from '../keys';
 import type { RedisClientLike } from '../redis-client';
 import { MAX_RESOURCES } from '../options';
 import { CliError, EXIT, missing, notFound, usage } from './errors';
-import { formatDuration, formatStatus, parseDuration, printable, redactUrl, statusJson, summaryJson, table } from './format';
+import { formatDuration, formatStatus, parseDuration, printable, redactUrl, table } from './format';
 import { watch, type Io } from './watch';
 
 const BIN = 'redis-token-semaphore';
@@ -53,7 +57,7 @@ Exit codes:
   1  error: Redis unreachable or failing, or the change was refused (resize below the held tokens,
      a token re-taken since the dashboard showed it)
   2  usage: unknown command or option, missing or malformed argument
-  3  not found: the semaphore does not exist (no SEMAPHORE:<name>:EXISTS), or the token is not held
+  3  not found: the semaphore does not exist (no ${semaphoreKeys('<name>').exists}), or the token is not held
 `;
 
 /** Which options each command takes (beyond --url, --json, --help). */
@@ -129,7 +133,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const url = values.url ?? process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
     if (command === 'dashboard') {
-      const { serveDashboard } = await import('../dashboard/serve');
+      const { serveDashboard } = await import('./serve-dashboard');
       return await serveDashboard({ url, ...dashboardOptions(values) });
     }
     // Validate everything before connecting.
@@ -171,10 +175,10 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
         const statuses = await readStatuses(client, names, 0);
         const present = statuses.filter((s) => isUnreadable(s) || s.exists);
         if (io.json) {
-          const summaries = present.map((s) => (isUnreadable(s) ? { name: s.name, error: s.error } : summaryJson(s)));
+          const summaries = present.map((s) => (isUnreadable(s) ? unreadableJson(s) : summaryJson(s)));
           io.out(JSON.stringify({ semaphores: summaries, truncated }));
         } else if (present.length === 0) {
-          io.out('No semaphores (no SEMAPHORE:*:EXISTS key on this Redis).');
+          io.out(`No semaphores (no ${EXISTS_KEY_PATTERN} key on this Redis).`);
         } else {
           const rows = present.map((s) =>
             isUnreadable(s)
@@ -255,7 +259,7 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
 }
 
 async function assertExists(client: RedisClientLike, name: string): Promise<void> {
-  if ((await client.sendCommand(['EXISTS', `SEMAPHORE:${name}:EXISTS`])) !== 1) throw missing(name);
+  if (!(await semaphoreExists(client, name))) throw missing(name);
 }
 
 function durationOption(option: string, text: string): number {

@@ -1,7 +1,9 @@
+/** `watch <name>`: the CLI's refreshing status. */
 import type { RedisClientLike } from '../redis-client';
+import { statusJson } from '../admin/json';
 import { readStatus } from '../admin/operations';
 import { EXIT, missing } from './errors';
-import { formatDuration, formatStatus, formatTime, printable, statusJson } from './format';
+import { formatDuration, formatStatus, formatTime, printable } from './format';
 
 /** Where a command writes: lines on stdout, as text or JSON. */
 export interface Io {

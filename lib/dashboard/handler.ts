@@ -1,10 +1,11 @@
+/** `createDashboard`: the dashboard's routes, its JSON API, authentication and security headers. */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { isUnreadable, releaseStale, releaseToken, type SemaphoreStatus } from '../admin/operations';
+import { statusJson, unreadableJson, type StatusJson } from '../admin/json';
+import { isUnreadable, releaseStale, releaseToken, semaphoreExists, type SemaphoreStatus } from '../admin/operations';
 import type { RedisClientLike } from '../redis-client';
-import { holderJson } from '../cli/format';
 import { describe } from '../describe';
 import { notFoundPage, page } from './page';
 import { Sampler, type HandOff } from './sampler';
@@ -140,7 +141,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       allow(method, ['GET', 'HEAD']);
       const { statuses, truncated } = await sampler.all();
       const semaphores = statuses.map((s) =>
-        isUnreadable(s) ? { name: s.name, error: s.error } : semaphoreJson(s, sampler.handOffs(s.name)),
+        isUnreadable(s) ? unreadableJson(s) : semaphoreJson(s, sampler.handOffs(s.name)),
       );
       return sendJson(response, 200, { readOnly, truncated, semaphores });
     }
@@ -176,7 +177,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs <= 0) {
       throw new HttpError(400, 'bad_request', 'Expected {"olderThanMs": a number > 0}');
     }
-    if ((await redis.sendCommand(['EXISTS', `SEMAPHORE:${semaphore}:EXISTS`])) !== 1) throw semaphoreNotFound(semaphore);
+    if (!(await semaphoreExists(redis, semaphore))) throw semaphoreNotFound(semaphore);
     const released = await releaseStale(redis, semaphore, olderThanMs);
     return sendJson(response, 200, { released });
   };
@@ -256,15 +257,7 @@ function sendJson(response: ServerResponse, status: number, value: unknown): voi
   send(response, status, 'application/json; charset=utf-8', JSON.stringify(value));
 }
 
-function semaphoreJson(status: SemaphoreStatus, handOffs: readonly HandOff[]) {
-  return {
-    name: status.name,
-    now: status.now.toISOString(),
-    tokens: status.tokens,
-    held: status.holders.length,
-    available: status.available,
-    waiting: status.waiting,
-    holders: status.holders.map(holderJson),
-    handOffs,
-  };
+/** A semaphore in the API: its status, and the hand-offs the dashboard saw. */
+function semaphoreJson(status: SemaphoreStatus, handOffs: readonly HandOff[]): StatusJson & { readonly handOffs: readonly HandOff[] } {
+  return { ...statusJson(status), handOffs };
 }

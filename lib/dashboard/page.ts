@@ -1,4 +1,5 @@
 /** The dashboard's two HTML pages. Every piece of user data in them goes through `escapeHtml`. */
+import { semaphoreKeys } from '../keys';
 
 export interface PageConfig {
   readonly basePath: string;
@@ -67,7 +68,7 @@ export function notFoundPage(config: PageConfig, name: string): string {
 <main class="not-found">
 <h2>404: no such semaphore</h2>
 <p>Semaphore <code class="name">${escapeHtml(name)}</code> does not exist: Redis has no
-<code>SEMAPHORE:${escapeHtml(name)}:EXISTS</code> key. It was never created, or it was deleted, or its
+<code>${escapeHtml(semaphoreKeys(name).exists)}</code> key. It was never created, or it was deleted, or its
 keys expired (the <code>expiration</code> option).</p>
 <p><a href="${base}/">All semaphores</a></p>
 </main>`,

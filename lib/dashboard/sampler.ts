@@ -1,5 +1,6 @@
-import { isConnectionError, type RedisClientLike } from '../redis-client';
-import { listSemaphores, readStatus, type SemaphoreStatus, type UnreadableSemaphore } from '../admin/operations';
+/** The dashboard's snapshots of semaphores, shared by every page polling it, and the hand-offs seen between them. */
+import type { RedisClientLike } from '../redis-client';
+import { isUnreadable, listSemaphores, readStatus, unreadable, type SemaphoreStatus, type UnreadableSemaphore } from '../admin/operations';
 
 /**
  * A hand-off: a grant the dashboard saw appear, with how long its holder had waited for it.
@@ -52,15 +53,8 @@ export class Sampler {
     if (this.#all && now - this.#all.at < this.#minIntervalMs) return this.#all.promise;
     const promise = (async () => {
       const { names, truncated } = await listSemaphores(this.#redis, 500);
-      const sampled = await Promise.all(
-        names.map((name) =>
-          this.#sample(name).catch((error: unknown): UnreadableSemaphore => {
-            if (isConnectionError(error)) throw error;
-            return { name, error: String((error as { message?: unknown } | null)?.message ?? error) };
-          }),
-        ),
-      );
-      const statuses = sampled.filter((s) => 'error' in s || s.exists);
+      const sampled = await Promise.all(names.map((name) => this.#sample(name).catch((error: unknown) => unreadable(name, error))));
+      const statuses = sampled.filter((s) => isUnreadable(s) || s.exists);
       for (const name of this.#histories.keys()) if (!names.includes(name)) this.#histories.delete(name);
       return { statuses, truncated };
     })();

@@ -1,10 +1,11 @@
+/** `redis-token-semaphore dashboard`: the dashboard's handler served over HTTP until a signal. */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import { createClient } from 'redis';
 import type { RedisClientLike } from '../redis-client';
-import { redactUrl } from '../cli/format';
-import { createDashboard } from './handler';
+import { createDashboard } from '../dashboard/handler';
+import { redactUrl } from './format';
 
 export interface ServeOptions {
   readonly url: string;
