@@ -1,3 +1,4 @@
+// Time limits on promises: a deadline, an abort signal, a sleep, and the retry backoff.
 /** What `withDeadline` rejects with when the time is up. */
 export class DeadlineExceeded extends Error {
   constructor(what: string, ms: number) {
@@ -17,4 +18,32 @@ export function withDeadline<T>(promise: Promise<T>, ms: number, what: string): 
     timer.unref();
   });
   return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
+
+/** Settles as `promise` does, or rejects with `signal`'s reason as soon as it aborts. */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    signal.addEventListener('abort', abort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+  });
+}
+
+/** Resolves after `ms`, or as soon as `signal` aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Exponential backoff for retries after connection failures: 50 ms doubling, at most 2 s. */
+export function backoffMs(attempt: number): number {
+  return Math.min(2000, 50 * 2 ** attempt);
 }

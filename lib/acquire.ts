@@ -1,0 +1,109 @@
+// lock()'s path to a token: the fast path (tryLock) and its undo, then the blocking wait when it missed or was skipped.
+import { nanoid } from 'nanoid';
+import { checkpoint } from './checkpoint';
+import { raceAbort } from './deadline';
+import { toSeconds } from './durations';
+import type { Attempt } from './holdings';
+import type { Holding } from './holding';
+import { recover } from './recover';
+import { isConnectionError, wasNeverSent } from './redis-client';
+import { endRegistrations, type Registration } from './registration';
+import { checkReplicated, runAndWait } from './replication';
+import { scripts } from './scripts';
+import type { WaitParts } from './slice';
+import { debug } from './telemetry';
+import type { BlockingWait } from './wait';
+
+/** What acquiring works with. */
+export interface AcquireParts extends WaitParts {
+  readonly wait: BlockingWait;
+}
+
+/** A token for `attempt`, or null when none came within `timeout` ms; counts timeouts and aborts. */
+export async function acquire(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
+  const { telemetry } = parts.ctx;
+  try {
+    const holding = await acquireOrAbort(parts, timeout, attempt);
+    if (holding === null) telemetry.timedOut();
+    return holding;
+  } catch (error) {
+    if (attempt.signal?.aborted && error === attempt.signal.reason) telemetry.aborted();
+    throw error;
+  }
+}
+
+async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
+  const { ctx, holdings, contention, reclaim } = parts;
+  attempt.signal?.throwIfAborted();
+  await ctx.ready();
+  const deadline = timeout === null ? Infinity : performance.now() + timeout;
+  let registration: Registration | null = null;
+  if (contention.skipsTryLock(timeout)) registration = contention.takeSpare();
+  else {
+    await checkpoint('lock:before-try');
+    const id = nanoid();
+    const sent = performance.now();
+    let reply: [string | null, number, ...string[]];
+    let acknowledged: number | null;
+    const trying = runAndWait(ctx, 'lock', scripts.tryLock, [
+      String(ctx.resources),
+      id,
+      ctx.now(),
+      ctx.leaseArgument(),
+      ctx.expiration(),
+      timeout === 0 ? '' : toSeconds(ctx.registrationLeaseMs()),
+      ctx.options.owner,
+    ]) as Promise<[[string | null, number, ...string[]], number | null]>;
+    try {
+      [reply, acknowledged] = await raceAbort(trying, attempt.signal);
+    } catch (error) {
+      if (attempt.signal?.aborted && error === attempt.signal.reason) {
+        // Aborted while the script was on its way: whatever it did is undone in the background.
+        void ctx.track(undoTryLock(parts, trying, id));
+        throw error;
+      }
+      // The script may have run and its reply been lost: adopt its grant, or retire its registration.
+      if (!isConnectionError(error) || wasNeverSent(error)) throw error;
+      const adopted = await recover(parts, id).catch(() => null);
+      if (adopted === null) throw error;
+      return holdings.granted(adopted, attempt);
+    }
+    const [token, fence, ...expired] = reply;
+    debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
+    reclaim.reapInBackground(expired);
+    contention.contended = token === null;
+    if (token !== null) {
+      const grant = { token, id, fence, anchor: sent };
+      await checkReplicated(ctx, 'lock', acknowledged, () => holdings.giveBack(grant));
+      return holdings.granted(grant, attempt);
+    }
+    if (timeout === 0) return null;
+    registration = { id, until: sent + ctx.registrationLeaseMs() };
+  }
+  await checkpoint('lock:before-wait');
+  try {
+    const holding = await parts.wait.wait(deadline, attempt, registration);
+    // A wait that timed out (or failed, below) proves nothing about contention: try first next time.
+    if (holding === null) contention.contended = false;
+    return holding;
+  } catch (error) {
+    contention.contended = false;
+    throw error;
+  }
+}
+
+/** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
+async function undoTryLock(
+  parts: AcquireParts,
+  trying: Promise<[[string | null, ...unknown[]], unknown]>,
+  id: string,
+): Promise<void> {
+  try {
+    const [[token]] = await trying;
+    if (token !== null) await parts.holdings.releaseGrant({ token, id }, true);
+    else void endRegistrations(parts.ctx, [id]);
+  } catch {
+    const grant = await recover(parts, id).catch(() => null);
+    if (grant) await parts.holdings.giveBack(grant);
+  }
+}

@@ -1,0 +1,171 @@
+// What every part of one semaphore shares: its keys, client, options, pool and telemetry, and the steps all of them take (ready, run, track).
+import { createClient } from 'redis';
+import { BlockingPool } from './blocking-pool';
+import { backoffMs } from './deadline';
+import { localTimeArgument, toExpireArgument } from './durations';
+import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
+import { semaphoreKeys, type SemaphoreKeys } from './keys';
+import type { ResolvedOptions } from './options';
+import { adaptClient, topologyOf, type RedisClientLike } from './redis-client';
+import { runScript, type Script } from './scripts';
+import { checkEvictionPolicy } from './server-checks';
+import { Telemetry, type SemaphoreEvents } from './telemetry';
+
+/** Emits one of the semaphore's events; never throws (see `Semaphore#emit`). */
+export type Emit = <E extends keyof SemaphoreEvents>(event: E, ...args: SemaphoreEvents[E]) => void;
+
+/** How often a semaphore's own client retries its first connection before the call fails. */
+const INITIAL_CONNECT_RETRIES = 3;
+
+export class SemaphoreContext {
+  readonly name: string;
+  readonly resources: number;
+  readonly options: ResolvedOptions;
+  readonly keys: SemaphoreKeys;
+  readonly client: RedisClientLike;
+  readonly ownsClient: boolean;
+  readonly pool: BlockingPool;
+  readonly telemetry: Telemetry;
+  readonly emit: Emit;
+  /** Calls and background settling steps that close() waits for. */
+  readonly inFlight = new Set<Promise<unknown>>();
+  /** Aborted when close() starts: settling steps stop waiting for a Redis that does not answer. */
+  readonly closeController = new AbortController();
+  /** Set once close() starts. */
+  closing: Promise<void> | undefined;
+  #connecting: Promise<void> | undefined;
+  /** The eviction-policy check runs at first use, not on every command. */
+  #evictionChecked = false;
+
+  constructor(
+    name: string,
+    options: ResolvedOptions,
+    emit: Emit,
+    prepareConnection: (connection: RedisClientLike) => Promise<string | undefined>,
+  ) {
+    this.name = name;
+    this.options = options;
+    this.resources = options.resources;
+    this.emit = emit;
+    const given = options.redis;
+    this.keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster' });
+    this.ownsClient = given === undefined;
+    this.client = given === undefined ? createOwnClient(options.url) : adaptClient(given, this.keys.available);
+    this.pool = new BlockingPool(this.client, options.maxBlockingConnections, prepareConnection);
+    this.telemetry = new Telemetry(name);
+  }
+
+  /** The main client, connected on first use when the semaphore made it. `whileClosing` lets waiters settle. */
+  async ready(whileClosing = false): Promise<RedisClientLike> {
+    if (this.closing && (!whileClosing || (this.ownsClient && !this.client.isOpen))) {
+      throw new SemaphoreClosedError(this.name);
+    }
+    if (this.ownsClient && !this.client.isOpen) {
+      this.#connecting ??= this.client.connect().then(
+        () => undefined,
+        (error: unknown) => {
+          this.#connecting = undefined;
+          throw new SemaphoreRedisError(this.name, 'connect', error);
+        },
+      );
+    }
+    await this.#connecting;
+    if (!this.#evictionChecked) {
+      this.#evictionChecked = true;
+      checkEvictionPolicy(this.client, this.options.redis ?? this.client, this.name, this.options.expiration !== null);
+    }
+    return this.client;
+  }
+
+  async run(
+    operation: string,
+    script: Script,
+    args: readonly string[],
+    {
+      extraKeys = [],
+      whileClosing = false,
+      via,
+    }: { extraKeys?: readonly string[]; whileClosing?: boolean; via?: RedisClientLike | undefined } = {},
+  ) {
+    // `via`: a waiter's own connection, which can settle its wait when the main client is gone.
+    const client = via ?? (await this.ready(whileClosing));
+    try {
+      return await runScript(client, script, [...this.keys.scriptKeys, ...extraKeys], args);
+    } catch (error) {
+      throw new SemaphoreRedisError(this.name, operation, error);
+    }
+  }
+
+  async command(operation: string, args: string[]): Promise<unknown> {
+    const client = await this.ready();
+    try {
+      return await client.sendCommand(args);
+    } catch (error) {
+      throw new SemaphoreRedisError(this.name, operation, error);
+    }
+  }
+
+  /** Keeps `promise` among the calls close() waits for. */
+  track<T>(promise: Promise<T>): Promise<T> {
+    this.inFlight.add(promise);
+    const untrack = () => this.inFlight.delete(promise);
+    promise.then(untrack, untrack);
+    return promise;
+  }
+
+  assertOpen(): void {
+    if (this.closing) throw new SemaphoreClosedError(this.name);
+  }
+
+  now(): string {
+    return localTimeArgument(this.options.useLocalTime);
+  }
+
+  /**
+   * The lease recorded with each grant of this instance, in whole ms ('0': never stale), which every
+   * reclaimer honours; also the stale timeout this instance applies to Ruby holders (plain stamps).
+   */
+  leaseArgument(): string {
+    const stale = this.options.staleClientTimeout;
+    return stale === null ? '0' : String(Math.ceil(stale));
+  }
+
+  /** Extra time a waiter's registration outlives its BLMOVE slice. */
+  graceMs(): number {
+    return Math.max(1000, this.options.waitSlice / 2);
+  }
+
+  /**
+   * A registration's lease: two slices and the grace, so one registration (renewed by each claim)
+   * covers the next slice too, and a waiter re-registers (prepareWait) only after waiting elsewhere.
+   */
+  registrationLeaseMs(): number {
+    return 2 * this.options.waitSlice + this.graceMs();
+  }
+
+  expiration(): string {
+    return toExpireArgument(this.options.expiration);
+  }
+}
+
+/**
+ * The client a semaphore makes when given none. It fails fast rather than hang: commands sent while
+ * disconnected reject at once, and a first connection that cannot be made gives up after a few tries
+ * (the next call tries again). Once connected, it reconnects with backoff for as long as it is open.
+ */
+function createOwnClient(url: string): RedisClientLike {
+  let connected = false;
+  const client = createClient({
+    url,
+    disableOfflineQueue: true,
+    socket: {
+      // A new Error, not `cause`: node-redis tells "give up" from a delay with instanceof, and `cause`
+      // may come from another realm (a socket error under jest's VM) and not pass.
+      reconnectStrategy: (retries: number, cause: Error) =>
+        connected || retries < INITIAL_CONNECT_RETRIES ? backoffMs(retries) : new Error(cause.message),
+    },
+  });
+  client.on('ready', () => (connected = true));
+  client.on('error', () => undefined); // failures reach callers as rejected calls
+  return client as unknown as RedisClientLike;
+}

@@ -1,0 +1,287 @@
+// This instance's acquisitions: adopting a grant, releasing, consuming and refreshing one, giving one back, and telling a holder it lost its token.
+import { checkpoint } from './checkpoint';
+import type { SemaphoreContext } from './context';
+import { backoffMs, DeadlineExceeded, sleep, withDeadline } from './deadline';
+import { describe } from './describe';
+import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
+import { grantIdOf } from './holder-info';
+import { Holding, holderLeaseMs, type HoldingHost } from './holding';
+import type { LockLostReason } from './options';
+import { replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
+import { checkReplicated, runAndWait } from './replication';
+import { scripts } from './scripts';
+import { debug } from './telemetry';
+import { warn } from './warn';
+
+/** A grant Redis made: the token, the id it records as the owner (OWNERS), and the fencing number. */
+export interface Grant {
+  readonly token: string;
+  readonly id: string;
+  readonly fence: number;
+  /**
+   * When the lease starts, on `performance.now()`: no later than Redis stamped the grant, as far as
+   * this process can tell (see `Holding`).
+   */
+  readonly anchor: number;
+}
+
+/** One call that wants a token: how its holding is released, when it started, and what may cancel it. */
+export interface Attempt {
+  /** Released by the callback form or a `Lease` itself; `unlock()` without a token skips it. */
+  readonly scoped: boolean;
+  readonly startedAt: number;
+  readonly signal: AbortSignal | undefined;
+}
+
+/**
+ * How long one release try waits for its answer before the call rejects (a try with no answer is not
+ * repeated: an offline queue still holds it). Longer than a failover (a Sentinel promotion takes a
+ * few seconds), during which the release is held and then runs on the new primary.
+ */
+const RELEASE_ANSWER_MS = 10_000;
+
+/** Most tries of a release whose connection failed (each after a backoff): about 3 s in all. */
+const RELEASE_TRIES = 6;
+
+export class Holdings {
+  readonly #ctx: SemaphoreContext;
+  /** This instance's held tokens, oldest first. */
+  readonly #holdings: Holding[] = [];
+  readonly #host: HoldingHost;
+
+  constructor(ctx: SemaphoreContext) {
+    this.#ctx = ctx;
+    this.#host = {
+      name: ctx.name,
+      refreshHolding: (holding) => this.refreshGrant(holding),
+      holdingLost: (holding, reason) => this.#holdingLost(holding, reason),
+    };
+  }
+
+  /** The holdings not lost, oldest first. */
+  live(): Holding[] {
+    return this.#holdings.filter((holding) => !holding.lost);
+  }
+
+  /** The fencing number of `token`'s acquisition, or of the latest one; `undefined` if not held. */
+  fence(token: string | undefined): number | undefined {
+    const held = this.live();
+    const holding = token === undefined ? held.at(-1) : held.findLast((h) => h.token === token);
+    return holding?.fence;
+  }
+
+  /** Every holding of `token` (or every holding) is lost to `reason`: signalled back, or deleted. */
+  loseAll(reason: LockLostReason, token?: string): void {
+    const lost = this.#holdings.filter((held) => token === undefined || held.token === token);
+    for (const holding of lost) holding.lose(reason);
+  }
+
+  /** At close(): tokens still held stay held, but nobody refreshes them any more. */
+  stopRefreshing(): void {
+    for (const holding of this.#holdings) holding.stopRefreshing();
+  }
+
+  async granted(grant: Grant, attempt: Attempt, via?: RedisClientLike): Promise<Holding> {
+    const ctx = this.#ctx;
+    // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
+    // to the next waiter. `via`: the waiter's connection, still ours until the wait returns it.
+    if (ctx.closing) {
+      await this.giveBack(grant, via);
+      throw new SemaphoreClosedError(ctx.name);
+    }
+    if (attempt.signal?.aborted) {
+      // The caller is told at once; the release runs on (close() waits for it).
+      void ctx.track(this.giveBack(grant));
+      attempt.signal.throwIfAborted();
+    }
+    const stale = ctx.options.staleClientTimeout;
+    const terms = stale === null ? null : { ms: stale, autoRefresh: ctx.options.autoRefresh };
+    // A grant whose lease is mostly spent (a long blocking wait counts from when the pipeline was
+    // sent; see DESIGN "Leases") is refreshed once before it is handed out, which restarts its
+    // lease from a known send time, or finds it already reclaimed.
+    let anchor = grant.anchor;
+    let renewed: boolean | null = null;
+    const lease = terms === null ? 0 : holderLeaseMs(terms.ms);
+    if (terms !== null && anchor + lease - performance.now() < (2 / 3) * lease) {
+      const sentAt = performance.now();
+      renewed = await this.refreshGrant(grant).catch(() => null);
+      if (renewed) anchor = sentAt;
+    }
+    const holding = new Holding(this.#host, { ...grant, scoped: attempt.scoped }, terms, anchor);
+    this.#holdings.push(holding);
+    const acquired = { token: holding.token, fence: holding.fence, waitedMs: performance.now() - attempt.startedAt };
+    ctx.telemetry.acquired(acquired);
+    ctx.emit('acquired', acquired);
+    if (renewed === false) holding.lose('reclaimed');
+    else holding.loseIfExpired();
+    await checkpoint('lock:granted');
+    return holding;
+  }
+
+  async release(holding: Holding, putBack: boolean): Promise<number | false> {
+    const ctx = this.#ctx;
+    // A holding lost to another grant is known to be over: nothing to ask Redis.
+    if (holding.lostReason === 'reclaimed') {
+      holding.end();
+      this.#forget(holding);
+      return false;
+    }
+    holding.beginRelease();
+    let available: number | false;
+    let acknowledged: number | null;
+    try {
+      [available, acknowledged] = await this.releaseGrant(holding, putBack, { replicated: true });
+    } catch (error) {
+      // The token may still be held in Redis: it goes stale (no more refreshes), and the holding
+      // stays, so a later unlock can try again.
+      holding.releaseFailed();
+      throw error;
+    }
+    debug('%s %s %s: %s', ctx.name, putBack ? 'unlock' : 'consume', holding.token, available === false ? 'not held' : 'done');
+    holding.end();
+    this.#forget(holding);
+    if (available !== false) {
+      const released = { token: holding.token, fence: holding.fence, heldMs: performance.now() - holding.acquiredAt };
+      ctx.telemetry.released(released);
+      ctx.emit('released', released);
+      // waitReplicas: the release took effect on the primary either way; a shortfall is reported.
+      await checkReplicated(ctx, putBack ? 'unlock' : 'consume', acknowledged);
+    }
+    return available;
+  }
+
+  async refresh(holding: Holding): Promise<boolean> {
+    // A lost holding stays lost: after 'expired' only unlock() may still give the token back. One
+    // being released is no longer the caller's to renew.
+    if (holding.lost || holding.releasing) return false;
+    const sentAt = performance.now();
+    const renewed = await this.refreshGrant(holding);
+    if (renewed) holding.confirm(sentAt);
+    else holding.lose('reclaimed'); // a no-op when a release crossed it
+    return renewed;
+  }
+
+  /** Gives a grant back (the token goes to the next waiter) when nobody will hold it; failures are ignored. */
+  giveBack(grant: { token: string; id: string }, via?: RedisClientLike): Promise<void> {
+    return this.releaseGrant(grant, true, { via }).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  /**
+   * The release script. With `replicated` and `waitReplicas`, a WAIT follows it on the same
+   * connection: resolves the new length of AVAILABLE (false when the grant no longer held the token)
+   * and how many replicas acknowledged (null: no WAIT).
+   */
+  async releaseGrant(
+    grant: { token: string; id: string },
+    putBack: boolean,
+    { replicated = false, via }: { replicated?: boolean; via?: RedisClientLike | undefined } = {},
+  ): Promise<[number | false, number | null]> {
+    const ctx = this.#ctx;
+    const operation = putBack ? 'unlock' : 'consume';
+    // A try whose reply was lost may have run: then a retry finds the grant already ended.
+    let mayHaveRun = false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
+        // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
+        const [reply, acknowledged] = await withDeadline(
+          runAndWait(ctx, operation, scripts.release, [grant.token, grant.id, putBack ? '1' : '0', ctx.expiration()], {
+            whileClosing: true,
+            wait: replicated,
+            via,
+          }),
+          RELEASE_ANSWER_MS,
+          operation,
+        ).catch((error: unknown) => {
+          throw error instanceof DeadlineExceeded ? new SemaphoreRedisError(ctx.name, operation, error) : error;
+        });
+        if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'number') {
+          // Another command's answer (node-redis v5 can pair replies wrongly after a reset during its
+          // reconnect handshake): this try's outcome is unknown.
+          throw new SemaphoreRedisError(ctx.name, operation, new Error(`unexpected reply ${describe(reply)}`));
+        }
+        const [ended, available] = reply as [number, number];
+        return [ended === 1 || mayHaveRun ? available : false, acknowledged];
+      } catch (error) {
+        // Retrying is safe, since the script only ever ends this grant (idempotent by grant id), and
+        // needed: a release that never ran would leave the token held by a live process that gave it
+        // up. So anything but a refusal that a retry would meet again is retried.
+        const cause = error instanceof SemaphoreRedisError ? error.cause : error;
+        if (attempt >= RELEASE_TRIES || cause instanceof DeadlineExceeded || isPermanentRefusal(cause)) throw error;
+        if (!wasNeverSent(cause)) mayHaveRun = true;
+        await sleep(backoffMs(attempt));
+      }
+    }
+  }
+
+  async refreshGrant(grant: { token: string; id: string }): Promise<boolean> {
+    const ctx = this.#ctx;
+    const renewed = await ctx.run('refresh', scripts.refresh, [grant.token, grant.id, ctx.now()], {
+      whileClosing: true,
+    });
+    return renewed === 1;
+  }
+
+  /**
+   * The holding `unlock(token)`, `consume(token)` or `refresh(token)` acts on. When this instance
+   * holds `token` under several acquisitions (one was reclaimed and the token granted again to
+   * another caller), the ones Redis no longer records come first, newest first: a call can then only
+   * ever end a grant that is already over, never another caller's live one.
+   */
+  async find(token: string | undefined, operation: string): Promise<Holding | undefined> {
+    if (token === undefined) return this.#holdings.findLast((holding) => !holding.scoped);
+    // A holding whose release is on its way is its releaser's, not this caller's.
+    const candidates = this.#holdings.filter((holding) => holding.token === token && !holding.releasing);
+    if (candidates.length <= 1) return candidates[0];
+    const known = candidates.findLast((holding) => holding.lostReason === 'reclaimed');
+    if (known) return known;
+    // A grant id never holds again once it stopped, so this read needs no atomicity with the call.
+    const current = grantIdOf((await this.#ctx.command(operation, ['HGET', this.#ctx.keys.grabbed, token])) as string | null);
+    return candidates.findLast((holding) => holding.id !== current) ?? candidates.at(-1);
+  }
+
+  #holdingLost(holding: Holding, reason: LockLostReason): void {
+    const ctx = this.#ctx;
+    // A lost holding stays in the registry until its holder releases it: an expired lease may still
+    // be held in Redis (unlock() then gives the token back), and a reclaimed one must be what its
+    // holder's unlock(token) finds, never a later acquisition of the same token (see `find`).
+    const lost = { token: holding.token, fence: holding.fence, reason };
+    ctx.telemetry.lost(lost);
+    ctx.emit('lost', lost);
+    const { onLockLost } = ctx.options;
+    if (!onLockLost) return;
+    const report = (error: unknown) => warn(`onLockLost of semaphore "${ctx.name}" threw`, error);
+    try {
+      const result: unknown = onLockLost(holding.token, reason);
+      if (isThenable(result)) result.then(undefined, report);
+    } catch (error) {
+      report(error);
+    }
+  }
+
+  #forget(holding: Holding): void {
+    const index = this.#holdings.lastIndexOf(holding);
+    if (index >= 0) this.#holdings.splice(index, 1);
+  }
+}
+
+/**
+ * Failures a retry would meet again: the ACL, a wrong key type, too few replicas, no memory, or a
+ * client that is closed (the semaphore's, or the caller's).
+ */
+function isPermanentRefusal(error: unknown): boolean {
+  if (error instanceof SemaphoreClosedError || (error as { name?: unknown } | null)?.name === 'ClientClosedError') {
+    return true;
+  }
+  return PERMANENT_REFUSALS.has(replyErrorCode(error) ?? '');
+}
+
+/** Error codes of refusals that a retry meets again. */
+const PERMANENT_REFUSALS = new Set('NOPERM WRONGTYPE NOREPLICAS OOM'.split(' '));
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}

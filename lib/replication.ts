@@ -1,0 +1,71 @@
+// waitReplicas: a WAIT right behind a write on its connection, and what a shortfall of replicas does.
+import type { SemaphoreContext } from './context';
+import { ReplicationError, SemaphoreRedisError } from './errors';
+import { replyErrorCode, sendPinned, type RedisClientLike } from './redis-client';
+import { evalArguments, type Script } from './scripts';
+
+/**
+ * `ctx.run`, and with `waitReplicas` (unless `wait` is false) a `WAIT` right behind the script on the
+ * same connection: resolves the script's reply and how many replicas acknowledged (null: no WAIT).
+ */
+export async function runAndWait(
+  ctx: SemaphoreContext,
+  operation: string,
+  script: Script,
+  args: readonly string[],
+  {
+    whileClosing = false,
+    wait = true,
+    via,
+  }: { whileClosing?: boolean; wait?: boolean; via?: RedisClientLike | undefined } = {},
+): Promise<[unknown, number | null]> {
+  const replicas = ctx.options.waitReplicas;
+  if (!replicas || !wait || via) return [await ctx.run(operation, script, args, { whileClosing, via }), null];
+  const client = await ctx.ready(whileClosing);
+  const keys = ctx.keys.scriptKeys;
+  const waitCommand = ['WAIT', String(replicas.replicas), String(replicas.timeoutMs)];
+  try {
+    const [reply, acknowledged] = await sendPinned(client, [
+      ['EVALSHA', script.sha1, String(keys.length), ...keys, ...args],
+      waitCommand,
+    ]).catch((error: unknown) => {
+      if (replyErrorCode(error) !== 'NOSCRIPT') throw error;
+      return sendPinned(client, [evalArguments(script, keys, args), waitCommand]);
+    });
+    return [reply, Number(acknowledged)];
+  } catch (error) {
+    throw new SemaphoreRedisError(ctx.name, operation, error);
+  }
+}
+
+/** WAIT on `connection` (with `waitReplicas`): how many replicas have its writes. */
+export async function waitOn(ctx: SemaphoreContext, connection: RedisClientLike): Promise<number> {
+  const { replicas, timeoutMs } = ctx.options.waitReplicas!;
+  try {
+    return Number(await connection.sendCommand(['WAIT', String(replicas), String(timeoutMs)]));
+  } catch (error) {
+    throw new SemaphoreRedisError(ctx.name, 'lock', error);
+  }
+}
+
+/**
+ * A shortfall of acknowledging replicas (`waitReplicas`) rejects with ReplicationError, after
+ * `giveBack` (a lock's grant goes back); with `onShortfall: 'warn'` it only emits a warning.
+ */
+export async function checkReplicated(
+  ctx: SemaphoreContext,
+  operation: string,
+  acknowledged: number | null,
+  giveBack?: () => Promise<void>,
+): Promise<void> {
+  const wanted = ctx.options.waitReplicas;
+  if (!wanted || acknowledged === null || acknowledged >= wanted.replicas) return;
+  const error = new ReplicationError(ctx.name, operation, wanted.replicas, acknowledged);
+  if (wanted.onShortfall === 'warn') {
+    // By message and name: an Error from another realm (a VM context) is not accepted as is.
+    process.emitWarning(error.message, error.name);
+    return;
+  }
+  if (giveBack) await giveBack();
+  throw error;
+}

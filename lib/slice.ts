@@ -1,0 +1,186 @@
+// One blocking slice: the prepareWait + BLMOVE + claim pipeline on a waiter's connection, its guard timer, and what it ended with.
+import { checkpoint } from './checkpoint';
+import type { Contention } from './contention';
+import { DeadlineExceeded } from './deadline';
+import { toBlockingTimeout, toSeconds } from './durations';
+import { SemaphoreRedisError } from './errors';
+import type { Grant } from './holdings';
+import { ANSWER_MS, recover, type RecoverParts } from './recover';
+import { disconnectQuietly, isConnectionError, replyErrorCode, wasRefusedForNow, type RedisClientLike } from './redis-client';
+import { endRegistrations, type Registration } from './registration';
+import { evalArguments, runScript, scripts } from './scripts';
+import { debug } from './telemetry';
+import type { Interrupts } from './unblock';
+import { nanoid } from 'nanoid';
+
+/** What a blocking wait works with. */
+export interface WaitParts extends RecoverParts {
+  readonly contention: Contention;
+  readonly interrupts: Interrupts;
+}
+
+/** What one blocking slice ended with: a grant, or the registration for the next slice, and whether the connection failed. */
+export interface SliceOutcome {
+  readonly grant: Grant | null;
+  /** null: none left (make a new one). */
+  readonly registration: Registration | null;
+  readonly failure?: unknown;
+}
+
+/**
+ * One slice: `BLMOVE AVAILABLE INBOX:<id>` and `claim` in one pipeline, so Redis claims the token
+ * the moment BLMOVE moves it; preceded by `prepareWait` when the registration may have lapsed. When
+ * the connection fails or goes silent past the slice, `recover` settles the attempt on the main
+ * connection. Resolves the token, or the registration to use for the next slice (null: make a new one).
+ */
+export async function blockOnce(
+  parts: WaitParts,
+  connection: RedisClientLike,
+  registration: Registration,
+  sliceMs: number,
+  lastSlice: boolean,
+  signal: AbortSignal | undefined,
+  deadline: number,
+): Promise<SliceOutcome> {
+  const { ctx, holdings, contention, reclaim, interrupts } = parts;
+  const { id } = registration;
+  debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
+  const keys = ctx.keys.scriptKeys;
+  const inbox = ctx.keys.inbox(id);
+  const lease = toSeconds(ctx.registrationLeaseMs());
+  const grace = ctx.graceMs();
+  const sent = performance.now();
+  const prepared =
+    registration.until - sent >= sliceMs + grace / 2
+      ? undefined
+      : connection.sendCommand(
+          evalArguments(scripts.prepareWait, keys, [
+            id,
+            ctx.expiration(),
+            lease,
+            String(ctx.resources),
+            ctx.leaseArgument(),
+            ctx.now(),
+          ]),
+        );
+  const moved = connection.sendCommand(['BLMOVE', ctx.keys.available, inbox, 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
+  // A spare registration for this caller's next wait, made by the claim if others wait too; not
+  // with `expiration`, whose deadlines it would stretch to its lease.
+  const spare = ctx.options.expiration === null ? nanoid() : '';
+  const claimArgs = () => [
+    id,
+    ctx.now(),
+    ctx.expiration(),
+    String(ctx.resources),
+    ctx.leaseArgument(),
+    lastSlice ? '' : lease,
+    ctx.options.owner,
+    spare,
+    lease,
+  ];
+  // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
+  const claimed = ctx.options.useLocalTime
+    ? moved.then(() => runScript(connection, scripts.claim, [...keys, inbox], claimArgs()))
+    : connection.sendCommand(['EVALSHA', scripts.claim.sha1, String(keys.length + 1), ...keys, inbox, ...claimArgs()]);
+  const waiting = checkpoint('lock:waiting');
+  const settled = Promise.allSettled([prepared, moved, claimed, waiting]);
+  // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
+  // settles what the pipeline may have done.
+  const guard = setTimeout(() => void disconnectQuietly(connection), sliceMs + grace / 2);
+  // An abort or close() ends the slice early (Interrupts), keeping the connection.
+  const disarm = interrupts.arm(connection, settled, signal);
+  const [prepare, move, claim] = await settled;
+  clearTimeout(guard);
+  await disarm();
+
+  const results = [prepare, move, claim];
+  // A connection failure, or a cluster or failover refusing for now (TRYAGAIN mid-migration,
+  // CLUSTERDOWN, READONLY from a demoted primary): settle the attempt and retry on a new connection.
+  const failure = results.find(
+    (result): result is PromiseRejectedResult =>
+      result.status === 'rejected' && (isConnectionError(result.reason) || wasRefusedForNow(result.reason)),
+  );
+  // The claim may have run and made a spare that this client never heard of: remove it (a ZREM of
+  // a missing member does nothing).
+  if (failure) void endRegistrations(ctx, [spare]);
+  if (failure && (signal?.aborted || ctx.closing)) {
+    // Its caller has gone: recover settles the attempt, giving back a token the pipeline may have
+    // claimed (close() waits for it).
+    const grant = await recover(parts, id, sent + sliceMs).catch(() => null);
+    if (grant) await holdings.giveBack(grant);
+    return { grant: null, registration: null, failure: failure.reason };
+  }
+  if (failure) {
+    // Redis may not answer (an outage, with an offline queue): past the caller's deadline (at least
+    // a moment, at most ANSWER_MS) the attempt counts as failed, and a late answer settles itself.
+    const wait = Math.max(250, Math.min(ANSWER_MS, deadline - performance.now()));
+    const grant = await recover(parts, id, sent + sliceMs, wait).catch((error: unknown) => {
+      if ((error as { cause?: unknown }).cause instanceof DeadlineExceeded) return null;
+      throw error;
+    });
+    return { grant, registration: null, failure: failure.reason };
+  }
+  const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
+  if (claim.status === 'fulfilled') {
+    const [token, renewed, fence, others, ...expired] = claim.value as [
+      string | null,
+      number,
+      number,
+      number,
+      ...string[],
+    ];
+    reclaim.reapInBackground(expired);
+    // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
+    // (Holdings.granted refreshes the grant first when that leaves too little of it).
+    const grant = token === null ? null : { token, id, fence, anchor: sent };
+    const until = sent + ctx.registrationLeaseMs();
+    const registration = renewed === 1 ? { id, until } : null;
+    // The claim registered the spare id (claim-10.lua) when it granted while others waited.
+    const madeSpare = grant !== null && others > 0 && spare !== '';
+    if (!error) {
+      if (grant !== null) contention.contended = others > 0;
+      if (madeSpare) contention.keepSpare({ id: spare, until });
+      return { grant, registration };
+    }
+    // prepareWait or BLMOVE was refused (OOM, NOPERM, WRONGTYPE…) on a healthy connection. The claim
+    // ran after it and settled the inbox, so no recover is needed: undo what the claim kept, report.
+    if (grant !== null) await holdings.giveBack(grant);
+    void endRegistrations(ctx, [registration?.id, madeSpare ? spare : undefined]);
+    throw new SemaphoreRedisError(ctx.name, 'lock', error.reason);
+  }
+  // The claim failed (NOSCRIPT, OOM…): settle what BLMOVE may have moved, then report the first
+  // error unless the claim was all that failed.
+  if (replyErrorCode(claim.reason) === 'NOSCRIPT') {
+    await loadClaimScript(connection).catch(() => undefined);
+  }
+  const grant = await recover(parts, id);
+  if (error) {
+    if (grant !== null) await holdings.giveBack(grant);
+    throw new SemaphoreRedisError(ctx.name, 'lock', error.reason);
+  }
+  return { grant, registration: null };
+}
+
+/**
+ * Blocking connections call claim by SHA1 only (a fallback would cost a round trip on the hand-off).
+ * Best effort: where an ACL forbids SCRIPT, the claim fails with NOSCRIPT and `recover` claims instead.
+ */
+function loadClaimScript(connection: RedisClientLike): Promise<unknown> {
+  return connection.sendCommand(['SCRIPT', 'LOAD', scripts.claim.source]).catch(() => undefined);
+}
+
+/**
+ * Readies a new blocking connection: loads the claim, and learns the connection's id, which
+ * `CLIENT UNBLOCK` needs to end its wait without closing it. Without an id (an ACL that forbids
+ * CLIENT ID), a cancelled wait closes its connection instead.
+ */
+export async function prepareConnection(connection: RedisClientLike): Promise<string | undefined> {
+  const [, id] = await Promise.all([
+    loadClaimScript(connection),
+    connection.sendCommand(['CLIENT', 'ID']).then(
+      (reply) => String(reply),
+      () => undefined,
+    ),
+  ]);
+  return id;
+}

@@ -1,0 +1,184 @@
+// The blocking wait: slices on a dedicated connection until a token comes, the deadline passes, the caller aborts or the semaphore closes.
+import { nanoid } from 'nanoid';
+import { raceAbort, sleep, backoffMs } from './deadline';
+import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
+import type { Attempt } from './holdings';
+import type { Holding } from './holding';
+import { MAX_CONNECTION_FAILURES } from './recover';
+import type { RedisClientLike } from './redis-client';
+import { endRegistrations, type Registration } from './registration';
+import { checkReplicated, waitOn } from './replication';
+import { explainConnectionFailure } from './server-checks';
+import { blockOnce, type SliceOutcome, type WaitParts } from './slice';
+import { debug } from './telemetry';
+
+/**
+ * The first slice under a spare registration. Nothing created the semaphore before that BLMOVE: if it
+ * was reset meanwhile (deleted, flushed, a restart without persistence), the claim that ends this
+ * slice re-creates it and re-registers, so the wait loses at most this long.
+ */
+const SPARE_FIRST_SLICE_MS = 1000;
+
+/** How often a semaphore on the caller's client checks whether the caller closed it. */
+const CLIENT_WATCH_MS = 250;
+
+export class BlockingWait {
+  readonly #parts: WaitParts;
+  /** Closes the semaphore (when the caller closed its client). */
+  readonly #close: () => void;
+  /** Watches the caller's client while this semaphore has connections (see #watchClient). */
+  #clientWatch: NodeJS.Timeout | undefined;
+
+  constructor(parts: WaitParts, close: () => void) {
+    this.#parts = parts;
+    this.#close = close;
+  }
+
+  /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
+  async wait(deadline: number, attempt: Attempt, registered: Registration | null): Promise<Holding | null> {
+    const { ctx, holdings } = this.#parts;
+    const { signal } = attempt;
+    this.#watchClient();
+    let registration = registered;
+    let failures = 0;
+    let lastError: unknown;
+    for (;;) {
+      this.#stopIfClosedOrAborted(signal, registration);
+      if (failures >= MAX_CONNECTION_FAILURES) {
+        throw new SemaphoreRedisError(ctx.name, 'lock', await explainConnectionFailure(ctx.client, lastError));
+      }
+      if (failures > 0) {
+        await sleep(backoffMs(failures), signal);
+        this.#stopIfClosedOrAborted(signal, registration);
+      }
+      let connection: RedisClientLike | null;
+      try {
+        connection = await ctx.pool.acquire(deadline, signal);
+      } catch (error) {
+        failures++;
+        lastError = error;
+        continue;
+      }
+      if (connection === null) {
+        // Queued for a connection past the deadline (or until aborted or closed): no BLMOVE was sent
+        // for this registration, so just end it.
+        this.#stopIfClosedOrAborted(signal, registration);
+        void endRegistrations(ctx, [registration?.id]);
+        return null;
+      }
+      let broken = false;
+      // Whether this call still answers for `connection`: an abort hands it to the settling below.
+      let owned = true;
+      try {
+        for (;;) {
+          if (ctx.closing) {
+            // On the waiter's own connection, which works when the caller closed its client too, and
+            // before that connection closes.
+            await endRegistrations(ctx, [registration?.id], connection);
+            throw new SemaphoreClosedError(ctx.name);
+          }
+          this.#stopIfClosedOrAborted(signal, registration, connection);
+          const remaining = deadline - performance.now();
+          // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
+          if (remaining <= 0 && registration === null) return null;
+          const longest = registration?.spare ? Math.min(SPARE_FIRST_SLICE_MS, ctx.options.waitSlice) : ctx.options.waitSlice;
+          const slice = Math.min(Math.max(remaining, 1), longest);
+          registration ??= { id: nanoid(), until: 0 };
+          broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
+          const lastSlice = remaining <= ctx.options.waitSlice;
+          const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, signal, deadline);
+          let outcome: SliceOutcome;
+          try {
+            outcome = await raceAbort(pending, signal);
+          } catch (error) {
+            if (!signal?.aborted || error !== signal.reason) throw error;
+            // The caller is told at once; the slice, cut short by CLIENT UNBLOCK (Interrupts), settles
+            // in the background: a token its claim granted goes back, its registration ends, and the
+            // connection returns to the pool. close() waits for it.
+            owned = false;
+            void ctx.track(this.#settleAbandonedSlice(pending, connection));
+            throw error;
+          }
+          broken = outcome.failure !== undefined;
+          if (outcome.grant !== null) {
+            const grant = outcome.grant;
+            // waitReplicas: the claim wrote the grant on this connection, so WAIT there.
+            if (ctx.options.waitReplicas) {
+              await checkReplicated(ctx, 'lock', await waitOn(ctx, connection), () => holdings.giveBack(grant));
+            }
+            return await holdings.granted(grant, attempt, connection);
+          }
+          registration = outcome.registration;
+          if (broken) {
+            failures++;
+            lastError = outcome.failure;
+            break;
+          }
+          failures = 0;
+        }
+      } finally {
+        if (owned) ctx.pool.release(connection, broken);
+      }
+    }
+  }
+
+  /** Stops watching the caller's client (close()). */
+  stopWatchingClient(): void {
+    clearInterval(this.#clientWatch);
+  }
+
+  /**
+   * The caller may close its own client (quit, disconnect, destroy) while this semaphore waits or
+   * keeps connections: nothing could then settle those waits, and the connections would keep the
+   * process alive. While it has connections, the semaphore checks every CLIENT_WATCH_MS and closes
+   * itself (waits reject with SemaphoreClosedError) once the caller's client is closed.
+   */
+  #watchClient(): void {
+    const { ctx, interrupts } = this.#parts;
+    if (ctx.ownsClient || this.#clientWatch !== undefined || ctx.closing) return;
+    this.#clientWatch = setInterval(() => {
+      if (!ctx.client.isOpen) {
+        debug('%s: the caller closed its client; closing', ctx.name);
+        this.#close();
+      } else if (ctx.pool.size === 0 && interrupts.size === 0) {
+        clearInterval(this.#clientWatch);
+        this.#clientWatch = undefined;
+      }
+    }, CLIENT_WATCH_MS);
+    this.#clientWatch.unref();
+  }
+
+  /** What a slice abandoned by its caller (an abort) leaves: the token goes back, the registration ends. */
+  async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: RedisClientLike): Promise<void> {
+    const { ctx, holdings } = this.#parts;
+    let broken = true;
+    try {
+      const outcome = await pending;
+      broken = outcome.failure !== undefined;
+      // On the waiter's own connection, free now, which works even when the caller closed its client.
+      const via = broken ? undefined : connection;
+      if (outcome.grant !== null) await holdings.giveBack(outcome.grant, via);
+      await endRegistrations(ctx, [outcome.registration?.id], via);
+    } catch {
+      // A refused slice settled itself (blockOnce gives back what its claim kept).
+    } finally {
+      ctx.pool.release(connection, broken);
+    }
+  }
+
+  /**
+   * An aborted wait, or one whose semaphore is closing, ends here, between Redis steps: its
+   * registration goes (best effort: it also lapses).
+   */
+  #stopIfClosedOrAborted(
+    signal: AbortSignal | undefined,
+    registration: Registration | null,
+    via?: RedisClientLike,
+  ): void {
+    const { ctx } = this.#parts;
+    if (!ctx.closing && !signal?.aborted) return;
+    void endRegistrations(ctx, [registration?.id], via);
+    if (ctx.closing) throw new SemaphoreClosedError(ctx.name);
+    signal?.throwIfAborted();
+  }
+}
