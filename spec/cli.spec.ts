@@ -64,6 +64,7 @@ describe('status', () => {
     await sem.lock(0);
     const { code, stdout } = await runCli(['status', name]);
     expect(code).toBe(0);
+    // eslint-disable-next-line no-control-regex -- what is checked is that no control character is printed
     expect(stdout).not.toMatch(/[\x00-\x09\x0b-\x1f]/);
     expect(stdout).toContain('cli-\\x1b[2J');
     expect(stdout).toContain('evil\\x1b]0;title\\x07label');

@@ -13,6 +13,7 @@ afterAll(closeAll);
 
 describe(`node-redis v${major} (REDIS_CLIENT=${redisClientPackage()})`, () => {
   test('the specs and the library run on the major REDIS_CLIENT names', () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package REDIS_CLIENT mapped 'redis' to, loaded as the library loads it
     const redis = require('redis') as { createSentinel?: unknown };
     // v4 has no Sentinel client; v5 and v6 do.
     expect(typeof redis.createSentinel).toBe(major === 4 ? 'undefined' : 'function');

@@ -211,7 +211,6 @@ describe('Redis Cluster, 3 masters', () => {
     expect(load.lost).toBe(0);
     expectFullCensus(await censusOn(cluster, name), resources);
     const tryAgain = /errorstat_TRYAGAIN:count=(\d+)/.exec(await dst.info('errorstats'))?.[1] ?? '0';
-    // eslint-disable-next-line no-console
     console.log(
       `slot ${slot} moved ${source.port} → ${target.port} (${moved} keys, TRYAGAIN answered ${tryAgain} times) under load: ` +
         describeLoad(report, load, resources),
@@ -294,7 +293,6 @@ describeFailover('Redis Cluster, 3 masters + 3 replicas: failover under load', (
     await loadGoesOnThenStop(load, 60_000, 'failover');
 
     const report = await checkAfterFailover(client, name, load, { resources, staleClientTimeout, census: () => censusOn(cluster, name) });
-    // eslint-disable-next-line no-console
     console.log(`master ${master.port} killed, replica promoted after ${promotedAfter} ms: ${describeLoad(report, load, resources)}`);
   });
 });

@@ -109,7 +109,6 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
     await loadGoesOnThenStop(load, 60_000, 'failover');
     const census = async () => takeCensus(await connectNode(primary), name);
     const report = await checkAfterFailover(client, name, load, { resources, staleClientTimeout, census });
-    // eslint-disable-next-line no-console
     console.log(`${what} under load: ${describeLoad(report, load, resources)}`);
   }
 
@@ -136,7 +135,6 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
       const released = await holder.unlock(token);
       const started = Date.now();
       expect(await waiting).toBe(token);
-      // eslint-disable-next-line no-console
       console.log(`holder's unlock after the failover resolved ${released}; the waiter got the token ${Date.now() - started} ms later`);
     } finally {
       await Promise.all([holder.close(), waiter.close()]);
@@ -204,7 +202,6 @@ describe('a standalone client on the primary (no Sentinel client) through a fail
         }
       }
       expect(resets.length).toBeLessThanOrEqual(3);
-      // eslint-disable-next-line no-console
       console.log(`the old primary refused writes ${Date.now() - started} ms after the failover completed`);
       expect(error).toMatchObject({ name: 'SemaphoreRedisError' });
       expect(String((error as { cause?: unknown }).cause)).toMatch(/READONLY/);

@@ -3,7 +3,7 @@
 // cells, or fresh for memory figures) and turns what they report plus Redis INFO deltas into metrics.
 const { fork } = require('node:child_process');
 const path = require('node:path');
-const crypto = require('node:crypto');
+const { randomBytes } = require('node:crypto');
 const m = require('./metrics');
 
 const WORKER = path.join(__dirname, 'worker.js');
@@ -168,7 +168,7 @@ async function setupWorkers(workers, base, perProcess) {
  * for `warmMs` + `durationMs`; metrics come from the last `durationMs`.
  */
 async function loopCell(ctx, { contender, options, permits, clients, procs = 1, holdMs, warmMs, durationMs, drainMs, mode = 'loop' }) {
-  const key = `bench:${crypto.randomBytes(6).toString('hex')}`;
+  const key = `bench:${randomBytes(6).toString('hex')}`;
   if (contender === 'bare' || mode === 'pingpong') await prepareBare(ctx.monitor, key, permits);
   const connectionsBefore = (await ctx.monitor.snapshot()).connections;
   const base = {
@@ -280,7 +280,7 @@ async function floorCell(ctx, { floor, warmMs, durationMs }) {
  * after `idleMs` blocked, the holder releases and every waiter is served and releases at once.
  */
 async function burstCell(ctx, { contender, options, waiters, idleMs, settleMs, drainMs, fresh }) {
-  const key = `bench:${crypto.randomBytes(6).toString('hex')}`;
+  const key = `bench:${randomBytes(6).toString('hex')}`;
   if (contender === 'bare') await prepareBare(ctx.monitor, key, 1);
   const before = await ctx.monitor.snapshot();
   const base = { mode: 'burst', contender, options, url: ctx.url, key, permits: 1, holdMs: 0, acquireTimeout: settleMs + idleMs + drainMs };
@@ -309,7 +309,6 @@ async function burstCell(ctx, { contender, options, waiters, idleMs, settleMs, d
   await ctx.monitor.deleteMatching(`*${key}*`);
   const after = await ctx.monitor.snapshot();
 
-  const { run } = server;
   const cycles = result.events;
   const served = cycles.g.length;
   const lastGrant = served ? Math.max(...cycles.g) : result.released;

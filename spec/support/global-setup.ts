@@ -1,7 +1,6 @@
 import { startRedisServer, type RedisServer } from './redis-server';
 
 declare global {
-  // eslint-disable-next-line no-var
   var __RTS_REDIS__: RedisServer | undefined;
 }
 
