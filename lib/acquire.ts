@@ -2,14 +2,13 @@
 import { nanoid } from 'nanoid';
 import { checkpoint } from './checkpoint';
 import { raceAbort } from './deadline';
-import { toSeconds } from './durations';
 import type { Attempt } from './holdings';
 import type { Holding } from './holding';
 import { recover } from './recover';
 import { isConnectionError, wasNeverSent } from './redis-client';
 import { endRegistrations, type Registration } from './registration';
-import { checkReplicated, runAndWait } from './replication';
-import { scripts } from './scripts';
+import { callAndWait, checkReplicated } from './replication';
+import { tryLock, type TryLockReply } from './scripts';
 import type { WaitParts } from './slice';
 import { debug } from './telemetry';
 import type { BlockingWait } from './wait';
@@ -43,17 +42,9 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
     await checkpoint('lock:before-try');
     const id = nanoid();
     const sent = performance.now();
-    let reply: [string | null, number, ...string[]];
+    let reply: TryLockReply;
     let acknowledged: number | null;
-    const trying = runAndWait(ctx, 'lock', scripts.tryLock, [
-      String(ctx.resources),
-      id,
-      ctx.now(),
-      ctx.leaseArgument(),
-      ctx.expiration(),
-      timeout === 0 ? '' : toSeconds(ctx.registrationLeaseMs()),
-      ctx.options.owner,
-    ]) as Promise<[[string | null, number, ...string[]], number | null]>;
+    const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLeaseMs()));
     try {
       [reply, acknowledged] = await raceAbort(trying, attempt.signal);
     } catch (error) {
@@ -68,7 +59,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
       if (adopted === null) throw error;
       return holdings.granted(adopted, attempt);
     }
-    const [token, fence, ...expired] = reply;
+    const { token, fence, expired } = reply;
     debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
     reclaim.reapInBackground(expired);
     contention.contended = token === null;
@@ -95,11 +86,11 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
 /** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
 async function undoTryLock(
   parts: AcquireParts,
-  trying: Promise<[[string | null, ...unknown[]], unknown]>,
+  trying: Promise<[TryLockReply, unknown]>,
   id: string,
 ): Promise<void> {
   try {
-    const [[token]] = await trying;
+    const [{ token }] = await trying;
     if (token !== null) await parts.holdings.releaseGrant({ token, id }, true);
     else void endRegistrations(parts.ctx, [id]);
   } catch {

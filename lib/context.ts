@@ -2,12 +2,11 @@
 import { createClient } from 'redis';
 import { BlockingPool } from './blocking-pool';
 import { backoffMs } from './deadline';
-import { localTimeArgument, toExpireArgument } from './durations';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import type { ResolvedOptions } from './options';
 import { adaptClient, topologyOf, type RedisClientLike } from './redis-client';
-import { runScript, type Script } from './scripts';
+import { callScript, type ScriptCall } from './scripts';
 import { checkEvictionPolicy } from './server-checks';
 import { Telemetry, type SemaphoreEvents } from './telemetry';
 
@@ -77,20 +76,15 @@ export class SemaphoreContext {
     return this.client;
   }
 
-  async run(
+  /** Runs a script call on the main client (or `via`: a waiter's own connection, which can settle its wait when the main client is gone). */
+  async call<R>(
     operation: string,
-    script: Script,
-    args: readonly string[],
-    {
-      extraKeys = [],
-      whileClosing = false,
-      via,
-    }: { extraKeys?: readonly string[]; whileClosing?: boolean; via?: RedisClientLike | undefined } = {},
-  ) {
-    // `via`: a waiter's own connection, which can settle its wait when the main client is gone.
+    call: ScriptCall<R>,
+    { whileClosing = false, via }: { whileClosing?: boolean; via?: RedisClientLike | undefined } = {},
+  ): Promise<R> {
     const client = via ?? (await this.ready(whileClosing));
     try {
-      return await runScript(client, script, [...this.keys.scriptKeys, ...extraKeys], args);
+      return await callScript(client, call);
     } catch (error) {
       throw new SemaphoreRedisError(this.name, operation, error);
     }
@@ -117,19 +111,6 @@ export class SemaphoreContext {
     if (this.closing) throw new SemaphoreClosedError(this.name);
   }
 
-  now(): string {
-    return localTimeArgument(this.options.useLocalTime);
-  }
-
-  /**
-   * The lease recorded with each grant of this instance, in whole ms ('0': never stale), which every
-   * reclaimer honours; also the stale timeout this instance applies to Ruby holders (plain stamps).
-   */
-  leaseArgument(): string {
-    const stale = this.options.staleClientTimeout;
-    return stale === null ? '0' : String(Math.ceil(stale));
-  }
-
   /** Extra time a waiter's registration outlives its BLMOVE slice. */
   graceMs(): number {
     return Math.max(1000, this.options.waitSlice / 2);
@@ -141,10 +122,6 @@ export class SemaphoreContext {
    */
   registrationLeaseMs(): number {
     return 2 * this.options.waitSlice + this.graceMs();
-  }
-
-  expiration(): string {
-    return toExpireArgument(this.options.expiration);
   }
 }
 

@@ -3,6 +3,8 @@
  * `Semaphore.waiting()` and the operator's tools (lib/admin).
  */
 
+import { decodeStatusReply, type StatusReply } from './scripts';
+
 /** A held token as `holders()` reports it. */
 export interface HolderInfo {
   /** The held token. */
@@ -42,22 +44,17 @@ export interface StatusSnapshot {
   readonly holders: readonly HolderInfo[];
 }
 
+/** `status-9.lua`'s raw reply, decoded. */
 export function decodeStatus(reply: unknown): StatusSnapshot {
-  const [exists, now, available, waiting, waiterIds, ...flat] = reply as [
-    number,
-    string,
-    number,
-    number,
-    string[],
-    ...Array<string | null>,
-  ];
+  return snapshotOf(decodeStatusReply(reply));
+}
+
+/** `status-9.lua`'s reply (see lib/scripts.ts), with each holder read. */
+export function snapshotOf({ exists, now, available, waiting, waiterIds, held }: StatusReply): StatusSnapshot {
   const nowSeconds = Number(now);
-  const holders: HolderInfo[] = [];
-  for (let i = 0; i < flat.length; i += 3) {
-    holders.push(decodeHolder(flat[i] as string, flat[i + 1] ?? null, flat[i + 2] ?? null, nowSeconds));
-  }
+  const holders = held.map(({ token, record, owner }) => decodeHolder(token, record, owner, nowSeconds));
   holders.sort((a, b) => (a.since?.getTime() ?? 0) - (b.since?.getTime() ?? 0));
-  return { exists: exists === 1, nowSeconds, available, waiting, waiterIds, holders };
+  return { exists, nowSeconds, available, waiting, waiterIds, holders };
 }
 
 /** A GRABBED value's parts (see includes/grant.lua): `"<stamp> <grant id> <fence> <lease ms>"`. */

@@ -2,14 +2,13 @@
 import { checkpoint } from './checkpoint';
 import type { SemaphoreContext } from './context';
 import { backoffMs, DeadlineExceeded, sleep, withDeadline } from './deadline';
-import { describe } from './describe';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { grantIdOf } from './holder-info';
 import { Holding, holderLeaseMs, type HoldingHost } from './holding';
 import type { LockLostReason } from './options';
 import { replyErrorCode, wasNeverSent, type RedisClientLike } from './redis-client';
-import { checkReplicated, runAndWait } from './replication';
-import { scripts } from './scripts';
+import { callAndWait, checkReplicated } from './replication';
+import { refresh, release } from './scripts';
 import { debug } from './telemetry';
 import { warn } from './warn';
 
@@ -187,8 +186,8 @@ export class Holdings {
       try {
         // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
         // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
-        const [reply, acknowledged] = await withDeadline(
-          runAndWait(ctx, operation, scripts.release, [grant.token, grant.id, putBack ? '1' : '0', ctx.expiration()], {
+        const [{ ended, available }, acknowledged] = await withDeadline(
+          callAndWait(ctx, operation, release(ctx, grant.token, grant.id, putBack), {
             whileClosing: true,
             wait: replicated,
             via,
@@ -198,13 +197,7 @@ export class Holdings {
         ).catch((error: unknown) => {
           throw error instanceof DeadlineExceeded ? new SemaphoreRedisError(ctx.name, operation, error) : error;
         });
-        if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'number') {
-          // Another command's answer (node-redis v5 can pair replies wrongly after a reset during its
-          // reconnect handshake): this try's outcome is unknown.
-          throw new SemaphoreRedisError(ctx.name, operation, new Error(`unexpected reply ${describe(reply)}`));
-        }
-        const [ended, available] = reply as [number, number];
-        return [ended === 1 || mayHaveRun ? available : false, acknowledged];
+        return [ended || mayHaveRun ? available : false, acknowledged];
       } catch (error) {
         // Retrying is safe, since the script only ever ends this grant (idempotent by grant id), and
         // needed: a release that never ran would leave the token held by a live process that gave it
@@ -219,10 +212,7 @@ export class Holdings {
 
   async refreshGrant(grant: { token: string; id: string }): Promise<boolean> {
     const ctx = this.#ctx;
-    const renewed = await ctx.run('refresh', scripts.refresh, [grant.token, grant.id, ctx.now()], {
-      whileClosing: true,
-    });
-    return renewed === 1;
+    return ctx.call('refresh', refresh(ctx, grant.token, grant.id), { whileClosing: true });
   }
 
   /**

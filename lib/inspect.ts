@@ -1,18 +1,18 @@
 // Reading a semaphore's state in Redis (holders, waiters, tokens, whether it exists or a token is held), and deleting it.
 import type { Contention } from './contention';
 import type { SemaphoreContext } from './context';
-import { decodeStatus, grantIdOf, type HolderInfo } from './holder-info';
+import { grantIdOf, snapshotOf, type HolderInfo } from './holder-info';
 import type { Holdings } from './holdings';
-import { scripts } from './scripts';
+import { inspect, status } from './scripts';
 
 /** Every held token with its holder, as Redis records them, oldest first. */
 export async function holders(ctx: SemaphoreContext): Promise<HolderInfo[]> {
-  return [...decodeStatus(await ctx.run('holders', scripts.status, ['0'])).holders];
+  return [...snapshotOf(await ctx.call('holders', status(ctx, 0))).holders];
 }
 
 /** How many waiters are registered and waiting for a token right now. */
 export async function waiting(ctx: SemaphoreContext): Promise<number> {
-  return decodeStatus(await ctx.run('waiting', scripts.status, ['0'])).waiting;
+  return (await ctx.call('waiting', status(ctx, 0))).waiting;
 }
 
 /** With a token: whether anyone holds it. Without: whether this instance holds one it was not told it lost. */
@@ -35,19 +35,14 @@ export async function exists(ctx: SemaphoreContext): Promise<boolean> {
 
 /** How many tokens are free right now; `resources` before the semaphore exists. */
 export async function availableCount(ctx: SemaphoreContext): Promise<number> {
-  const [created, count] = (await ctx.run('availableCount', scripts.inspect, ['0'])) as [number, number];
-  return created === 1 ? count : ctx.resources;
+  const snapshot = await ctx.call('availableCount', inspect(ctx, false));
+  return snapshot.exists ? snapshot.available : ctx.resources;
 }
 
 /** Every token, free ones first, then held ones. */
 export async function allTokens(ctx: SemaphoreContext): Promise<string[]> {
-  const [, , available, held] = (await ctx.run('allTokens', scripts.inspect, ['1'])) as [
-    number,
-    number,
-    string[],
-    string[],
-  ];
-  return [...available, ...held];
+  const { availableTokens, heldTokens } = await ctx.call('allTokens', inspect(ctx, true));
+  return [...availableTokens, ...heldTokens];
 }
 
 /** Removes every key of the semaphore and every registered inbox; this instance's holdings are lost. */

@@ -1,7 +1,7 @@
 // Returning tokens nobody will give back: stale holders (releaseStaleLocks, the watchdog), dead waiters' inboxes, and abandoned inboxes.
 import { checkpoint } from './checkpoint';
 import type { SemaphoreContext } from './context';
-import { scripts } from './scripts';
+import { reapWaiters, releaseStale } from './scripts';
 
 /** What `startWatchdog` returns. */
 export interface Watchdog {
@@ -29,11 +29,7 @@ export class Reclaim {
   async releaseStaleLocks(): Promise<number> {
     const ctx = this.#ctx;
     await checkpoint('reclaim:before');
-    const [reclaimed, ...expired] = (await ctx.run('releaseStaleLocks', scripts.releaseStale, [
-      ctx.now(),
-      ctx.leaseArgument(),
-      ctx.expiration(),
-    ])) as [number, ...string[]];
+    const { reclaimed, expired } = await ctx.call('releaseStaleLocks', releaseStale(ctx));
     const count = reclaimed + (await this.reapWaiters(expired));
     if (count > 0) {
       ctx.telemetry.reclaimed({ count });
@@ -70,12 +66,7 @@ export class Reclaim {
 
   async reapWaiters(registrations: readonly string[]): Promise<number> {
     if (registrations.length === 0) return 0;
-    const ctx = this.#ctx;
-    const inboxes = registrations.map(ctx.keys.inboxOfRegistration);
-    return (await ctx.run('releaseStaleLocks', scripts.reapWaiters, [ctx.expiration(), ...registrations], {
-      extraKeys: inboxes,
-      whileClosing: true,
-    })) as number;
+    return this.#ctx.call('releaseStaleLocks', reapWaiters(this.#ctx, registrations), { whileClosing: true });
   }
 
   /** Expired registrations are rare (a waiter died mid-hand-off); returning their tokens is off the hot path. */

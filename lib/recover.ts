@@ -5,8 +5,7 @@ import { SemaphoreError, SemaphoreRedisError } from './errors';
 import type { Grant, Holdings } from './holdings';
 import type { Reclaim } from './reclaim';
 import { isConnectionError } from './redis-client';
-import { runScript, scripts } from './scripts';
-import { toSeconds } from './durations';
+import { callScript, recover as recoverCall } from './scripts';
 import { debug } from './telemetry';
 
 /**
@@ -49,25 +48,18 @@ export async function recover(
     try {
       const client = await ctx.ready(true);
       const sent = performance.now();
-      const running = runScript(client, scripts.recover, [...ctx.keys.scriptKeys, ctx.keys.inbox(id)], [
-        id,
-        ctx.now(),
-        ctx.expiration(),
-        toSeconds(ABANDONED_LEASES * ctx.registrationLeaseMs()),
-        ctx.options.owner,
-        ctx.leaseArgument(),
-      ]) as Promise<[string, number, number] | null>;
+      const running = callScript(client, recoverCall(ctx, id, ABANDONED_LEASES * ctx.registrationLeaseMs()));
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
-        if (late) void holdings.giveBack({ token: late[0], id });
+        if (late) void holdings.giveBack({ token: late.token, id });
       });
       if (adopted === null) {
         if (blockedUntil !== undefined) reclaim.drainAbandoned(id, blockedUntil);
         return null;
       }
       // The grant may be older than this call: its lease counts from `age` ms before the call was sent.
-      const [token, fence, age] = adopted;
-      return { token, id, fence, anchor: sent - age };
+      const { token, fence, ageMs } = adopted;
+      return { token, id, fence, anchor: sent - ageMs };
     } catch (error) {
       if (error instanceof SemaphoreError) throw error;
       if (++attempt >= MAX_CONNECTION_FAILURES || !isConnectionError(error)) {

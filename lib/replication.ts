@@ -2,37 +2,34 @@
 import type { SemaphoreContext } from './context';
 import { ReplicationError, SemaphoreRedisError } from './errors';
 import { replyErrorCode, sendPinned, type RedisClientLike } from './redis-client';
-import { evalArguments, type Script } from './scripts';
+import { evalCommand, evalshaCommand, type ScriptCall } from './scripts';
 
 /**
- * `ctx.run`, and with `waitReplicas` (unless `wait` is false) a `WAIT` right behind the script on the
+ * `ctx.call`, and with `waitReplicas` (unless `wait` is false) a `WAIT` right behind the script on the
  * same connection: resolves the script's reply and how many replicas acknowledged (null: no WAIT).
  */
-export async function runAndWait(
+export async function callAndWait<R>(
   ctx: SemaphoreContext,
   operation: string,
-  script: Script,
-  args: readonly string[],
+  call: ScriptCall<R>,
   {
     whileClosing = false,
     wait = true,
     via,
   }: { whileClosing?: boolean; wait?: boolean; via?: RedisClientLike | undefined } = {},
-): Promise<[unknown, number | null]> {
+): Promise<[R, number | null]> {
   const replicas = ctx.options.waitReplicas;
-  if (!replicas || !wait || via) return [await ctx.run(operation, script, args, { whileClosing, via }), null];
+  if (!replicas || !wait || via) return [await ctx.call(operation, call, { whileClosing, via }), null];
   const client = await ctx.ready(whileClosing);
-  const keys = ctx.keys.scriptKeys;
   const waitCommand = ['WAIT', String(replicas.replicas), String(replicas.timeoutMs)];
   try {
-    const [reply, acknowledged] = await sendPinned(client, [
-      ['EVALSHA', script.sha1, String(keys.length), ...keys, ...args],
-      waitCommand,
-    ]).catch((error: unknown) => {
-      if (replyErrorCode(error) !== 'NOSCRIPT') throw error;
-      return sendPinned(client, [evalArguments(script, keys, args), waitCommand]);
-    });
-    return [reply, Number(acknowledged)];
+    const [reply, acknowledged] = await sendPinned(client, [evalshaCommand(call), waitCommand]).catch(
+      (error: unknown) => {
+        if (replyErrorCode(error) !== 'NOSCRIPT') throw error;
+        return sendPinned(client, [evalCommand(call), waitCommand]);
+      },
+    );
+    return [call.decode(reply), Number(acknowledged)];
   } catch (error) {
     throw new SemaphoreRedisError(ctx.name, operation, error);
   }

@@ -1,6 +1,10 @@
+// The layer between TypeScript and Lua: loads lib/scripts/*.lua once, sends a script (EVALSHA, EVAL on NOSCRIPT), and for each script builds its KEYS and ARGV and names its reply.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { describe } from './describe';
+import { localTimeArgument, toExpireArgument, toSeconds } from './durations';
+import type { SemaphoreKeys } from './keys';
 import { replyErrorCode, type RedisClientLike } from './redis-client';
 
 /** A Lua script from `lib/scripts/`, with its includes expanded, loaded once per process. */
@@ -8,6 +12,8 @@ export interface Script {
   readonly name: string;
   readonly source: string;
   readonly sha1: string;
+  /** How many KEYS it takes, from its file name (`tryLock-9.lua`: 9); null when it varies (`reapWaiters.lua`). */
+  readonly keyCount: number | null;
 }
 
 const SCRIPTS_DIR = join(__dirname, 'scripts');
@@ -23,7 +29,13 @@ function loadScript(file: string): Script {
   const source = readFileSync(join(SCRIPTS_DIR, file), 'utf8')
     .replace(INCLUDE, (_, include: string) => readFileSync(join(SCRIPTS_DIR, 'includes', `${include}.lua`), 'utf8'))
     .replace(COMMENTS, '');
-  return { name: file.replace(/(-\d+)?\.lua$/, ''), source, sha1: createHash('sha1').update(source).digest('hex') };
+  const [, name = file, keys] = /^(.*?)(?:-(\d+))?\.lua$/.exec(file) ?? [];
+  return {
+    name,
+    source,
+    sha1: createHash('sha1').update(source).digest('hex'),
+    keyCount: keys === undefined ? null : Number(keys),
+  };
 }
 
 export const scripts = {
@@ -43,6 +55,17 @@ export const scripts = {
   forceRelease: loadScript('forceRelease-9.lua'),
   resize: loadScript('resize-9.lua'),
 } as const;
+
+// ---- Sending a script ----
+
+/** One call of a script, built by one of the functions below: its KEYS and ARGV, and how its reply reads. */
+export interface ScriptCall<R> {
+  readonly script: Script;
+  readonly keys: readonly string[];
+  readonly args: readonly string[];
+  /** The reply as named fields. */
+  decode(reply: unknown): R;
+}
 
 /** `EVAL` with the script's text: never fails with NOSCRIPT (used where a failed step must not be skipped). */
 export function evalArguments(script: Script, keys: readonly string[], args: readonly string[]): string[] {
@@ -64,4 +87,297 @@ export async function runScript(
     }
     throw error;
   }
+}
+
+/** Runs `call` (EVALSHA, EVAL on NOSCRIPT) and resolves its named reply. */
+export async function callScript<R>(client: RedisClientLike, call: ScriptCall<R>): Promise<R> {
+  return call.decode(await runScript(client, call.script, call.keys, call.args));
+}
+
+/**
+ * Runs `call` by SHA1 only, with no EVAL fallback (a blocking connection's claim: a fallback would
+ * cost a round trip on the hand-off), and resolves its named reply.
+ */
+export async function callBySha<R>(client: RedisClientLike, call: ScriptCall<R>): Promise<R> {
+  return call.decode(await client.sendCommand(evalshaCommand(call)));
+}
+
+/** `call` as an `EVALSHA` command, for a pipeline that must not spend a round trip on a fallback. */
+export function evalshaCommand(call: ScriptCall<unknown>): string[] {
+  return ['EVALSHA', call.script.sha1, String(call.keys.length), ...call.keys, ...call.args];
+}
+
+/** `call` as an `EVAL` command (see `evalArguments`). */
+export function evalCommand(call: ScriptCall<unknown>): string[] {
+  return evalArguments(call.script, call.keys, call.args);
+}
+
+/** `SCRIPT LOAD` of `script`, so a connection can call it by SHA1 alone. */
+export function scriptLoadCommand(script: Script): string[] {
+  return ['SCRIPT', 'LOAD', script.source];
+}
+
+function define<R>(
+  script: Script,
+  keys: readonly string[],
+  args: readonly string[],
+  decode: (reply: unknown) => R,
+): ScriptCall<R> {
+  if (script.keyCount !== null && keys.length !== script.keyCount) {
+    throw new Error(`${script.name} takes ${script.keyCount} keys, got ${keys.length}`);
+  }
+  return { script, keys, args, decode };
+}
+
+// ---- What the scripts answer (see each script's header) ----
+
+/** create-9.lua (includes/ensure.lua). */
+export const CREATE_RESULT = { EXISTED: 0, CREATED: 1, BATCHES_REMAIN: 2 } as const;
+/** prepareWait-9.lua. */
+export const PREPARE_WAIT_RESULT = { ABANDONED: 0, REGISTERED: 1 } as const;
+/** release-9.lua's first field; also refresh-9.lua's reply. */
+export const GRANT_RESULT = { NOT_HELD: 0, DONE: 1 } as const;
+/** claim-10.lua's second field: whether the registration lasts into the next slice. */
+export const CLAIM_REGISTRATION = { ENDED: 0, RENEWED: 1 } as const;
+/** forceRelease-9.lua, when it released nothing (otherwise: the new length of AVAILABLE). */
+export const FORCE_RELEASE_RESULT = { NOT_HELD: -1, OTHER_GRANT: -2 } as const;
+/** resize-9.lua's first field. */
+export const RESIZE_STATUS = { BELOW_HELD: -1, MISSING: 0, DONE: 1 } as const;
+/** The `exists` field of inspect-9.lua and status-9.lua. */
+const EXISTS = 1;
+
+// ---- One function per script ----
+
+/** What a semaphore's scripts read of it: its keys and the settings they record or apply. */
+export interface ScriptTarget {
+  readonly keys: SemaphoreKeys;
+  readonly resources: number;
+  readonly options: {
+    /** Recorded with each grant as its lease (null: never stale); also Ruby holders' stale timeout. */
+    readonly staleClientTimeout: number | null;
+    readonly expiration: number | null;
+    readonly useLocalTime: boolean;
+    readonly owner: string;
+  };
+}
+
+/** The caller's clock for GRABBED stamps ('' for Redis TIME). */
+const now = (t: ScriptTarget) => localTimeArgument(t.options.useLocalTime);
+/** The lease recorded with a grant, in whole ms ('0': never stale). */
+const lease = (t: ScriptTarget) => {
+  const stale = t.options.staleClientTimeout;
+  return stale === null ? '0' : String(Math.ceil(stale));
+};
+const expiration = (t: ScriptTarget) => toExpireArgument(t.options.expiration);
+
+export interface TryLockReply {
+  readonly token: string | null;
+  readonly fence: number;
+  /** Waiter registrations whose lease is over (reported on a miss). */
+  readonly expired: string[];
+}
+
+/** tryLock-9.lua. `registrationLeaseMs`: registers the caller on a miss; null not to (lock(0)). */
+export function tryLock(t: ScriptTarget, grantId: string, registrationLeaseMs: number | null): ScriptCall<TryLockReply> {
+  const registration = registrationLeaseMs === null ? '' : toSeconds(registrationLeaseMs);
+  return define(
+    scripts.tryLock,
+    t.keys.scriptKeys,
+    [String(t.resources), grantId, now(t), lease(t), expiration(t), registration, t.options.owner],
+    (reply) => {
+      const [token, fence, ...expired] = reply as [string | null, number, ...string[]];
+      return { token, fence, expired };
+    },
+  );
+}
+
+/** prepareWait-9.lua: registers waiter `grantId` for `registrationLeaseMs`. */
+export function prepareWait(t: ScriptTarget, grantId: string, registrationLeaseMs: number): ScriptCall<{ registered: boolean }> {
+  return define(
+    scripts.prepareWait,
+    t.keys.scriptKeys,
+    [grantId, expiration(t), toSeconds(registrationLeaseMs), String(t.resources), lease(t), now(t)],
+    (reply) => ({ registered: reply === PREPARE_WAIT_RESULT.REGISTERED }),
+  );
+}
+
+export interface ClaimReply {
+  /** The token this grant now holds, or null (the slice ended empty, or the token went back). */
+  readonly token: string | null;
+  /** Whether the registration lasts into the next slice. */
+  readonly renewed: boolean;
+  readonly fence: number;
+  /** After a grant: how many registrations remain while no token is free. */
+  readonly others: number;
+  readonly expired: string[];
+}
+
+/**
+ * claim-10.lua, right behind the BLMOVE into `grantId`'s inbox. `nextLeaseMs`: the registration's
+ * lease for the next slice, or null on the last one; `spareId` (or ''): registered for the caller's
+ * next wait, for `spareLeaseMs`, if others wait too.
+ */
+export function claim(
+  t: ScriptTarget,
+  grantId: string,
+  { nextLeaseMs, spareId, spareLeaseMs }: { nextLeaseMs: number | null; spareId: string; spareLeaseMs: number },
+): ScriptCall<ClaimReply> {
+  return define(
+    scripts.claim,
+    [...t.keys.scriptKeys, t.keys.inbox(grantId)],
+    [
+      grantId,
+      now(t),
+      expiration(t),
+      String(t.resources),
+      lease(t),
+      nextLeaseMs === null ? '' : toSeconds(nextLeaseMs),
+      t.options.owner,
+      spareId,
+      toSeconds(spareLeaseMs),
+    ],
+    (reply) => {
+      const [token, renewed, fence, others, ...expired] = reply as [string | null, number, number, number, ...string[]];
+      return { token, renewed: renewed === CLAIM_REGISTRATION.RENEWED, fence, others, expired };
+    },
+  );
+}
+
+export interface RecoverReply {
+  readonly token: string;
+  readonly fence: number;
+  /** Ms since GRABBED stamped the grant (its lease's start). */
+  readonly ageMs: number;
+}
+
+/** recover-10.lua: adopts `grantId`'s grant, or claims its inbox, or marks it abandoned for `abandonedMs` (null). */
+export function recover(t: ScriptTarget, grantId: string, abandonedMs: number): ScriptCall<RecoverReply | null> {
+  return define(
+    scripts.recover,
+    [...t.keys.scriptKeys, t.keys.inbox(grantId)],
+    [grantId, now(t), expiration(t), toSeconds(abandonedMs), t.options.owner, lease(t)],
+    (reply) => {
+      if (reply === null) return null;
+      const [token, fence, ageMs] = reply as [string, number, number];
+      return { token, fence, ageMs };
+    },
+  );
+}
+
+/** reapWaiters.lua: returns the tokens of expired (or abandoned, `~<id>`) registrations' inboxes; resolves how many. */
+export function reapWaiters(t: ScriptTarget, registrations: readonly string[]): ScriptCall<number> {
+  return define(
+    scripts.reapWaiters,
+    [...t.keys.scriptKeys, ...registrations.map(t.keys.inboxOfRegistration)],
+    [expiration(t), ...registrations],
+    (reply) => reply as number,
+  );
+}
+
+export interface ReleaseReply {
+  /** Whether this call ended the grant (false: it no longer held the token). */
+  readonly ended: boolean;
+  /** The length of AVAILABLE afterwards. */
+  readonly available: number;
+}
+
+/** release-9.lua: ends grant `grantId` of `token`, putting the token back (unlock) or not (consume). */
+export function release(t: ScriptTarget, token: string, grantId: string, putBack: boolean): ScriptCall<ReleaseReply> {
+  return define(scripts.release, t.keys.scriptKeys, [token, grantId, putBack ? '1' : '0', expiration(t)], (reply) => {
+    if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'number') {
+      // Another command's answer (node-redis v5 can pair replies wrongly after a reset during its
+      // reconnect handshake): this try's outcome is unknown.
+      throw new Error(`unexpected reply ${describe(reply)}`);
+    }
+    return { ended: reply[0] === GRANT_RESULT.DONE, available: reply[1] };
+  });
+}
+
+/** refresh-9.lua: restamps grant `grantId` of `token`; resolves whether it still held it. */
+export function refresh(t: ScriptTarget, token: string, grantId: string): ScriptCall<boolean> {
+  return define(scripts.refresh, t.keys.scriptKeys, [token, grantId, now(t)], (reply) => reply === GRANT_RESULT.DONE);
+}
+
+/** signal-9.lua: pushes `token`; resolves the new length of AVAILABLE. */
+export function signal(t: ScriptTarget, token: string): ScriptCall<number> {
+  return define(scripts.signal, t.keys.scriptKeys, [token, String(t.resources), expiration(t)], (reply) => reply as number);
+}
+
+/** releaseStale-9.lua. */
+export function releaseStale(t: ScriptTarget): ScriptCall<{ reclaimed: number; expired: string[] }> {
+  return define(scripts.releaseStale, t.keys.scriptKeys, [now(t), lease(t), expiration(t)], (reply) => {
+    const [reclaimed, ...expired] = reply as [number, ...string[]];
+    return { reclaimed, expired };
+  });
+}
+
+/** create-9.lua: one batch of a creation; resolves a `CREATE_RESULT`. */
+export function create(t: ScriptTarget): ScriptCall<number> {
+  return define(scripts.create, t.keys.scriptKeys, [String(t.resources), expiration(t)], (reply) => reply as number);
+}
+
+export interface InspectReply {
+  readonly exists: boolean;
+  readonly available: number;
+  /** With `tokens`: the free tokens, and the held ones; otherwise empty. */
+  readonly availableTokens: string[];
+  readonly heldTokens: string[];
+}
+
+/** inspect-9.lua: counts, and with `tokens` the token lists. */
+export function inspect(t: ScriptTarget, tokens: boolean): ScriptCall<InspectReply> {
+  return define(scripts.inspect, t.keys.scriptKeys, [tokens ? '1' : '0'], (reply) => {
+    const [exists, available, availableTokens = [], heldTokens = []] = reply as [number, number, string[]?, string[]?];
+    return { exists: exists === EXISTS, available, availableTokens, heldTokens };
+  });
+}
+
+/** status-9.lua's reply, by field (lib/holder-info.ts reads the holders). */
+export interface StatusReply {
+  readonly exists: boolean;
+  /** Redis TIME as "sec.usec". */
+  readonly now: string;
+  readonly available: number;
+  readonly waiting: number;
+  readonly waiterIds: string[];
+  /** Each held token: its GRABBED value and OWNERS value. */
+  readonly held: ReadonlyArray<{ token: string; record: string | null; owner: string | null }>;
+}
+
+/** status-9.lua's raw reply by field. */
+export function decodeStatusReply(reply: unknown): StatusReply {
+  const [exists, now, available, waiting, waiterIds, ...flat] = reply as [
+    number,
+    string,
+    number,
+    number,
+    string[],
+    ...Array<string | null>,
+  ];
+  const held: Array<{ token: string; record: string | null; owner: string | null }> = [];
+  for (let i = 0; i < flat.length; i += 3) {
+    held.push({ token: flat[i] as string, record: flat[i + 1] ?? null, owner: flat[i + 2] ?? null });
+  }
+  return { exists: exists === EXISTS, now, available, waiting, waiterIds, held };
+}
+
+/** status-9.lua: a snapshot, listing up to `waiterIds` waiters' grant ids. */
+export function status(t: { keys: SemaphoreKeys }, waiterIds: number): ScriptCall<StatusReply> {
+  return define(scripts.status, t.keys.scriptKeys, [String(waiterIds)], decodeStatusReply);
+}
+
+/** forceRelease-9.lua: an operator frees `token` (held by `grantId`, or '' for whoever); the new length of AVAILABLE or a `FORCE_RELEASE_RESULT`. */
+export function forceRelease(t: { keys: SemaphoreKeys }, token: string, grantId: string): ScriptCall<number> {
+  return define(scripts.forceRelease, t.keys.scriptKeys, [token, grantId], (reply) => reply as number);
+}
+
+/** resize-9.lua: an operator sets the number of tokens. */
+export function resize(
+  t: { keys: SemaphoreKeys },
+  tokens: number,
+): ScriptCall<{ status: number; before: number; held: number; after: number }> {
+  return define(scripts.resize, t.keys.scriptKeys, [String(tokens)], (reply) => {
+    const [status, before, held, after] = reply as [number, number, number, number];
+    return { status, before, held, after };
+  });
 }

@@ -18,7 +18,7 @@ import { assertName, resolveOptions, type SemaphoreOptions } from './options';
 import { Reclaim, type Watchdog, type WatchdogOptions } from './reclaim';
 import { disconnectQuietly } from './redis-client';
 import { endRegistrations } from './registration';
-import { scripts } from './scripts';
+import { create, CREATE_RESULT, signal } from './scripts';
 import { prepareConnection } from './slice';
 import type { SemaphoreEvents, SemaphoreStats } from './telemetry';
 import { Interrupts, UNBLOCK_ANSWER_MS } from './unblock';
@@ -162,8 +162,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   async signal(token: string = nanoid()): Promise<number> {
     assertToken(token, 'signal');
     await checkpoint('signal:before');
-    const ctx = this.#ctx;
-    const available = (await ctx.run('signal', scripts.signal, [token, String(this.resources), ctx.expiration()])) as number;
+    const available = await this.#ctx.call('signal', signal(this.#ctx, token));
     // A token signalled back is no longer this instance's to release.
     this.#holdings.loseAll('reclaimed', token);
     return available;
@@ -225,9 +224,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * missing VERSION, as the gem does). A large semaphore is created in batches, one script each.
    */
   async existsOrCreate(): Promise<void> {
-    const ctx = this.#ctx;
-    // 2: batches remain (see includes/ensure.lua).
-    while ((await ctx.run('existsOrCreate', scripts.create, [String(this.resources), ctx.expiration()])) === 2);
+    // A large semaphore is created in batches (see includes/ensure.lua).
+    while ((await this.#ctx.call('existsOrCreate', create(this.#ctx))) === CREATE_RESULT.BATCHES_REMAIN);
   }
 
   /** Every token, free ones first, then held ones. */

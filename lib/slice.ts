@@ -2,13 +2,13 @@
 import { checkpoint } from './checkpoint';
 import type { Contention } from './contention';
 import { DeadlineExceeded } from './deadline';
-import { toBlockingTimeout, toSeconds } from './durations';
+import { toBlockingTimeout } from './durations';
 import { SemaphoreRedisError } from './errors';
 import type { Grant } from './holdings';
 import { ANSWER_MS, recover, type RecoverParts } from './recover';
 import { disconnectQuietly, isConnectionError, replyErrorCode, wasRefusedForNow, type RedisClientLike } from './redis-client';
 import { endRegistrations, type Registration } from './registration';
-import { evalArguments, runScript, scripts } from './scripts';
+import { callBySha, callScript, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts } from './scripts';
 import { debug } from './telemetry';
 import type { Interrupts } from './unblock';
 import { nanoid } from 'nanoid';
@@ -45,43 +45,23 @@ export async function blockOnce(
   const { ctx, holdings, contention, reclaim, interrupts } = parts;
   const { id } = registration;
   debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
-  const keys = ctx.keys.scriptKeys;
-  const inbox = ctx.keys.inbox(id);
-  const lease = toSeconds(ctx.registrationLeaseMs());
+  const lease = ctx.registrationLeaseMs();
   const grace = ctx.graceMs();
   const sent = performance.now();
+  // Sent as EVAL: a NOSCRIPT here would leave the BLMOVE behind it unregistered.
   const prepared =
     registration.until - sent >= sliceMs + grace / 2
       ? undefined
-      : connection.sendCommand(
-          evalArguments(scripts.prepareWait, keys, [
-            id,
-            ctx.expiration(),
-            lease,
-            String(ctx.resources),
-            ctx.leaseArgument(),
-            ctx.now(),
-          ]),
-        );
-  const moved = connection.sendCommand(['BLMOVE', ctx.keys.available, inbox, 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
+      : connection.sendCommand(evalCommand(prepareWait(ctx, id, lease)));
+  const moved = connection.sendCommand(['BLMOVE', ctx.keys.available, ctx.keys.inbox(id), 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
   // A spare registration for this caller's next wait, made by the claim if others wait too; not
   // with `expiration`, whose deadlines it would stretch to its lease.
   const spare = ctx.options.expiration === null ? nanoid() : '';
-  const claimArgs = () => [
-    id,
-    ctx.now(),
-    ctx.expiration(),
-    String(ctx.resources),
-    ctx.leaseArgument(),
-    lastSlice ? '' : lease,
-    ctx.options.owner,
-    spare,
-    lease,
-  ];
+  const claimCall = () => claimScript(ctx, id, { nextLeaseMs: lastSlice ? null : lease, spareId: spare, spareLeaseMs: lease });
   // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
   const claimed = ctx.options.useLocalTime
-    ? moved.then(() => runScript(connection, scripts.claim, [...keys, inbox], claimArgs()))
-    : connection.sendCommand(['EVALSHA', scripts.claim.sha1, String(keys.length + 1), ...keys, inbox, ...claimArgs()]);
+    ? moved.then(() => callScript(connection, claimCall()))
+    : callBySha(connection, claimCall());
   const waiting = checkpoint('lock:waiting');
   const settled = Promise.allSettled([prepared, moved, claimed, waiting]);
   // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
@@ -122,19 +102,13 @@ export async function blockOnce(
   }
   const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (claim.status === 'fulfilled') {
-    const [token, renewed, fence, others, ...expired] = claim.value as [
-      string | null,
-      number,
-      number,
-      number,
-      ...string[],
-    ];
+    const { token, renewed, fence, others, expired } = claim.value;
     reclaim.reapInBackground(expired);
     // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
     // (Holdings.granted refreshes the grant first when that leaves too little of it).
     const grant = token === null ? null : { token, id, fence, anchor: sent };
     const until = sent + ctx.registrationLeaseMs();
-    const registration = renewed === 1 ? { id, until } : null;
+    const registration = renewed ? { id, until } : null;
     // The claim registered the spare id (claim-10.lua) when it granted while others waited.
     const madeSpare = grant !== null && others > 0 && spare !== '';
     if (!error) {
@@ -166,7 +140,7 @@ export async function blockOnce(
  * Best effort: where an ACL forbids SCRIPT, the claim fails with NOSCRIPT and `recover` claims instead.
  */
 function loadClaimScript(connection: RedisClientLike): Promise<unknown> {
-  return connection.sendCommand(['SCRIPT', 'LOAD', scripts.claim.source]).catch(() => undefined);
+  return connection.sendCommand(scriptLoadCommand(scripts.claim)).catch(() => undefined);
 }
 
 /**
