@@ -4,23 +4,19 @@
  * token (spec/support/census.ts) and never let more than `resources` live holders overlap
  * (spec/support/history.ts). No mocks: a real redis-server, real processes, real signals.
  */
-import { fork, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { nanoid } from 'nanoid';
 import { createClient } from 'redis';
 import { Semaphore, type SemaphoreOptions } from '../lib';
 import type { CheckpointStep } from '../lib/checkpoint';
 import { semaphoreKeys } from '../lib/keys';
 import { evalArguments, scripts } from '../lib/scripts';
+import { useCrashWorkers, type Child } from './support/crash-workers';
 import { censusProblems, describeCensus, takeCensus, tally, type CensusExpectation } from './support/census';
 import { useFixture } from './support/fixture';
 import { checkHistory, type HistoryEvent } from './support/history';
 import { redisUrl, sleep, uniqueName, until, type Client } from './support/redis';
 import { startRedisServer } from './support/redis-server';
 
-const WORKER = join(__dirname, 'support', 'crash-worker.js');
 /** Short enough that dead holders and dead waiters are noticed within a test. */
 const STALE = 600;
 const SLICE = 300;
@@ -28,99 +24,7 @@ const OPTIONS = { staleClientTimeout: STALE, waitSlice: SLICE } as const;
 
 const fixture = useFixture();
 
-// Children run a snapshot of dist/ taken here, so a concurrent `npm run build` cannot break a run.
-let dist = '';
-beforeAll(() => {
-  const built = join(__dirname, '..', 'dist');
-  for (const file of ['index.js', 'checkpoint.js', 'scripts.js', 'keys.js', 'scripts/claim-10.lua']) {
-    if (!existsSync(join(built, file))) throw new Error(`dist/${file} is missing: run \`npm run build\` first`);
-  }
-  dist = mkdtempSync(join(tmpdir(), 'rts-crash-dist-'));
-  cpSync(built, dist, { recursive: true });
-});
-afterAll(() => rmSync(dist, { recursive: true, force: true }));
-
-type Message = Record<string, unknown>;
-const children = new Set<Child>();
-
-/** A crash-worker child process, killed by its pid only. */
-class Child {
-  readonly messages: Message[] = [];
-  readonly exited: Promise<void>;
-  readonly #process: ChildProcess;
-  #stderr = '';
-
-  constructor(config: Record<string, unknown>) {
-    this.#process = fork(WORKER, [], {
-      env: {
-        ...process.env,
-        CRASH_WORKER: JSON.stringify(config),
-        CRASH_WORKER_DIST: dist,
-        NODE_PATH: join(__dirname, '..', 'node_modules'),
-      },
-      execArgv: [],
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    });
-    this.#process.stderr?.on('data', (chunk: Buffer) => (this.#stderr += chunk.toString()));
-    this.#process.on('error', (error) => (this.#stderr += String(error)));
-    this.#process.on('message', (message: Message) => this.messages.push(message));
-    this.exited = new Promise((resolve) => this.#process.once('exit', () => resolve()));
-    children.add(this);
-  }
-
-  get pid(): number {
-    const pid = this.#process.pid;
-    if (pid === undefined) throw new Error(`the child did not start: ${this.#stderr}`);
-    return pid;
-  }
-
-  get alive(): boolean {
-    return this.#process.exitCode === null && this.#process.signalCode === null;
-  }
-
-  onMessage(listener: (message: Message) => void): void {
-    this.#process.on('message', listener);
-  }
-
-  send(message: string): void {
-    if (this.alive && this.#process.connected) this.#process.send(message);
-  }
-
-  /** The first message matching `predicate`, received already or within `timeoutMs`. */
-  async waitFor(predicate: (message: Message) => boolean, timeoutMs: number, what: string): Promise<Message> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const failed = this.messages.find((message) => 'error' in message);
-      if (failed) throw new Error(`the child failed before ${what}: ${String(failed['error'])}`);
-      const found = this.messages.find(predicate);
-      if (found) return found;
-      if (!this.alive) throw new Error(`the child exited before ${what}: ${this.#stderr}`);
-      if (Date.now() > deadline) {
-        throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; got ${JSON.stringify(this.messages)}`);
-      }
-      await sleep(5);
-    }
-  }
-
-  /** SIGKILLs the child by pid (stopped or not) and resolves once it is gone, with the time of the kill. */
-  async kill(): Promise<number> {
-    if (this.alive) {
-      try {
-        process.kill(this.pid, 'SIGKILL');
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
-      }
-    }
-    const at = Date.now();
-    await this.exited;
-    return at;
-  }
-}
-
-afterEach(async () => {
-  await Promise.all([...children].map((child) => child.kill()));
-  children.clear();
-});
+const workers = useCrashWorkers();
 
 /**
  * Takes every free token of `sem` and keeps them fresh (refresh every 100 ms, as a long holder must),
@@ -188,7 +92,7 @@ async function withPrivateRedis(fn: (target: Target) => Promise<void>): Promise<
       },
     });
   } finally {
-    await Promise.all([...children].map((child) => child.kill()));
+    await workers.killAll();
     await Promise.all(opened.map((sem) => sem.close()));
     await redis.quit().catch(() => redis.disconnect());
     await server.stop();
@@ -335,7 +239,7 @@ interface StepRun {
 /** Starts a child running the library, and resolves it once it has stopped where it was told. */
 async function stoppedAt(target: Target, name: string, resources: number, run: StepRun): Promise<Child> {
   const { actions, stop, options = OPTIONS, meanwhile } = run;
-  const child = new Child({ mode: 'steps', url: target.url, name, options: { ...options, resources }, actions, stop });
+  const child = workers.spawn({ mode: 'steps', url: target.url, name, options: { ...options, resources }, actions, stop });
   await meanwhile?.();
   await child.waitFor((message) => message['at'] === stop.step, 10_000, `the child to stop at ${stop.step}`);
   return child;
@@ -521,7 +425,7 @@ describe('a waiter that dies between BLMOVE and its claim', () => {
     const plain = target.semaphore({ resources: N, waitSlice: SLICE }, survivor.name);
     await survivor.existsOrCreate();
     const grantId = `raw${nanoid(8)}`;
-    const child = new Child({
+    const child = workers.spawn({
       mode: 'raw-move',
       url: target.url,
       name: survivor.name,
@@ -592,7 +496,7 @@ describe('a zombie waiter after a lost reply', () => {
       const grantId = `zombie${nanoid(8)}`;
       const before = await blockedInBlmove(target);
       const config = { mode: 'zombie', name: holder.name, resources: 1, grantId, leaseSeconds: 5, blockSeconds: 3 };
-      const zombie = new Child({ url: target.url, ...config });
+      const zombie = workers.spawn({ url: target.url, ...config });
       await zombie.waitFor((message) => 'sent' in message, 10_000, 'the pipeline to be sent');
       const blocked = await untilNewBlmove(target, before);
       const registered = await takeCensus(target.redis, holder.name);
@@ -647,7 +551,7 @@ describe('random kills under load', () => {
       const spawnWorker = (): Child => {
         const holder = `w${++spawned}`;
         const options = { resources: N, ...OPTIONS };
-        const child = new Child({ mode: 'load', url: target.url, name, options, holdMs: [5, 30], lockTimeout: 1000 });
+        const child = workers.spawn({ mode: 'load', url: target.url, name, options, holdMs: [5, 30], lockTimeout: 1000 });
         child.onMessage((message) => {
           const { event, token, at } = message as { event?: string; token: string; at: number };
           if (event === 'acquired' || event === 'released') events.push({ holder, kind: event, token, at });
