@@ -5,7 +5,7 @@ import { raceAbort } from './deadline';
 import type { Attempt } from './holdings';
 import type { Holding } from './holding';
 import { recover } from './recover';
-import { isConnectionError, wasNeverSent } from './redis-client';
+import { isConnectionError, wasNeverSent } from './client/errors';
 import { endRegistrations, type Registration } from './registration';
 import { callAndWait, checkReplicated } from './replication';
 import { tryLock, type TryLockReply } from './scripts';

@@ -1,5 +1,6 @@
 import { MAX_TIMER_MS } from './durations';
-import { disconnectQuietly, type RedisClientLike } from './redis-client';
+import { disconnectQuietly } from './client/connection';
+import type { RedisClientLike } from './client/types';
 
 /** What a queued caller is handed: a connection, the error that kept one from opening, or null (gave up). */
 type Handoff = RedisClientLike | Error | null;

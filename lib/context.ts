@@ -1,20 +1,17 @@
 // What every part of one semaphore shares: its keys, client, options, pool and telemetry, and the steps all of them take (ready, run, track).
-import { createClient } from 'redis';
 import { BlockingPool } from './blocking-pool';
-import { backoffMs } from './deadline';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import type { ResolvedOptions } from './options';
-import { adaptClient, topologyOf, type RedisClientLike } from './redis-client';
+import { adaptClient, topologyOf } from './client/adapt';
+import { createOwnClient } from './client/standalone';
+import type { RedisClientLike } from './client/types';
 import { callScript, type ScriptCall } from './scripts';
 import { checkEvictionPolicy } from './server-checks';
 import { Telemetry, type SemaphoreEvents } from './telemetry';
 
 /** Emits one of the semaphore's events; never throws (see `Semaphore#emit`). */
 export type Emit = <E extends keyof SemaphoreEvents>(event: E, ...args: SemaphoreEvents[E]) => void;
-
-/** How often a semaphore's own client retries its first connection before the call fails. */
-const INITIAL_CONNECT_RETRIES = 3;
 
 export class SemaphoreContext {
   readonly name: string;
@@ -123,26 +120,4 @@ export class SemaphoreContext {
   registrationLeaseMs(): number {
     return 2 * this.options.waitSlice + this.graceMs();
   }
-}
-
-/**
- * The client a semaphore makes when given none. It fails fast rather than hang: commands sent while
- * disconnected reject at once, and a first connection that cannot be made gives up after a few tries
- * (the next call tries again). Once connected, it reconnects with backoff for as long as it is open.
- */
-function createOwnClient(url: string): RedisClientLike {
-  let connected = false;
-  const client = createClient({
-    url,
-    disableOfflineQueue: true,
-    socket: {
-      // A new Error, not `cause`: node-redis tells "give up" from a delay with instanceof, and `cause`
-      // may come from another realm (a socket error under jest's VM) and not pass.
-      reconnectStrategy: (retries: number, cause: Error) =>
-        connected || retries < INITIAL_CONNECT_RETRIES ? backoffMs(retries) : new Error(cause.message),
-    },
-  });
-  client.on('ready', () => (connected = true));
-  client.on('error', () => undefined); // failures reach callers as rejected calls
-  return client as unknown as RedisClientLike;
 }

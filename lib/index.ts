@@ -31,7 +31,7 @@ export {
 } from './telemetry';
 export { Mutex, type MutexOptions } from './mutex';
 export type { LockLostReason, SemaphoreOptions, WaitReplicasOptions } from './options';
-export type { RedisClientLike, RedisClusterLike, RedisSentinelLike, SupportedRedisClient } from './redis-client';
+export type { RedisClientLike, RedisClusterLike, RedisSentinelLike, SupportedRedisClient } from './client/types';
 export {
   SemaphoreError,
   LockTimeoutError,

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import type { SupportedRedisClient } from './redis-client';
+import type { SupportedRedisClient } from './client/types';
 import { describe } from './describe';
 import { assertDuration, MAX_TIMER_MS } from './durations';
 

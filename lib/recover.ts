@@ -4,7 +4,7 @@ import { backoffMs, DeadlineExceeded, raceAbort, sleep, withDeadline } from './d
 import { SemaphoreError, SemaphoreRedisError } from './errors';
 import type { Grant, Holdings } from './holdings';
 import type { Reclaim } from './reclaim';
-import { isConnectionError } from './redis-client';
+import { isConnectionError } from './client/errors';
 import { callScript, recover as recoverCall } from './scripts';
 import { debug } from './telemetry';
 

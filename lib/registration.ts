@@ -1,6 +1,6 @@
 // A waiter's registration in WAITING: what this process knows of one, and how it ends.
 import type { SemaphoreContext } from './context';
-import type { RedisClientLike } from './redis-client';
+import type { RedisClientLike } from './client/types';
 
 /**
  * A waiter's registration in WAITING (see tryLock-9.lua, claim-10.lua): the grant id its inbox is

@@ -1,7 +1,9 @@
 // waitReplicas: a WAIT right behind a write on its connection, and what a shortfall of replicas does.
 import type { SemaphoreContext } from './context';
 import { ReplicationError, SemaphoreRedisError } from './errors';
-import { replyErrorCode, sendPinned, type RedisClientLike } from './redis-client';
+import { sendPinned } from './client/connection';
+import { replyErrorCode } from './client/errors';
+import type { RedisClientLike } from './client/types';
 import { evalCommand, evalshaCommand, type ScriptCall } from './scripts';
 
 /**

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { describe } from './describe';
 import { localTimeArgument, toExpireArgument, toSeconds } from './durations';
 import type { SemaphoreKeys } from './keys';
-import { replyErrorCode, type RedisClientLike } from './redis-client';
+import { replyErrorCode } from './client/errors';
+import type { RedisClientLike } from './client/types';
 
 /** A Lua script from `lib/scripts/`, with its includes expanded, loaded once per process. */
 export interface Script {

@@ -16,7 +16,7 @@ import * as inspect from './inspect';
 import { createLease, type AcquireOptions, type Lease, type LockOptions } from './lease';
 import { assertName, resolveOptions, type SemaphoreOptions } from './options';
 import { Reclaim, type Watchdog, type WatchdogOptions } from './reclaim';
-import { disconnectQuietly } from './redis-client';
+import { disconnectQuietly } from './client/connection';
 import { endRegistrations } from './registration';
 import { create, CREATE_RESULT, signal } from './scripts';
 import { prepareConnection } from './slice';

@@ -1,4 +1,5 @@
-import { isConnectionError, type RedisClientLike } from './redis-client';
+import { isConnectionError } from './client/errors';
+import type { RedisClientLike } from './client/types';
 
 /**
  * Checks of the Redis server's configuration that the protocol cannot enforce itself, made once per

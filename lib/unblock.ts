@@ -1,7 +1,8 @@
 // Cancelling a blocked slice: an abort or close() ends its BLMOVE with CLIENT UNBLOCK, closing the connection only as the fallback.
 import type { SemaphoreContext } from './context';
 import { sleep, withDeadline } from './deadline';
-import { disconnectQuietly, type RedisClientLike } from './redis-client';
+import { disconnectQuietly } from './client/connection';
+import type { RedisClientLike } from './client/types';
 
 /** How long one `CLIENT UNBLOCK` waits for its answer before the connection is closed instead. */
 export const UNBLOCK_ANSWER_MS = 500;

@@ -5,7 +5,7 @@ import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import type { Attempt } from './holdings';
 import type { Holding } from './holding';
 import { MAX_CONNECTION_FAILURES } from './recover';
-import type { RedisClientLike } from './redis-client';
+import type { RedisClientLike } from './client/types';
 import { endRegistrations, type Registration } from './registration';
 import { checkReplicated, waitOn } from './replication';
 import { explainConnectionFailure } from './server-checks';

@@ -1,0 +1,59 @@
+// What a failed command means: the connection failed, a refusal a retry may pass (and that retry), a command never sent, Redis' error code.
+
+/** Most tries of a command that a cluster or a failover answered "not now" (TRYAGAIN, CLUSTERDOWN…). */
+const TRANSIENT_RETRIES = 8;
+
+/** What the Sentinel adapter says when node-redis' Sentinel client fails a command while it reconfigures (a connection error). */
+export const SENTINEL_RECONFIGURATION = 'Connection lost during a Sentinel reconfiguration';
+
+/** Sends again, with backoff, a command a cluster or failover refused before running it (`wasRefusedForNow`). */
+export async function retryRefused<T>(send: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await send();
+    } catch (error) {
+      if (attempt >= TRANSIENT_RETRIES || !wasRefusedForNow(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 25 * 2 ** attempt)));
+    }
+  }
+}
+
+// node-redis' messages for SocketClosedUnexpectedlyError, ClientClosedError, ClientOfflineError,
+// DisconnectsClientError, ConnectionTimeoutError and (v5+) SocketTimeoutError, the socket errors
+// behind them, and the Sentinel adapter's own (SENTINEL_RECONFIGURATION). The messages are the same in v4, v5 and v6.
+const CONNECTION_ERROR =
+  /Socket closed unexpectedly|client is closed|client is offline|Disconnects client|Connection timeout|Socket timeout|Sentinel reconfiguration|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT/i;
+
+/** Errors that say the connection failed, not the command: the command may or may not have run. */
+export function isConnectionError(error: unknown): boolean {
+  const { message, code } = (error ?? {}) as { message?: unknown; code?: unknown };
+  return CONNECTION_ERROR.test(`${String(message)} ${String(code)}`);
+}
+
+/** A command node-redis rejected before sending it (the client was offline or closed): it did not run. */
+export function wasNeverSent(error: unknown): boolean {
+  const { cause, message } = (error ?? {}) as { cause?: unknown; message?: unknown };
+  return /client is offline|client is closed/i.test(String(message)) || (cause !== undefined && wasNeverSent(cause));
+}
+
+/**
+ * Replies with which a cluster or a server changing roles refuses a command before running any of
+ * it, so it is safe to send again a moment later: TRYAGAIN (a multi-key command during a slot
+ * migration), CLUSTERDOWN (a failover in progress), LOADING, MASTERDOWN, READONLY (a demoted primary:
+ * no script here writes before it reads TIME and state, and a replica refuses the first write),
+ * UNBLOCKED (a blocked BLMOVE ended by a role change: it moved nothing), MOVED/ASK that node-redis
+ * gave up following (v6: "Too many Cluster redirections").
+ */
+export function wasRefusedForNow(error: unknown): boolean {
+  const code = replyErrorCode(error);
+  if (code !== undefined && /^(TRYAGAIN|CLUSTERDOWN|LOADING|MASTERDOWN|READONLY|UNBLOCKED|MOVED|ASK)$/.test(code)) {
+    return true;
+  }
+  return /Too many Cluster redirections/.test(String((error as { message?: unknown } | null)?.message));
+}
+
+/** Redis' reply error code (`NOSCRIPT`, `WRONGTYPE`…). Read by shape, not instanceof: errors may come from another realm. */
+export function replyErrorCode(error: unknown): string | undefined {
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === 'string' ? /^[A-Z]+/.exec(message)?.[0] : undefined;
+}

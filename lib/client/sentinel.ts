@@ -1,0 +1,145 @@
+// A node-redis v5+ Sentinel client (`createSentinel()`): commands to the current primary, refusals retried, and its blocking connections (a reserved duplicate, or a borrowed pool connection).
+import { retryRefused, SENTINEL_RECONFIGURATION } from './errors';
+import type { RedisClientLike, RedisSentinelLike } from './types';
+
+/**
+ * A node-redis v5+ Sentinel client: commands go to the current primary, which the client follows
+ * across failovers (Sentinel's `+switch-master`). The main adapter retries what a primary in the
+ * middle of a failover refuses before running anything (READONLY from the demoted primary, LOADING,
+ * MASTERDOWN). Blocking waits each get a duplicate with one reserved primary connection, so a
+ * waiter's pipeline stays on one connection, in order.
+ */
+export class SentinelAdapter implements RedisClientLike {
+  readonly #sentinel: RedisSentinelLike;
+  readonly #retries: boolean;
+
+  constructor(sentinel: RedisSentinelLike, retries = true) {
+    this.#sentinel = sentinel;
+    this.#retries = retries;
+  }
+
+  sendCommand(args: Array<string>): Promise<unknown> {
+    const send = () =>
+      this.#sentinel.sendCommand(false, args).catch((error: unknown) => {
+        // node-redis' Sentinel client can fail a command with a TypeError while it reconfigures
+        // (a reserved connection it just dropped): the command may or may not have run.
+        if (error instanceof TypeError) throw new Error(`${SENTINEL_RECONFIGURATION} (${error.message})`);
+        throw error;
+      });
+    return this.#retries ? retryRefused(send) : send();
+  }
+
+  /** The client's pool may hold several primary connections: `use()` lends one for all the commands. */
+  sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {
+    const sentinel = this.#sentinel as unknown as {
+      use?<T>(fn: (client: { sendCommand(isReadonly: boolean, args: string[]): Promise<unknown> }) => Promise<T>): Promise<T>;
+    };
+    if (typeof sentinel.use !== 'function') return Promise.all(commands.map((command) => this.sendCommand(command)));
+    const send = () => sentinel.use!((client) => Promise.all(commands.map((command) => client.sendCommand(false, command))));
+    return this.#retries ? retryRefused(send) : send();
+  }
+
+  /**
+   * v6: a duplicate Sentinel client with one reserved primary connection. v5 has no `duplicate()`
+   * (nor a way to read the client's options back): a waiter borrows a primary connection from the
+   * client's own pool (`acquire()`), so `masterPoolSize` must exceed `maxBlockingConnections`.
+   */
+  duplicate(): RedisClientLike {
+    const sentinel = this.#sentinel as unknown as {
+      duplicate?(overrides: object): RedisSentinelLike;
+      acquire(): Promise<SentinelLease>;
+    };
+    if (typeof sentinel.duplicate === 'function') {
+      return new SentinelAdapter(sentinel.duplicate({ masterPoolSize: 1, replicaPoolSize: 0, reserveClient: true }), false);
+    }
+    return new SentinelLeaseAdapter(sentinel);
+  }
+
+  get options() {
+    return undefined;
+  }
+
+  connect() {
+    return this.#sentinel.connect();
+  }
+
+  async quit() {
+    await this.#sentinel.close();
+  }
+
+  async disconnect() {
+    await this.#sentinel.destroy();
+  }
+
+  on(event: 'error', listener: (error: Error) => void) {
+    return this.#sentinel.on(event, listener);
+  }
+
+  get isOpen() {
+    return this.#sentinel.isOpen;
+  }
+
+  get isReady() {
+    return this.#sentinel.isReady;
+  }
+}
+
+/** A primary connection borrowed from a v5 Sentinel client's pool (`acquire()`). */
+interface SentinelLease {
+  sendCommand(isReadonly: boolean | undefined, args: Array<string>): Promise<unknown>;
+  release(): unknown;
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+}
+
+class SentinelLeaseAdapter implements RedisClientLike {
+  readonly #sentinel: { acquire(): Promise<SentinelLease> };
+  #lease: SentinelLease | undefined;
+
+  constructor(sentinel: { acquire(): Promise<SentinelLease> }) {
+    this.#sentinel = sentinel;
+  }
+
+  async sendCommand(args: Array<string>): Promise<unknown> {
+    if (!this.#lease) throw new Error('The client is closed');
+    return this.#lease.sendCommand(false, args).catch((error: unknown) => {
+      if (error instanceof TypeError) throw new Error(`${SENTINEL_RECONFIGURATION} (${error.message})`);
+      throw error;
+    });
+  }
+
+  duplicate(): RedisClientLike {
+    return new SentinelLeaseAdapter(this.#sentinel);
+  }
+
+  get options() {
+    return undefined;
+  }
+
+  async connect() {
+    this.#lease = await this.#sentinel.acquire();
+  }
+
+  async quit() {
+    await this.disconnect();
+  }
+
+  /** Gives the connection back to the pool. */
+  async disconnect() {
+    const lease = this.#lease;
+    this.#lease = undefined;
+    await lease?.release();
+  }
+
+  on() {
+    return this;
+  }
+
+  get isOpen() {
+    return this.#lease !== undefined;
+  }
+
+  get isReady() {
+    return this.#lease !== undefined && this.#lease.isReady;
+  }
+}
