@@ -320,7 +320,7 @@ describe('a process killed at each step of the protocol', () => {
     const after = await takeCensus(target.redis, survivor.name);
     expect(censusProblems(after, N)).toEqual([]);
     expect([...after.available].sort()).toEqual(['0', '1']);
-    expect(after.waiting).toHaveLength(1); // the dead registration, reaped once its lease is over
+    expect(after.waiting).toHaveLength(1); // the dead registration, reaped once it expires
     await expectRecovery(target, survivor, 'lock');
   });
 
@@ -443,7 +443,7 @@ describe('a waiter that dies between BLMOVE and its claim', () => {
     expect(censusProblems(stranded, N, { inboxesAllowed: true })).toEqual([]);
     expect(stranded.inboxes).toEqual([{ grantId, tokens: ['0'], registered: true }]);
     expect(stranded.available).toEqual(['1']);
-    // The lease holds: a live waiter in this state would still claim, so nothing returns the token early.
+    // The registration holds: a live waiter in this state would still claim, so nothing returns the token early.
     expect(await survivor.releaseStaleLocks()).toBe(0);
     expect((await takeCensus(target.redis, survivor.name)).inboxes).toHaveLength(1);
 
@@ -472,7 +472,7 @@ describe('a waiter that dies between BLMOVE and its claim', () => {
   }
 
   test.each(['releaseStaleLocks', 'a blocked waiter', 'lock(0)'] as const)(
-    'gets its token back after the registration lease, via %s (claim script cached)',
+    'gets its token back after the registration expires, via %s (claim script cached)',
     async (via) => {
       await withPrivateRedis(async (target) => {
         await target.redis.sendCommand(['SCRIPT', 'LOAD', scripts.claim.source]);
@@ -481,7 +481,7 @@ describe('a waiter that dies between BLMOVE and its claim', () => {
     },
   );
 
-  test('gets its token back after the registration lease, via a blocked waiter (fresh server)', async () => {
+  test('gets its token back after the registration expires, via a blocked waiter (fresh server)', async () => {
     await withPrivateRedis((target) => strandedTokenComesBack(target, 'a blocked waiter'));
   });
 });
@@ -500,16 +500,16 @@ describe('a zombie waiter after a lost reply', () => {
       await zombie.waitFor((message) => 'sent' in message, 10_000, 'the pipeline to be sent');
       const blocked = await untilNewBlmove(target, before);
       const registered = await takeCensus(target.redis, holder.name);
-      const lease = registered.waiting.find((entry) => entry.registration === grantId)?.lease;
-      expect(lease).toBeDefined();
+      const expiry = registered.waiting.find((entry) => entry.registration === grantId)?.expiry;
+      expect(expiry).toBeDefined();
 
       // Its owner lost the reply and settles on another connection: nothing to adopt, so abandoned
-      // (for no longer than the registration's own lease: a mark of 0 s).
+      // (for no longer than the registration's own expiry: a mark of 0 s).
       const recovered = await target.redis.sendCommand(
         evalArguments(scripts.recover, [...keys.scriptKeys, keys.inbox(grantId)], [grantId, '', '', '0']),
       );
       expect(recovered).toBeNull();
-      expect((await takeCensus(target.redis, holder.name)).waiting).toEqual([{ registration: `~${grantId}`, lease }]);
+      expect((await takeCensus(target.redis, holder.name)).waiting).toEqual([{ registration: `~${grantId}`, expiry }]);
 
       // The still-blocked BLMOVE takes the next token; the claim in the same pipeline bounces it back.
       expect(await holder.unlock()).toBe(1);

@@ -623,11 +623,11 @@ describe('connection resets every 100–400 ms under load', () => {
       census = await takeCensus(admin, name);
     }
     // Registrations whose ZREM a reset swallowed are left to lapse (best effort, by design): at most
-    // one registration lease (2 slices + grace = 25 s) from now.
+    // one registration's expiry (2 slices + grace = 25 s) from now.
     const [seconds, micros] = (await admin.sendCommand(['TIME'])) as [string, string];
     const redisNow = Number(seconds) + Number(micros) / 1e6;
     const leftover = census.waiting.filter((w) => !w.registration.startsWith('~'));
-    const lapseIn = leftover.map((w) => w.lease - redisNow);
+    const lapseIn = leftover.map((w) => w.expiry - redisNow);
     console.log(
       `resources ${resources}: ${report.acquisitions} grants in ${(DURATION_MS / 1000).toFixed(0)} s ` +
         `(${(report.acquisitions / (DURATION_MS / 1000)).toFixed(1)}/s, ${byProxied} through the proxy), ` +

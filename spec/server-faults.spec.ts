@@ -226,7 +226,7 @@ describe('server limits: a typed error naming the semaphore, nothing half-writte
     const census = await takeCensus(admin, name);
     expect(censusProblems(census, 1)).toEqual([]);
     expect(Object.keys(census.grabbed)).toEqual(['0']); // the holder only; the failed waiter holds nothing
-    expect(census.waiting.every((entry) => entry.registration.startsWith('~') || entry.lease > 0)).toBe(true);
+    expect(census.waiting.every((entry) => entry.registration.startsWith('~') || entry.expiry > 0)).toBe(true);
     expect(await sem.unlock()).toBe(1);
 
     // A semaphore that makes its own client cannot even connect: typed, named, and it writes nothing.

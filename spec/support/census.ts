@@ -1,4 +1,4 @@
-/** A census of a semaphore's tokens (AVAILABLE, GRABBED, inboxes) and what is wrong with it. */
+/** The one reader of a semaphore's state in Redis for the specs: where every token is (a census), and what is wrong with it. */
 import { grantIdOfInboxKey, inboxKeyPattern, semaphoreKeys } from '../../lib/keys';
 import type { Client } from './redis';
 
@@ -10,10 +10,12 @@ export interface Census {
   readonly grabbed: Record<string, string>;
   /** OWNERS: token → grant id (the first field of `"<grant id> <fence> <acquired stamp> <owner label>"`). */
   readonly owners: Record<string, string>;
-  /** WAITING: registration (`<grant id>` or `~<grant id>`) and lease end in seconds. */
-  readonly waiting: Array<{ registration: string; lease: number }>;
+  /** OWNERS as stored: token → `"<grant id> <fence> <acquired stamp> <owner label>"`. */
+  readonly ownerRecords: Record<string, string>;
+  /** WAITING: registration (`<grant id>` or `~<grant id>`) and its expiry in seconds, earliest first. */
+  readonly waiting: Array<{ registration: string; expiry: number }>;
   /** Every inbox that holds a token, registered in WAITING or not. */
-  readonly inboxes: Array<{ grantId: string; tokens: string[]; registered: boolean }>;
+  readonly inboxes: Array<{ key: string; grantId: string; tokens: string[]; registered: boolean }>;
 }
 
 /** What a census says about the tokens "0".."resources-1". */
@@ -68,14 +70,15 @@ export async function takeCensus(redis: Client, name: string): Promise<Census> {
   const inboxes = keys
     .map((key, i) => {
       const grantId = grantIdOfInboxKey(semaphore, key) ?? key;
-      return { grantId, tokens: inboxLists[i] ?? [], registered: registered.has(grantId) };
+      return { key, grantId, tokens: inboxLists[i] ?? [], registered: registered.has(grantId) };
     })
     .filter((inbox) => inbox.tokens.length > 0);
   return {
     available,
     grabbed: { ...grabbed },
     owners: Object.fromEntries(Object.entries(owners).map(([token, record]) => [token, record.split(' ')[0] ?? ''])),
-    waiting: waiting.map((entry) => ({ registration: entry.value, lease: entry.score })),
+    ownerRecords: { ...owners },
+    waiting: waiting.map((entry) => ({ registration: entry.value, expiry: entry.score })),
     inboxes,
   };
 }
@@ -106,7 +109,7 @@ export interface CensusExpectation {
   readonly inboxesAllowed?: boolean;
   /** Also require every token free: nothing held, nobody registered as waiting. */
   readonly idle?: boolean;
-  /** With `idle`, accept abandoned marks (`~<grant id>`, left by recover-10.lua until their lease ends). */
+  /** With `idle`, accept abandoned marks (`~<grant id>`, left by recover-10.lua until they expire). */
   readonly marksAllowed?: boolean;
 }
 

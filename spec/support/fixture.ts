@@ -1,6 +1,7 @@
 /** The spec files' common fixture: a client on the run's Redis, semaphores closed after each test, key snapshots. */
 import { Semaphore, type SemaphoreOptions } from '../../lib';
 import { keyPattern, semaphoreKeys } from '../../lib/keys';
+import { takeCensus } from './census';
 import { closeAll, connectClient, uniqueName, type Client } from './redis';
 
 export interface Fixture {
@@ -34,22 +35,19 @@ export function useFixture(): Fixture {
   };
 }
 
-/** Every key and value of a semaphore, for asserting exact Redis state. */
+/**
+ * Every key and value of a semaphore, for asserting exact Redis state: the census (support/census.ts)
+ * as stored — OWNERS records whole, the registrations in WAITING, registered inboxes by key — and
+ * the semaphore's key names.
+ */
 export async function snapshot(redis: Client, name: string) {
-  const keys = semaphoreKeys(name);
-  const waiting = await redis.zRange(keys.waiting, 0, -1);
-  const inboxes: Record<string, string[]> = {};
-  for (const registration of waiting) {
-    const key = keys.inboxOfRegistration(registration);
-    const tokens = await redis.lRange(key, 0, -1);
-    if (tokens.length > 0) inboxes[key] = tokens;
-  }
+  const census = await takeCensus(redis, name);
   return {
-    available: await redis.lRange(keys.available, 0, -1),
-    grabbed: await redis.hGetAll(keys.grabbed),
-    owners: await redis.hGetAll(keys.owners),
-    waiting,
-    inboxes,
-    keys: (await redis.keys(keyPattern(keys))).sort(),
+    available: census.available,
+    grabbed: census.grabbed,
+    owners: census.ownerRecords,
+    waiting: census.waiting.map((entry) => entry.registration),
+    inboxes: Object.fromEntries(census.inboxes.filter((inbox) => inbox.registered).map((inbox) => [inbox.key, inbox.tokens])),
+    keys: (await redis.keys(keyPattern(semaphoreKeys(name)))).sort(),
   };
 }
