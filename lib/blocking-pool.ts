@@ -1,9 +1,8 @@
 import { MAX_TIMER_MS } from './durations';
-import { disconnectQuietly } from './client/connection';
-import type { RedisClientLike } from './client/types';
+import { disconnectQuietly, type Connection } from './client/connection';
 
 /** What a queued caller is handed: a connection, the error that kept one from opening, or null (gave up). */
-type Handoff = RedisClientLike | Error | null;
+type Handoff = Connection | Error | null;
 
 /**
  * The dedicated connections blocking waits run on: BLMOVE holds its connection until a token comes,
@@ -14,29 +13,29 @@ type Handoff = RedisClientLike | Error | null;
  * command can never wait offline and run later for a caller who has gone.
  */
 export class BlockingPool {
-  readonly #source: RedisClientLike;
+  readonly #source: Connection;
   readonly #max: number;
-  readonly #prepare: (connection: RedisClientLike) => Promise<string | undefined>;
+  readonly #prepare: (connection: Connection) => Promise<string | undefined>;
   /** Each open connection's id on the server (`CLIENT ID`), where `prepare` could learn it. */
-  readonly #ids = new WeakMap<RedisClientLike, string>();
-  readonly #idle: RedisClientLike[] = [];
-  readonly #open = new Set<RedisClientLike>();
+  readonly #ids = new WeakMap<Connection, string>();
+  readonly #idle: Connection[] = [];
+  readonly #open = new Set<Connection>();
   readonly #queue: Array<(handoff: Handoff) => void> = [];
   #opening = 0;
   #closed = false;
   /** No longer hands out connections (see `stopServing`). */
   #stopped = false;
   /** See `control()`. */
-  #control: Promise<RedisClientLike> | undefined;
+  #control: Promise<Connection> | undefined;
 
   /**
    * `prepare` runs on each new connection before its first use (e.g. loading scripts) and resolves
    * the connection's id on the server, if it can tell.
    */
   constructor(
-    source: RedisClientLike,
+    source: Connection,
     max: number,
-    prepare: (connection: RedisClientLike) => Promise<string | undefined>,
+    prepare: (connection: Connection) => Promise<string | undefined>,
   ) {
     this.#source = source;
     this.#max = max;
@@ -58,7 +57,7 @@ export class BlockingPool {
    * passes in the queue, `signal` aborts, or the pool closes. Rejects when a connection opened for
    * it fails to open.
    */
-  async acquire(deadline: number, signal?: AbortSignal): Promise<RedisClientLike | null> {
+  async acquire(deadline: number, signal?: AbortSignal): Promise<Connection | null> {
     if (this.#stopped || signal?.aborted) return null;
     while (this.#queue.length === 0 && this.#idle.length > 0) {
       const idle = this.#idle.pop();
@@ -90,7 +89,7 @@ export class BlockingPool {
   }
 
   /** Gives a connection back; a `broken` one (its last command failed) is closed instead of reused. */
-  release(connection: RedisClientLike, broken = false): void {
+  release(connection: Connection, broken = false): void {
     if (broken || this.#closed) {
       this.#discard(connection);
       if (this.#queue.length > 0 && !this.#closed) void this.#openOne();
@@ -100,7 +99,7 @@ export class BlockingPool {
   }
 
   /** The connection's id on the server (`CLIENT ID`), for `CLIENT UNBLOCK`; undefined if unknown. */
-  idOf(connection: RedisClientLike): string | undefined {
+  idOf(connection: Connection): string | undefined {
     return this.#ids.get(connection);
   }
 
@@ -117,7 +116,7 @@ export class BlockingPool {
    * A connection of the pool's own for commands about its other connections (`CLIENT UNBLOCK`) when
    * the caller's client is closed: opened on first use, closed with the pool.
    */
-  control(): Promise<RedisClientLike> {
+  control(): Promise<Connection> {
     if (this.#closed) return Promise.reject(new Error('the pool is closed'));
     this.#control ??= (async () => {
       const connection = this.#duplicate();
@@ -138,7 +137,7 @@ export class BlockingPool {
     this.#idle.length = 0;
   }
 
-  #handOut(connection: RedisClientLike): void {
+  #handOut(connection: Connection): void {
     if (this.#stopped) {
       this.#discard(connection);
       return;
@@ -150,7 +149,7 @@ export class BlockingPool {
 
   async #openOne(): Promise<void> {
     this.#opening++;
-    let connection: RedisClientLike | undefined;
+    let connection: Connection | undefined;
     try {
       connection = this.#duplicate();
       await connection.connect();
@@ -175,7 +174,7 @@ export class BlockingPool {
   }
 
   /** A new connection: no offline queue and no reconnection, so one that drops is discarded and replaced. */
-  #duplicate(): RedisClientLike {
+  #duplicate(): Connection {
     const socket = { ...this.#source.options?.socket, reconnectStrategy: false as const };
     const connection = this.#source.duplicate({ disableOfflineQueue: true, socket });
     // A dropped connection emits 'error'; without a listener Node would crash the process. The
@@ -184,7 +183,7 @@ export class BlockingPool {
     return connection;
   }
 
-  #discard(connection: RedisClientLike): void {
+  #discard(connection: Connection): void {
     this.#open.delete(connection);
     if (connection.isOpen) void disconnectQuietly(connection);
   }

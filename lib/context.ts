@@ -1,11 +1,11 @@
 // What every part of one semaphore shares: its keys, client, options, pool and telemetry, and the steps all of them take (ready, run, track).
+import type { Connection } from './client/connection';
 import { BlockingPool } from './blocking-pool';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import type { ResolvedOptions } from './options';
 import { adaptClient, topologyOf } from './client/adapt';
 import { createOwnClient } from './client/standalone';
-import type { RedisClientLike } from './client/types';
 import { callScript, type ScriptCall } from './scripts';
 import { checkEvictionPolicy } from './server-checks';
 import { Telemetry, type SemaphoreEvents } from './telemetry';
@@ -18,7 +18,7 @@ export class SemaphoreContext {
   readonly resources: number;
   readonly options: ResolvedOptions;
   readonly keys: SemaphoreKeys;
-  readonly client: RedisClientLike;
+  readonly client: Connection;
   readonly ownsClient: boolean;
   readonly pool: BlockingPool;
   readonly telemetry: Telemetry;
@@ -37,7 +37,7 @@ export class SemaphoreContext {
     name: string,
     options: ResolvedOptions,
     emit: Emit,
-    prepareConnection: (connection: RedisClientLike) => Promise<string | undefined>,
+    prepareConnection: (connection: Connection) => Promise<string | undefined>,
   ) {
     this.name = name;
     this.options = options;
@@ -52,7 +52,7 @@ export class SemaphoreContext {
   }
 
   /** The main client, connected on first use when the semaphore made it. `whileClosing` lets waiters settle. */
-  async ready(whileClosing = false): Promise<RedisClientLike> {
+  async ready(whileClosing = false): Promise<Connection> {
     if (this.closing && (!whileClosing || (this.ownsClient && !this.client.isOpen))) {
       throw new SemaphoreClosedError(this.name);
     }
@@ -77,7 +77,7 @@ export class SemaphoreContext {
   async call<R>(
     operation: string,
     call: ScriptCall<R>,
-    { whileClosing = false, via }: { whileClosing?: boolean; via?: RedisClientLike | undefined } = {},
+    { whileClosing = false, via }: { whileClosing?: boolean; via?: Connection | undefined } = {},
   ): Promise<R> {
     const client = via ?? (await this.ready(whileClosing));
     try {

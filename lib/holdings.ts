@@ -1,4 +1,5 @@
 // This instance's acquisitions: adopting a grant, releasing, consuming and refreshing one, giving one back, and telling a holder it lost its token.
+import type { Connection } from './client/connection';
 import { checkpoint } from './checkpoint';
 import type { SemaphoreContext } from './context';
 import { backoffMs, DeadlineExceeded, sleep, withDeadline } from './deadline';
@@ -7,7 +8,6 @@ import { grantIdOf } from './holder-info';
 import { Holding, holderLeaseMs, type HoldingHost } from './holding';
 import type { LockLostReason } from './options';
 import { replyErrorCode, wasNeverSent } from './client/errors';
-import type { RedisClientLike } from './client/types';
 import { callAndWait, checkReplicated } from './replication';
 import { refresh, release } from './scripts';
 import { debug } from './telemetry';
@@ -81,7 +81,7 @@ export class Holdings {
     for (const holding of this.#holdings) holding.stopRefreshing();
   }
 
-  async granted(grant: Grant, attempt: Attempt, via?: RedisClientLike): Promise<Holding> {
+  async granted(grant: Grant, attempt: Attempt, via?: Connection): Promise<Holding> {
     const ctx = this.#ctx;
     // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
     // to the next waiter. `via`: the waiter's connection, still ours until the wait returns it.
@@ -162,7 +162,7 @@ export class Holdings {
   }
 
   /** Gives a grant back (the token goes to the next waiter) when nobody will hold it; failures are ignored. */
-  giveBack(grant: { token: string; id: string }, via?: RedisClientLike): Promise<void> {
+  giveBack(grant: { token: string; id: string }, via?: Connection): Promise<void> {
     return this.releaseGrant(grant, true, { via }).then(
       () => undefined,
       () => undefined,
@@ -177,7 +177,7 @@ export class Holdings {
   async releaseGrant(
     grant: { token: string; id: string },
     putBack: boolean,
-    { replicated = false, via }: { replicated?: boolean; via?: RedisClientLike | undefined } = {},
+    { replicated = false, via }: { replicated?: boolean; via?: Connection | undefined } = {},
   ): Promise<[number | false, number | null]> {
     const ctx = this.#ctx;
     const operation = putBack ? 'unlock' : 'consume';

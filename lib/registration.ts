@@ -1,6 +1,6 @@
 // A waiter's registration in WAITING: what this process knows of one, and how it ends.
+import type { Connection } from './client/connection';
 import type { SemaphoreContext } from './context';
-import type { RedisClientLike } from './client/types';
 
 /**
  * A waiter's registration in WAITING (see tryLock-9.lua, claim-10.lua): the grant id its inbox is
@@ -21,7 +21,7 @@ export interface Registration {
 export function endRegistrations(
   ctx: SemaphoreContext,
   ids: ReadonlyArray<string | undefined>,
-  via?: RedisClientLike,
+  via?: Connection,
 ): Promise<void> {
   const live = ids.filter((id): id is string => id !== undefined && id !== '');
   if (live.length === 0) return Promise.resolve();

@@ -1,9 +1,8 @@
 // waitReplicas: a WAIT right behind a write on its connection, and what a shortfall of replicas does.
 import type { SemaphoreContext } from './context';
 import { ReplicationError, SemaphoreRedisError } from './errors';
-import { sendPinned } from './client/connection';
+import { sendPinned, type Connection } from './client/connection';
 import { replyErrorCode } from './client/errors';
-import type { RedisClientLike } from './client/types';
 import { evalCommand, evalshaCommand, type ScriptCall } from './scripts';
 
 /**
@@ -18,7 +17,7 @@ export async function callAndWait<R>(
     whileClosing = false,
     wait = true,
     via,
-  }: { whileClosing?: boolean; wait?: boolean; via?: RedisClientLike | undefined } = {},
+  }: { whileClosing?: boolean; wait?: boolean; via?: Connection | undefined } = {},
 ): Promise<[R, number | null]> {
   const replicas = ctx.options.waitReplicas;
   if (!replicas || !wait || via) return [await ctx.call(operation, call, { whileClosing, via }), null];
@@ -38,7 +37,7 @@ export async function callAndWait<R>(
 }
 
 /** WAIT on `connection` (with `waitReplicas`): how many replicas have its writes. */
-export async function waitOn(ctx: SemaphoreContext, connection: RedisClientLike): Promise<number> {
+export async function waitOn(ctx: SemaphoreContext, connection: Connection): Promise<number> {
   const { replicas, timeoutMs } = ctx.options.waitReplicas!;
   try {
     return Number(await connection.sendCommand(['WAIT', String(replicas), String(timeoutMs)]));

@@ -1,4 +1,5 @@
 // The layer between TypeScript and Lua: loads lib/scripts/*.lua once, sends a script (EVALSHA, EVAL on NOSCRIPT), and for each script builds its KEYS and ARGV and names its reply.
+import type { Connection } from './client/connection';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -6,7 +7,6 @@ import { describe } from './describe';
 import { localTimeArgument, toExpireArgument, toSeconds } from './durations';
 import type { SemaphoreKeys } from './keys';
 import { replyErrorCode } from './client/errors';
-import type { RedisClientLike } from './client/types';
 
 /** A Lua script from `lib/scripts/`, with its includes expanded, loaded once per process. */
 export interface Script {
@@ -75,7 +75,7 @@ export function evalArguments(script: Script, keys: readonly string[], args: rea
 
 /** Runs a script by SHA1, falling back to EVAL (which also caches it) when Redis answers NOSCRIPT. */
 export async function runScript(
-  client: RedisClientLike,
+  client: Connection,
   script: Script,
   keys: readonly string[],
   args: readonly string[],
@@ -91,7 +91,7 @@ export async function runScript(
 }
 
 /** Runs `call` (EVALSHA, EVAL on NOSCRIPT) and resolves its named reply. */
-export async function callScript<R>(client: RedisClientLike, call: ScriptCall<R>): Promise<R> {
+export async function callScript<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
   return call.decode(await runScript(client, call.script, call.keys, call.args));
 }
 
@@ -99,7 +99,7 @@ export async function callScript<R>(client: RedisClientLike, call: ScriptCall<R>
  * Runs `call` by SHA1 only, with no EVAL fallback (a blocking connection's claim: a fallback would
  * cost a round trip on the hand-off), and resolves its named reply.
  */
-export async function callBySha<R>(client: RedisClientLike, call: ScriptCall<R>): Promise<R> {
+export async function callBySha<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
   return call.decode(await client.sendCommand(evalshaCommand(call)));
 }
 

@@ -1,5 +1,5 @@
+import type { Connection } from './client/connection';
 import { isConnectionError } from './client/errors';
-import type { RedisClientLike } from './client/types';
 
 /**
  * Checks of the Redis server's configuration that the protocol cannot enforce itself, made once per
@@ -29,7 +29,7 @@ export const EVICTION_WARNING_CODE = 'RTS_EVICTION_POLICY';
  * `identity` is the client as the user knows it (once per it); `client` is what the INFO goes through.
  */
 export function checkEvictionPolicy(
-  client: RedisClientLike,
+  client: Connection,
   identity: object,
   semaphore: string,
   withExpiration: boolean,
@@ -60,7 +60,7 @@ export function checkEvictionPolicy(
   });
 }
 
-async function readMemoryPolicy(client: RedisClientLike): Promise<MemoryPolicy | null> {
+async function readMemoryPolicy(client: Connection): Promise<MemoryPolicy | null> {
   try {
     const info = String(await client.sendCommand(['INFO', 'memory']));
     const policy = /^maxmemory_policy:(\S+)/m.exec(info)?.[1];
@@ -77,7 +77,7 @@ async function readMemoryPolicy(client: RedisClientLike): Promise<MemoryPolicy |
  * When the main connection still works, ask the server, and name the limit in the error. Resolves
  * `error` itself when that is not the cause (or cannot be known within a second).
  */
-export async function explainConnectionFailure(client: RedisClientLike, error: unknown): Promise<unknown> {
+export async function explainConnectionFailure(client: Connection, error: unknown): Promise<unknown> {
   if (!isConnectionError(error) || !client.isReady) return error;
   try {
     const info = String(

@@ -6,9 +6,8 @@ import { toBlockingTimeout } from './durations';
 import { SemaphoreRedisError } from './errors';
 import type { Grant } from './holdings';
 import { ANSWER_MS, recover, type RecoverParts } from './recover';
-import { disconnectQuietly } from './client/connection';
+import { disconnectQuietly, type Connection } from './client/connection';
 import { isConnectionError, replyErrorCode, wasRefusedForNow } from './client/errors';
-import type { RedisClientLike } from './client/types';
 import { endRegistrations, type Registration } from './registration';
 import { callBySha, callScript, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts } from './scripts';
 import { debug } from './telemetry';
@@ -37,7 +36,7 @@ export interface SliceOutcome {
  */
 export async function blockOnce(
   parts: WaitParts,
-  connection: RedisClientLike,
+  connection: Connection,
   registration: Registration,
   sliceMs: number,
   lastSlice: boolean,
@@ -141,7 +140,7 @@ export async function blockOnce(
  * Blocking connections call claim by SHA1 only (a fallback would cost a round trip on the hand-off).
  * Best effort: where an ACL forbids SCRIPT, the claim fails with NOSCRIPT and `recover` claims instead.
  */
-function loadClaimScript(connection: RedisClientLike): Promise<unknown> {
+function loadClaimScript(connection: Connection): Promise<unknown> {
   return connection.sendCommand(scriptLoadCommand(scripts.claim)).catch(() => undefined);
 }
 
@@ -150,7 +149,7 @@ function loadClaimScript(connection: RedisClientLike): Promise<unknown> {
  * `CLIENT UNBLOCK` needs to end its wait without closing it. Without an id (an ACL that forbids
  * CLIENT ID), a cancelled wait closes its connection instead.
  */
-export async function prepareConnection(connection: RedisClientLike): Promise<string | undefined> {
+export async function prepareConnection(connection: Connection): Promise<string | undefined> {
   const [, id] = await Promise.all([
     loadClaimScript(connection),
     connection.sendCommand(['CLIENT', 'ID']).then(

@@ -1,8 +1,7 @@
 // Cancelling a blocked slice: an abort or close() ends its BLMOVE with CLIENT UNBLOCK, closing the connection only as the fallback.
 import type { SemaphoreContext } from './context';
 import { sleep, withDeadline } from './deadline';
-import { disconnectQuietly } from './client/connection';
-import type { RedisClientLike } from './client/types';
+import { disconnectQuietly, type Connection } from './client/connection';
 
 /** How long one `CLIENT UNBLOCK` waits for its answer before the connection is closed instead. */
 export const UNBLOCK_ANSWER_MS = 500;
@@ -28,7 +27,7 @@ export class Interrupts {
    * Lets an abort or close() end the slice blocked on `connection` early (it settles when `settled`
    * does). Returns what disarms it once the slice settled: it waits for any UNBLOCK still on its way.
    */
-  arm(connection: RedisClientLike, settled: Promise<unknown>, signal: AbortSignal | undefined): () => Promise<void> {
+  arm(connection: Connection, settled: Promise<unknown>, signal: AbortSignal | undefined): () => Promise<void> {
     let interrupting: Promise<void> | undefined;
     const interrupt = () => void (interrupting ??= this.#interrupt(connection, settled));
     signal?.addEventListener('abort', interrupt, { once: true });
@@ -56,7 +55,7 @@ export class Interrupts {
    * again, with backoff, until the slice settles. Closing the connection is the fallback, where the
    * id is unknown, the main connection fails, or the BLMOVE never shows up blocked.
    */
-  async #interrupt(connection: RedisClientLike, settled: Promise<unknown>): Promise<void> {
+  async #interrupt(connection: Connection, settled: Promise<unknown>): Promise<void> {
     const ctx = this.#ctx;
     let done = false;
     void settled.then(() => (done = true));

@@ -1,11 +1,11 @@
 // The blocking wait: slices on a dedicated connection until a token comes, the deadline passes, the caller aborts or the semaphore closes.
+import type { Connection } from './client/connection';
 import { nanoid } from 'nanoid';
 import { raceAbort, sleep, backoffMs } from './deadline';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import type { Attempt } from './holdings';
 import type { Holding } from './holding';
 import { MAX_CONNECTION_FAILURES } from './recover';
-import type { RedisClientLike } from './client/types';
 import { endRegistrations, type Registration } from './registration';
 import { checkReplicated, waitOn } from './replication';
 import { explainConnectionFailure } from './server-checks';
@@ -51,7 +51,7 @@ export class BlockingWait {
         await sleep(backoffMs(failures), signal);
         this.#stopIfClosedOrAborted(signal, registration);
       }
-      let connection: RedisClientLike | null;
+      let connection: Connection | null;
       try {
         connection = await ctx.pool.acquire(deadline, signal);
       } catch (error) {
@@ -149,7 +149,7 @@ export class BlockingWait {
   }
 
   /** What a slice abandoned by its caller (an abort) leaves: the token goes back, the registration ends. */
-  async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: RedisClientLike): Promise<void> {
+  async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: Connection): Promise<void> {
     const { ctx, holdings } = this.#parts;
     let broken = true;
     try {
@@ -173,7 +173,7 @@ export class BlockingWait {
   #stopIfClosedOrAborted(
     signal: AbortSignal | undefined,
     registration: Registration | null,
-    via?: RedisClientLike,
+    via?: Connection,
   ): void {
     const { ctx } = this.#parts;
     if (!ctx.closing && !signal?.aborted) return;

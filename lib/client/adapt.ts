@@ -2,6 +2,7 @@
 import { ClusterAdapter } from './cluster';
 import { SentinelAdapter } from './sentinel';
 import { StandaloneAdapter } from './standalone';
+import type { Connection } from './connection';
 import type { RedisClientLike, RedisClusterLike, RedisSentinelLike, SupportedRedisClient } from './types';
 
 export type Topology = 'standalone' | 'cluster' | 'sentinel';
@@ -19,7 +20,7 @@ export function topologyOf(client: SupportedRedisClient): Topology {
  * semaphore's keys: in a cluster every key of a semaphore is in one slot, so every command (also
  * the keyless `SCRIPT LOAD`) goes to the node that owns that slot.
  */
-export function adaptClient(client: SupportedRedisClient, routingKey: string): RedisClientLike {
+export function adaptClient(client: SupportedRedisClient, routingKey: string): Connection {
   switch (topologyOf(client)) {
     case 'cluster':
       return new ClusterAdapter(client as RedisClusterLike, routingKey, true);

@@ -1,6 +1,7 @@
 // A node-redis cluster client (`createCluster()`): every command routed to the semaphore's slot, refusals retried, the slot map refreshed after a failover, and its blocking connections.
 import { keySlot } from '../slot';
 import { retryRefused } from './errors';
+import type { Connection } from './connection';
 import type { RedisClientLike, RedisClusterLike } from './types';
 
 /**
@@ -10,7 +11,7 @@ import type { RedisClientLike, RedisClusterLike } from './types';
  * failover answers before running anything: TRYAGAIN (a multi-key command mid-migration),
  * CLUSTERDOWN, LOADING, MASTERDOWN.
  */
-export class ClusterAdapter implements RedisClientLike {
+export class ClusterAdapter implements Connection {
   readonly #cluster: RedisClusterLike;
   readonly #routingKey: string;
   readonly #retries: boolean;
@@ -48,7 +49,7 @@ export class ClusterAdapter implements RedisClientLike {
    * the slot owner's node gets a connection). v4 cannot read back the cluster's options to change
    * them, so its duplicate keeps them as they are (and connects to every master).
    */
-  duplicate(): RedisClientLike {
+  duplicate(): Connection {
     const options = (this.#cluster as { _options?: { defaults?: { socket?: object } } })._options;
     const overrides =
       options === undefined

@@ -1,6 +1,7 @@
 // A node-redis v5+ Sentinel client (`createSentinel()`): commands to the current primary, refusals retried, and its blocking connections (a reserved duplicate, or a borrowed pool connection).
 import { retryRefused, SENTINEL_RECONFIGURATION } from './errors';
-import type { RedisClientLike, RedisSentinelLike } from './types';
+import type { Connection } from './connection';
+import type { RedisSentinelLike } from './types';
 
 /**
  * A node-redis v5+ Sentinel client: commands go to the current primary, which the client follows
@@ -9,7 +10,7 @@ import type { RedisClientLike, RedisSentinelLike } from './types';
  * MASTERDOWN). Blocking waits each get a duplicate with one reserved primary connection, so a
  * waiter's pipeline stays on one connection, in order.
  */
-export class SentinelAdapter implements RedisClientLike {
+export class SentinelAdapter implements Connection {
   readonly #sentinel: RedisSentinelLike;
   readonly #retries: boolean;
 
@@ -44,7 +45,7 @@ export class SentinelAdapter implements RedisClientLike {
    * (nor a way to read the client's options back): a waiter borrows a primary connection from the
    * client's own pool (`acquire()`), so `masterPoolSize` must exceed `maxBlockingConnections`.
    */
-  duplicate(): RedisClientLike {
+  duplicate(): Connection {
     const sentinel = this.#sentinel as unknown as {
       duplicate?(overrides: object): RedisSentinelLike;
       acquire(): Promise<SentinelLease>;
@@ -92,7 +93,7 @@ interface SentinelLease {
   readonly isReady: boolean;
 }
 
-class SentinelLeaseAdapter implements RedisClientLike {
+class SentinelLeaseAdapter implements Connection {
   readonly #sentinel: { acquire(): Promise<SentinelLease> };
   #lease: SentinelLease | undefined;
 
@@ -108,7 +109,7 @@ class SentinelLeaseAdapter implements RedisClientLike {
     });
   }
 
-  duplicate(): RedisClientLike {
+  duplicate(): Connection {
     return new SentinelLeaseAdapter(this.#sentinel);
   }
 

@@ -1,6 +1,7 @@
 // A node-redis standalone client (`createClient()`): the one a semaphore makes from `url`, the caller's, and how it makes a blocking connection (no idle-socket timeout).
 import { createClient } from 'redis';
 import { backoffMs } from '../deadline';
+import type { Connection } from './connection';
 import type { RedisClientLike } from './types';
 
 /** How often a semaphore's own client retries its first connection before the call fails. */
@@ -11,7 +12,7 @@ const INITIAL_CONNECT_RETRIES = 3;
  * `socket.socketTimeout` (an idle-socket timeout) would cut a blocked BLMOVE that waits longer
  * than it, so it is switched off there (the semaphore guards silent connections itself).
  */
-export class StandaloneAdapter implements RedisClientLike {
+export class StandaloneAdapter implements Connection {
   readonly #client: RedisClientLike;
 
   constructor(client: RedisClientLike) {
@@ -26,7 +27,7 @@ export class StandaloneAdapter implements RedisClientLike {
     return Promise.all(commands.map((command) => this.#client.sendCommand(command)));
   }
 
-  duplicate(overrides: { disableOfflineQueue?: boolean; socket?: object } = {}): RedisClientLike {
+  duplicate(overrides: { disableOfflineQueue?: boolean; socket?: object } = {}): Connection {
     const socket = { ...this.#client.options?.socket, ...overrides.socket, socketTimeout: undefined };
     return this.#client.duplicate({ ...overrides, socket });
   }
@@ -65,7 +66,7 @@ export class StandaloneAdapter implements RedisClientLike {
  * disconnected reject at once, and a first connection that cannot be made gives up after a few tries
  * (the next call tries again). Once connected, it reconnects with backoff for as long as it is open.
  */
-export function createOwnClient(url: string): RedisClientLike {
+export function createOwnClient(url: string): Connection {
   let connected = false;
   const client = createClient({
     url,
@@ -79,5 +80,5 @@ export function createOwnClient(url: string): RedisClientLike {
   });
   client.on('ready', () => (connected = true));
   client.on('error', () => undefined); // failures reach callers as rejected calls
-  return client as unknown as RedisClientLike;
+  return client as unknown as Connection;
 }

@@ -1,11 +1,10 @@
 // The client types the `redis` option accepts: node-redis v4, v5 and v6 standalone, cluster and Sentinel clients, by shape.
 
 /**
- * Everything that differs between the Redis clients this library accepts lives here: node-redis v4,
- * v5 and v6 standalone clients (`createClient()`), their cluster clients (`createCluster()`), and
- * (v5+) their Sentinel clients (`createSentinel()`). The rest of the library talks to one narrow
- * interface, `RedisClientLike`, sends every command through `sendCommand` and relies on raw RESP2
- * replies only (scripts reply RESP2 shapes even to a RESP3 connection unless they ask otherwise).
+ * A node-redis standalone client (`createClient()`, v4, v5 or v6), by the narrow shape this library
+ * uses of it: every command goes through `sendCommand`, and only raw RESP2 replies are relied on
+ * (scripts reply RESP2 shapes even to a RESP3 connection unless they ask otherwise). Cluster and
+ * Sentinel clients are adapted to the same shape (lib/client/adapt.ts).
  */
 export interface RedisClientLike {
   /** Sends one command (`['EVALSHA', …]`) and resolves Redis' raw reply. */
