@@ -37,7 +37,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
   await ctx.ready();
   const deadline = timeout === null ? Infinity : performance.now() + timeout;
   let registration: Registration | null = null;
-  if (contention.skipsTryLock(timeout)) registration = contention.takeSpare();
+  if (contention.skipsTryLock(timeout)) registration = contention.takeAdvanceRegistration();
   else {
     await checkpoint('lock:before-try');
     const id = nanoid();

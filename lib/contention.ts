@@ -1,12 +1,12 @@
-// Whether the next lock() skips tryLock (others wait too), and the spare registrations a claim made for this instance's next waits.
+// Whether the next lock() skips tryLock (others wait too), and the advance registrations: waiter registrations a claim made ahead of this instance's next waits.
 import type { SemaphoreContext } from './context';
 import { endRegistrations, type Registration } from './registration';
 
 /**
- * A spare registration (see `Contention`) nobody took within this long is removed: a busy loop takes
+ * An advance registration (see `Contention`) nobody took within this long is removed: a busy loop takes
  * it within microseconds, and an idle one must not look like a waiter to `waiting()` for long.
  */
-const SPARE_IDLE_MS = 200;
+const ADVANCE_IDLE_MS = 200;
 
 export class Contention {
   readonly #ctx: SemaphoreContext;
@@ -16,11 +16,12 @@ export class Contention {
    */
   contended = false;
   /**
-   * Registrations a claim made for this instance's next waits while others waited (claim-10.lua), so
-   * that a contended lock skips prepareWait too: newest last.
+   * Advance registrations: registrations a claim made for this instance's next waits while others
+   * waited (claim-10.lua; the "spare" of DESIGN "Contended mode"), so that a contended lock skips
+   * prepareWait too: newest last.
    */
-  readonly #spares: Registration[] = [];
-  #sparesTimer: NodeJS.Timeout | undefined;
+  readonly #advance: Registration[] = [];
+  #sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(ctx: SemaphoreContext) {
     this.#ctx = ctx;
@@ -28,47 +29,49 @@ export class Contention {
 
   /**
    * Local waiters queued for a connection are not blocked in Redis yet; a newcomer queues behind
-   * them. While the semaphore is contended, tryLock would miss: the wait starts at once, under a
-   * spare registration or with one in its pipeline (see DESIGN "Contended mode"). lock(0) always tries.
+   * them. While the semaphore is contended, tryLock would miss: the wait starts at once, under an
+   * advance registration or with one in its pipeline (see DESIGN "Contended mode"). lock(0) always tries.
    */
   skipsTryLock(timeout: number | null): boolean {
     return timeout !== 0 && (this.#ctx.pool.hasQueue || this.contended);
   }
 
-  /** Keeps a spare registration for the next contended wait; removed once idle (or beyond what can be used). */
-  keepSpare(registration: Registration): void {
-    this.#spares.push(registration);
-    if (this.#spares.length > this.#ctx.options.maxBlockingConnections) {
-      void endRegistrations(this.#ctx, [this.#spares.shift()?.id]);
+  /** Keeps an advance registration for the next contended wait; removed once idle (or beyond what can be used). */
+  keepAdvanceRegistration(registration: Registration): void {
+    this.#advance.push(registration);
+    if (this.#advance.length > this.#ctx.options.maxBlockingConnections) {
+      void endRegistrations(this.#ctx, [this.#advance.shift()?.id]);
     }
-    this.#sparesTimer ??= setTimeout(() => this.#sweepSpares(), SPARE_IDLE_MS).unref();
+    this.#sweepTimer ??= setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
   }
 
-  /** The newest spare registration, or null (then the wait registers in its pipeline). */
-  takeSpare(): Registration | null {
-    const spare = this.#spares.pop();
-    return spare === undefined ? null : { ...spare, spare: true };
+  /** The newest advance registration, or null (then the wait registers in its pipeline). */
+  takeAdvanceRegistration(): Registration | null {
+    const registration = this.#advance.pop();
+    return registration === undefined ? null : { ...registration, advance: true };
   }
 
-  /** Forgets every spare without ending it (delete(): their registrations went with WAITING). */
-  forgetSpares(): void {
-    this.#spares.length = 0;
+  /** Forgets every advance registration without ending it (delete(): their registrations went with WAITING). */
+  forgetAdvanceRegistrations(): void {
+    this.#advance.length = 0;
   }
 
-  /** Ends every spare now, at close(), rather than let them lapse, so nobody counts them as waiters. */
-  takeAllSpares(): string[] {
-    clearTimeout(this.#sparesTimer);
-    return this.#spares.splice(0).map((spare) => spare.id);
+  /** Takes every advance registration, at close(), to end it now rather than let them lapse, so nobody counts them as waiters. */
+  takeAllAdvanceRegistrations(): string[] {
+    clearTimeout(this.#sweepTimer);
+    return this.#advance.splice(0).map((registration) => registration.id);
   }
 
-  /** Ends the spares made more than SPARE_IDLE_MS ago (a spare's lease started when its pipeline was sent). */
-  #sweepSpares(): void {
-    this.#sparesTimer = undefined;
-    // Made before now - SPARE_IDLE_MS, that is: leased until no later than this.
-    const cutoff = performance.now() - SPARE_IDLE_MS + this.#ctx.registrationLeaseMs();
-    const idle = this.#spares.filter((spare) => spare.until <= cutoff);
-    this.#spares.splice(0, idle.length); // oldest first, so the idle ones lead
-    void endRegistrations(this.#ctx, idle.map((spare) => spare.id));
-    if (this.#spares.length > 0) this.#sparesTimer = setTimeout(() => this.#sweepSpares(), SPARE_IDLE_MS).unref();
+  /** Ends the advance registrations made more than ADVANCE_IDLE_MS ago (their lease started when its pipeline was sent). */
+  #sweepAdvanceRegistrations(): void {
+    this.#sweepTimer = undefined;
+    // Made before now - ADVANCE_IDLE_MS, that is: leased until no later than this.
+    const cutoff = performance.now() - ADVANCE_IDLE_MS + this.#ctx.registrationLeaseMs();
+    const idle = this.#advance.filter((registration) => registration.until <= cutoff);
+    this.#advance.splice(0, idle.length); // oldest first, so the idle ones lead
+    void endRegistrations(this.#ctx, idle.map((registration) => registration.id));
+    if (this.#advance.length > 0) {
+      this.#sweepTimer = setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
+    }
   }
 }

@@ -50,6 +50,6 @@ export async function deleteAll(ctx: SemaphoreContext, holdings: Holdings, conte
   const registrations = (await ctx.command('delete', ['ZRANGE', ctx.keys.waiting, '0', '-1'])) as string[];
   const inboxes = registrations.map(ctx.keys.inboxOfRegistration);
   await ctx.command('delete', ['DEL', ...ctx.keys.scriptKeys, ctx.keys.gemReleaseGuard, ...inboxes]);
-  contention.forgetSpares(); // their registrations went with WAITING
+  contention.forgetAdvanceRegistrations(); // they went with WAITING
   holdings.loseAll('reclaimed');
 }

@@ -10,8 +10,8 @@ import type { SemaphoreContext } from './context';
 export interface Registration {
   readonly id: string;
   readonly until: number;
-  /** A spare (see `Contention`): its first slice is short, in case the semaphore was reset meanwhile. */
-  readonly spare?: boolean;
+  /** An advance registration (see `Contention`): its first slice is short, in case the semaphore was reset meanwhile. */
+  readonly advance?: boolean;
 }
 
 /**

@@ -215,13 +215,13 @@ export interface ClaimReply {
 
 /**
  * claim-10.lua, right behind the BLMOVE into `grantId`'s inbox. `nextLeaseMs`: the registration's
- * lease for the next slice, or null on the last one; `spareId` (or ''): registered for the caller's
- * next wait, for `spareLeaseMs`, if others wait too.
+ * lease for the next slice, or null on the last one; `advanceId` (or ''): registered in advance for the
+ * caller's next wait, for `advanceLeaseMs`, if others wait too.
  */
 export function claim(
   t: ScriptTarget,
   grantId: string,
-  { nextLeaseMs, spareId, spareLeaseMs }: { nextLeaseMs: number | null; spareId: string; spareLeaseMs: number },
+  { nextLeaseMs, advanceId, advanceLeaseMs }: { nextLeaseMs: number | null; advanceId: string; advanceLeaseMs: number },
 ): ScriptCall<ClaimReply> {
   return define(
     scripts.claim,
@@ -234,8 +234,8 @@ export function claim(
       lease(t),
       nextLeaseMs === null ? '' : toSeconds(nextLeaseMs),
       t.options.owner,
-      spareId,
-      toSeconds(spareLeaseMs),
+      advanceId,
+      toSeconds(advanceLeaseMs),
     ],
     (reply) => {
       const [token, renewed, fence, others, ...expired] = reply as [string | null, number, number, number, ...string[]];

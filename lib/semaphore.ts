@@ -284,9 +284,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       if (abandoned.length > 0 && ctx.client.isReady) {
         await withDeadline(this.#reclaim.reapWaiters(abandoned), UNBLOCK_ANSWER_MS, 'drain').catch(() => undefined);
       }
-      // Spare registrations go now rather than lapse, so nobody counts them as waiters.
-      const spares = this.#contention.takeAllSpares();
-      if (ctx.client.isReady) await withDeadline(endRegistrations(ctx, spares), UNBLOCK_ANSWER_MS, 'ZREM').catch(() => undefined);
+      // Advance registrations go now rather than lapse, so nobody counts them as waiters.
+      const advance = this.#contention.takeAllAdvanceRegistrations();
+      if (ctx.client.isReady) await withDeadline(endRegistrations(ctx, advance), UNBLOCK_ANSWER_MS, 'ZREM').catch(() => undefined);
       // Tokens still held stay held, but nobody refreshes them any more: their holders hear
       // 'expired' when their leases end.
       this.#holdings.stopRefreshing();

@@ -55,10 +55,10 @@ export async function blockOnce(
       ? undefined
       : connection.sendCommand(evalCommand(prepareWait(ctx, id, lease)));
   const moved = connection.sendCommand(['BLMOVE', ctx.keys.available, ctx.keys.inbox(id), 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
-  // A spare registration for this caller's next wait, made by the claim if others wait too; not
+  // An advance registration for this caller's next wait, made by the claim if others wait too; not
   // with `expiration`, whose deadlines it would stretch to its lease.
-  const spare = ctx.options.expiration === null ? nanoid() : '';
-  const claimCall = () => claimScript(ctx, id, { nextLeaseMs: lastSlice ? null : lease, spareId: spare, spareLeaseMs: lease });
+  const advanceId = ctx.options.expiration === null ? nanoid() : '';
+  const claimCall = () => claimScript(ctx, id, { nextLeaseMs: lastSlice ? null : lease, advanceId, advanceLeaseMs: lease });
   // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
   const claimed = ctx.options.useLocalTime
     ? moved.then(() => callScript(connection, claimCall()))
@@ -81,9 +81,9 @@ export async function blockOnce(
     (result): result is PromiseRejectedResult =>
       result.status === 'rejected' && (isConnectionError(result.reason) || wasRefusedForNow(result.reason)),
   );
-  // The claim may have run and made a spare that this client never heard of: remove it (a ZREM of
+  // The claim may have run and made an advance registration that this client never heard of: remove it (a ZREM of
   // a missing member does nothing).
-  if (failure) void endRegistrations(ctx, [spare]);
+  if (failure) void endRegistrations(ctx, [advanceId]);
   if (failure && (signal?.aborted || ctx.closing)) {
     // Its caller has gone: recover settles the attempt, giving back a token the pipeline may have
     // claimed (close() waits for it).
@@ -110,17 +110,17 @@ export async function blockOnce(
     const grant = token === null ? null : { token, id, fence, anchor: sent };
     const until = sent + ctx.registrationLeaseMs();
     const registration = renewed ? { id, until } : null;
-    // The claim registered the spare id (claim-10.lua) when it granted while others waited.
-    const madeSpare = grant !== null && others > 0 && spare !== '';
+    // The claim registered the advance id (claim-10.lua) when it granted while others waited.
+    const madeAdvance = grant !== null && others > 0 && advanceId !== '';
     if (!error) {
       if (grant !== null) contention.contended = others > 0;
-      if (madeSpare) contention.keepSpare({ id: spare, until });
+      if (madeAdvance) contention.keepAdvanceRegistration({ id: advanceId, until });
       return { grant, registration };
     }
     // prepareWait or BLMOVE was refused (OOM, NOPERM, WRONGTYPE…) on a healthy connection. The claim
     // ran after it and settled the inbox, so no recover is needed: undo what the claim kept, report.
     if (grant !== null) await holdings.giveBack(grant);
-    void endRegistrations(ctx, [registration?.id, madeSpare ? spare : undefined]);
+    void endRegistrations(ctx, [registration?.id, madeAdvance ? advanceId : undefined]);
     throw new SemaphoreRedisError(ctx.name, 'lock', error.reason);
   }
   // The claim failed (NOSCRIPT, OOM…): settle what BLMOVE may have moved, then report the first

@@ -13,11 +13,11 @@ import { blockOnce, type SliceOutcome, type WaitParts } from './slice';
 import { debug } from './telemetry';
 
 /**
- * The first slice under a spare registration. Nothing created the semaphore before that BLMOVE: if it
+ * The first slice under an advance registration. Nothing created the semaphore before that BLMOVE: if it
  * was reset meanwhile (deleted, flushed, a restart without persistence), the claim that ends this
  * slice re-creates it and re-registers, so the wait loses at most this long.
  */
-const SPARE_FIRST_SLICE_MS = 1000;
+const ADVANCE_FIRST_SLICE_MS = 1000;
 
 /** How often a semaphore on the caller's client checks whether the caller closed it. */
 const CLIENT_WATCH_MS = 250;
@@ -81,7 +81,7 @@ export class BlockingWait {
           const remaining = deadline - performance.now();
           // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
           if (remaining <= 0 && registration === null) return null;
-          const longest = registration?.spare ? Math.min(SPARE_FIRST_SLICE_MS, ctx.options.waitSlice) : ctx.options.waitSlice;
+          const longest = registration?.advance ? Math.min(ADVANCE_FIRST_SLICE_MS, ctx.options.waitSlice) : ctx.options.waitSlice;
           const slice = Math.min(Math.max(remaining, 1), longest);
           registration ??= { id: nanoid(), until: 0 };
           broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
