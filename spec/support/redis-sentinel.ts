@@ -1,9 +1,10 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+// Owns a Sentinel setup for the specs: a primary, its replicas and three Sentinels, all started by tools/redis-server.js.
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, startRedisServer, type RedisServer } from './redis-server';
+import { startRedisServer, type RedisServer } from './redis-server';
 
 const run = promisify(execFile);
 
@@ -12,7 +13,7 @@ export interface SentinelSetup {
   readonly masterName: string;
   /** Data nodes: the first started as the primary. */
   readonly servers: RedisServer[];
-  readonly sentinels: Array<{ port: number; pid: number }>;
+  readonly sentinels: RedisServer[];
   /** `{ host, port }` of each Sentinel, for `createSentinel({ sentinelRootNodes })`. */
   readonly sentinelRootNodes: Array<{ host: string; port: number }>;
   /** The port of the primary as the Sentinels see it. */
@@ -39,18 +40,14 @@ export async function startSentinelSetup({
   serverArgs = [],
 }: { replicas?: number; downAfterMs?: number; masterName?: string; serverArgs?: string[] } = {}): Promise<SentinelSetup> {
   const servers: RedisServer[] = [];
-  const children: ChildProcess[] = [];
-  const dir = mkdtempSync(join(tmpdir(), 'rts-sentinel-'));
+  const sentinels: RedisServer[] = [];
+  const dir = mkdtempSync(join(tmpdir(), 'rts-sentinel-')); // their config files, which they rewrite
   const stop = async () => {
     await Promise.all(
-      children.map(
-        (child) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            child.once('exit', () => resolve());
-            child.kill('SIGKILL');
-          }),
-      ),
+      sentinels.map(async (sentinel) => {
+        await sentinel.kill('SIGKILL');
+        await sentinel.stop();
+      }),
     );
     await Promise.all(servers.map((server) => server.stop().catch(() => undefined)));
     rmSync(dir, { recursive: true, force: true });
@@ -61,16 +58,12 @@ export async function startSentinelSetup({
     for (let i = 0; i < replicas; i++) {
       servers.push(await startRedisServer(['--replicaof', '127.0.0.1', String(primary.port), ...serverArgs]));
     }
-    const sentinels: Array<{ port: number; pid: number }> = [];
     for (let i = 0; i < 3; i++) {
-      const port = await freePort();
-      const conf = join(dir, `sentinel-${port}.conf`);
+      // Port, bind and dir come from startRedisServer's arguments, which override the file.
+      const conf = join(dir, `sentinel-${i}.conf`);
       writeFileSync(
         conf,
         [
-          `port ${port}`,
-          'bind 127.0.0.1',
-          `dir ${dir}`,
           `sentinel monitor ${masterName} 127.0.0.1 ${primary.port} 2`,
           `sentinel down-after-milliseconds ${masterName} ${downAfterMs}`,
           `sentinel failover-timeout ${masterName} 5000`,
@@ -78,10 +71,7 @@ export async function startSentinelSetup({
           '',
         ].join('\n'),
       );
-      const child = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
-      child.once('error', () => undefined);
-      children.push(child);
-      sentinels.push({ port, pid: child.pid ?? -1 });
+      sentinels.push(await startRedisServer(['--sentinel'], { config: conf }));
     }
     const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000) => {
       const started = Date.now();
