@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 'use strict';
+// Owns the cluster benchmark: one semaphore workload over a standalone server and clusters of 1, 2 and 3 masters.
 /*
  * npm run bench:cluster [-- --semaphores 1000 --workers 4 --concurrency 16 --duration 5000 --masters 1,2,3 --reps 1 --client redis]
  *
@@ -9,10 +10,9 @@
  * lock + unlock cycles per second. See docs/SCALING.md for what it shows and how far it extrapolates.
  */
 const { fork, spawn, execFileSync } = require('node:child_process');
-const fs = require('node:fs');
-const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
+const { startRedisServer } = require('../tools/redis-server');
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -125,7 +125,7 @@ async function main() {
         results.push(row);
         console.log(JSON.stringify(row));
       } finally {
-        for (const node of nodes) node.stop();
+        await Promise.all(nodes.map((node) => node.kill('SIGKILL').then(() => node.stop())));
       }
     }
   }
@@ -159,32 +159,11 @@ async function cpuSeconds(port) {
   return field('used_cpu_user') + field('used_cpu_sys');
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function startNode(cluster) {
-  const port = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rts-bench-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--maxclients', '10000'];
+/** One redis-server (a cluster node when `cluster`); killed if this process exits first. */
+function startNode(cluster) {
+  const args = ['--maxclients', '10000'];
   if (cluster) args.push('--cluster-enabled', 'yes', '--cluster-node-timeout', '5000');
-  const child = spawn('redis-server', args, { stdio: 'ignore' });
-  for (let i = 0; i < 200 && !(await cli(port, 'PING').then((out) => out.includes('PONG'), () => false)); i++) await sleep(25);
-  return {
-    port,
-    url: `redis://127.0.0.1:${port}`,
-    stop() {
-      child.kill('SIGKILL');
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return startRedisServer(args, { stopOnExit: true });
 }
 
 /** `masters` cluster nodes, slots split evenly, met by CLUSTER MEET (works for 1 and 2 masters too). */

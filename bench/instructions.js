@@ -1,5 +1,7 @@
 'use strict';
-// Redis instructions per lock + unlock cycle, counted by callgrind: deterministic where wall-clock
+// Owns the instruction-count benchmark: Redis instructions per lock + unlock cycle, counted by callgrind.
+//
+// Deterministic where wall-clock
 // figures on a shared VM are not, so a protocol change can be judged by one run. Runs this library
 // and the bare BLPOP/LPUSH list, one after the other, against one redis-server under
 // `valgrind --tool=callgrind`; only the measured window is counted (callgrind_control -z / -d).
@@ -7,12 +9,12 @@
 //   npm run bench:instructions                      # this build (dist/)
 //   node bench/instructions.js --dist /other/dist   # another build, to compare
 //   node bench/instructions.js --seconds 4          # measured window per cell (default 4 s)
-const { execFileSync, spawn, fork } = require('node:child_process');
+const { execFileSync, fork } = require('node:child_process');
 const { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const path = require('node:path');
-const net = require('node:net');
-const { freePort, sleep } = require('./lib/server');
+const { sleep } = require('./lib/server');
+const { startRedisServer } = require('../tools/redis-server');
 
 const NAMES = {
   bare: 'bare BLPOP/LPUSH list',
@@ -73,28 +75,15 @@ async function main() {
   const dist = path.resolve(option('dist', path.join(__dirname, '..', 'dist')));
   const seconds = Number(option('seconds', '4'));
   const dir = mkdtempSync(path.join(tmpdir(), 'rts-callgrind-'));
-  const port = await freePort();
-  const server = spawn(
-    'valgrind',
-    ['--tool=callgrind', `--callgrind-out-file=${dir}/cg.%p`, 'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: 'ignore' },
-  );
-  const stop = () => server.kill('SIGKILL');
-  process.on('SIGINT', () => {
-    stop();
-    process.exit(130);
+  // Under valgrind it starts slowly; `stopOnExit` kills it however this process ends (Ctrl-C too).
+  const server = await startRedisServer([], {
+    wrapper: ['valgrind', '--tool=callgrind', `--callgrind-out-file=${dir}/cg.%p`],
+    readyTimeoutMs: 60_000,
+    stopOnExit: true,
   });
-  const url = `redis://127.0.0.1:${port}`;
+  process.on('SIGINT', () => process.exit(130));
+  const { url } = server;
   try {
-    for (let attempt = 0; ; attempt++) {
-      if (attempt > 150) throw new Error('redis-server under valgrind did not start');
-      const ready = await new Promise((resolve) => {
-        const socket = net.connect(port, '127.0.0.1', () => socket.end(() => resolve(true)));
-        socket.on('error', () => resolve(false));
-      });
-      if (ready) break;
-      await sleep(200);
-    }
     console.log(`Redis instructions per lock + unlock cycle (callgrind), ${seconds} s per cell, library from ${path.relative(process.cwd(), dist) || '.'}\n`);
     console.log('| cell | contender | cycles counted | Redis instructions per cycle | × bare list |');
     console.log('|---|---|---|---|---|');
@@ -116,7 +105,8 @@ async function main() {
     }
     console.log('\nThe window includes connection and worker start-up for neither contender (counters are zeroed after a warm-up run).');
   } finally {
-    stop();
+    await server.kill('SIGKILL');
+    await server.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -1,9 +1,9 @@
 'use strict';
-// The Redis server the benchmark runs against, CPU pinning, and INFO snapshots.
-const { spawn, execFileSync } = require('node:child_process');
-const net = require('node:net');
+// Owns the Redis server the benchmark runs against (started by tools/redis-server.js), CPU pinning, and INFO snapshots.
+const { execFileSync } = require('node:child_process');
 const os = require('node:os');
 const { createClient } = require('redis');
+const { startRedisServer } = require('../../tools/redis-server');
 
 const SERVER_CPU = 0;
 const CLIENT_CPU = 1;
@@ -22,66 +22,24 @@ function pinSelf() {
   execFileSync('taskset', ['-a', '-p', '-c', String(CLIENT_CPU), String(process.pid)], { stdio: 'ignore' });
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /**
  * Starts `redis-server` on a free loopback port (pinned to SERVER_CPU when `pin`), waits until it
- * answers PING (bounded), and returns { url, pid, stop }.
+ * answers PING, and returns { url, pid, stop, killNow }. A SIGKILL at this process's exit backs up
+ * `stop()`; `killNow()` is the synchronous SIGKILL for a signal handler.
  */
 async function startServer({ pin }) {
-  const port = await freePort();
-  const serverArgs = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxclients', '10000'];
-  const [command, args] = pin ? ['taskset', ['-c', String(SERVER_CPU), 'redis-server', ...serverArgs]] : ['redis-server', serverArgs];
-  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  let exited = false;
-  child.on('exit', () => (exited = true));
-  const url = `redis://127.0.0.1:${port}`;
-  for (let attempt = 0; attempt < 100; attempt++) {
-    if (exited) throw new Error(`redis-server exited at start: ${stderr}`);
-    const client = createClient({ url, socket: { reconnectStrategy: false } });
-    client.on('error', () => undefined);
-    try {
-      await client.connect();
-      await client.sendCommand(['PING']);
-      await client.quit();
-      break;
-    } catch {
-      await client.disconnect().catch(() => undefined);
-      await sleep(50);
-    }
-    if (attempt === 99) throw new Error('redis-server did not answer PING within 5 s');
-  }
-  const stop = async () => {
-    if (exited) return;
-    const client = createClient({ url, socket: { reconnectStrategy: false } });
-    client.on('error', () => undefined);
-    try {
-      await client.connect();
-      await client.sendCommand(['SHUTDOWN', 'NOSAVE']).catch(() => undefined);
-    } catch {
-      // fall through to the signal below
-    }
-    await client.disconnect().catch(() => undefined);
-    for (let i = 0; i < 40 && !exited; i++) await sleep(50);
-    if (!exited) child.kill('SIGKILL');
+  const wrapper = pin ? ['taskset', '-c', String(SERVER_CPU)] : [];
+  const server = await startRedisServer(['--maxclients', '10000'], { wrapper, stopOnExit: true });
+  return {
+    url: server.url,
+    pid: server.pid,
+    stop: () => server.stop(),
+    killNow: () => void server.kill('SIGKILL'), // the signal goes out at once; the exit is not awaited
   };
-  return { url, pid: child.pid, stop, killNow: () => !exited && child.kill('SIGKILL') };
 }
 
 function parseInfo(text) {
@@ -147,4 +105,4 @@ function cpuModel() {
   return os.cpus()[0]?.model?.trim() ?? 'unknown';
 }
 
-module.exports = { hasTaskset, pinSelf, freePort, startServer, monitor, cpuModel, SERVER_CPU, CLIENT_CPU, sleep };
+module.exports = { hasTaskset, pinSelf, startServer, monitor, cpuModel, SERVER_CPU, CLIENT_CPU, sleep };
