@@ -1,4 +1,5 @@
 'use strict';
+// Owns the showcase: worker processes crawling one host under a semaphore, with every event and a summary printed.
 /**
  * Polite crawlers: several worker processes fetch pages from one host, and a semaphore named after
  * the host (`crawler:example.com`) keeps at most 3 requests in flight to it at any moment.
@@ -13,37 +14,18 @@
  * worker, and whether waiters were served in the order they started waiting.
  *
  * Without REDIS_URL it starts a throwaway redis-server (from PATH) on a free loopback port and stops
- * it at the end. Exit code 0 when at most `permits` fetches ever overlapped and every token is back.
+ * it at the end (examples/support/redis.js, as every example does). Exit code 0 when at most `permits` fetches ever overlapped and every token is back.
  */
-const { spawn, fork } = require('node:child_process');
-const fs = require('node:fs');
-const net = require('node:net');
-const os = require('node:os');
+const { fork } = require('node:child_process');
 const path = require('node:path');
-
-let Semaphore;
-let createClient;
-try {
-  ({ Semaphore } = require('../dist'));
-  ({ createClient } = require('redis'));
-} catch (error) {
-  console.error(`Cannot load the library (${error.message}).\nRun \`npm install\` and \`npm run build\` first, or just \`npm run demo\`.`);
-  process.exit(1);
-}
+const { useRedis, redact, withTimeout } = require('./support/redis');
+const { Semaphore } = require('..');
 
 const USAGE = `Usage: node examples/crawler-demo.js [--workers N] [--fetches N] [--permits N]
   --workers N   worker processes (default 6; env DEMO_WORKERS)
   --fetches N   fetches per worker (default 5; env DEMO_FETCHES)
   --permits N   requests allowed at once to the host (default 3; env DEMO_PERMITS)
 Uses REDIS_URL when set, otherwise starts redis-server from PATH on a free loopback port.`;
-
-const HOW_TO_GET_REDIS = `This demo needs Redis (6.2 or later). Either:
-  - install redis-server so the demo can start a throwaway one itself:
-      sudo apt-get install redis-server     (Debian, Ubuntu)
-      brew install redis                    (macOS)
-  - or run one with Docker from the repository root and point the demo at it:
-      docker compose up -d
-      REDIS_URL=redis://127.0.0.1:6379 npm run demo`;
 
 const WORKER_FILE = path.join(__dirname, 'crawler-worker.js');
 /** FIFO report: lock calls that start closer than this race to Redis, so their order is a tie. */
@@ -105,20 +87,10 @@ const seconds = (ms) => `${(ms / 1000).toFixed(3)}s`.padStart(8);
 const millis = (ms) => `${Math.round(ms)} ms`;
 const plural = (n, word) => `${n} ${n === 1 ? word : word.endsWith('h') ? `${word}es` : `${word}s`}`;
 
-function redact(url) {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return url;
-  }
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Processes this demo started, and stopping them (by pid, nothing else)
 
-const started = { workers: new Map(), redis: undefined, redisDir: undefined };
+const started = { workers: new Map(), redis: undefined }; // redis: what useRedis() resolved
 
 function hasExited(child) {
   return child.exitCode !== null || child.signalCode !== null;
@@ -146,102 +118,22 @@ function stopChild(child, signal, graceMs) {
   });
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function answersPing(port) {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
-    socket.setTimeout(500);
-    socket.once('connect', () => socket.write('PING\r\n'));
-    socket.once('data', (data) => {
-      socket.destroy();
-      resolve(data.toString().startsWith('+PONG'));
-    });
-    socket.once('error', () => resolve(false));
-    socket.once('timeout', () => {
-      socket.destroy();
-      resolve(false);
-    });
-  });
-}
-
-class RedisUnavailableError extends Error {}
-
-/** Starts `redis-server` without persistence on a free loopback port; resolves its URL once it answers PING. */
-async function startRedisServer() {
-  started.redisDir = fs.mkdtempSync(path.join(os.tmpdir(), 'crawler-demo-redis-'));
-  let lastOutput = '';
-  for (let attempt = 1; attempt <= 3; attempt++) {
-    const port = await freePort();
-    const child = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', started.redisDir],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    started.redis = child;
-    let output = '';
-    const collect = (chunk) => (output = (output + chunk).slice(-4000));
-    child.stdout.on('data', collect);
-    child.stderr.on('data', collect);
-    const spawnError = new Promise((resolve) => child.once('error', resolve));
-    const deadline = Date.now() + 5000;
-    for (;;) {
-      const error = await Promise.race([spawnError, new Promise((resolve) => setTimeout(resolve, 25))]);
-      if (error?.code === 'ENOENT') throw new RedisUnavailableError('REDIS_URL is not set and there is no redis-server on PATH.');
-      if (error) throw new RedisUnavailableError(`Could not start redis-server: ${error.message}`);
-      if (hasExited(child)) break;
-      if (await answersPing(port)) return { url: `redis://127.0.0.1:${port}`, pid: child.pid };
-      if (Date.now() > deadline) {
-        await stopChild(child, 'SIGKILL', 0);
-        break;
-      }
-    }
-    lastOutput = output;
-    if (!/already in use/i.test(output)) break; // only a lost race for the port is worth another try
-  }
-  throw new RedisUnavailableError(`redis-server did not start:\n${lastOutput.trim().split('\n').slice(-5).join('\n')}`);
-}
-
-async function stopRedisServer() {
-  if (started.redis) await stopChild(started.redis, 'SIGTERM', 2000);
-  if (started.redisDir) fs.rmSync(started.redisDir, { recursive: true, force: true });
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Stopping, on every path: normal end, failure, Ctrl-C
 
-let client; // this process's own node-redis client
 let deadlineTimer; // bounds the whole run
 let sem; // this process's view of the semaphore: creates it, checks it at the end, deletes it
 let stopping;
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 /** Stops the workers, removes the semaphore's keys, stops redis-server if we started it, and exits. */
 function finish(code) {
   stopping ??= (async () => {
     clearTimeout(deadlineTimer);
     await Promise.all([...started.workers.values()].map((worker) => stopChild(worker.child, 'SIGTERM', 1000)));
-    if (sem && client?.isReady) {
+    if (sem && started.redis?.client.isReady) {
       await withTimeout(sem.delete(), 1000, 'delete').catch((error) => console.error(dim(`(could not delete the semaphore's keys: ${error.message}; they expire in a minute)`)));
     }
-    if (client?.isOpen) await withTimeout(client.quit(), 1000, 'quit').catch(() => client.disconnect().catch(() => undefined));
-    await stopRedisServer();
+    await started.redis?.stop(); // quits our client, stops redis-server if it started one
     process.exit(code);
   })();
   return stopping;
@@ -283,26 +175,10 @@ async function main() {
 
   console.log(bold(`Polite crawlers: ${workers} worker processes × ${fetches} fetches, at most ${permits} at once to ${HOST}`));
 
-  // Redis: REDIS_URL, or a throwaway redis-server.
-  let url = process.env.REDIS_URL;
-  let origin = 'REDIS_URL';
-  try {
-    if (!url) {
-      const server = await startRedisServer();
-      url = server.url;
-      origin = `a throwaway redis-server, pid ${server.pid}`;
-    }
-    client = createClient({ url, socket: { connectTimeout: 3000, reconnectStrategy: false } });
-    client.on('error', () => undefined); // failures reach us as rejected commands
-    await client.connect().catch((error) => {
-      throw new RedisUnavailableError(`Cannot connect to Redis at ${redact(url)}: ${error.message}`);
-    });
-  } catch (error) {
-    if (!(error instanceof RedisUnavailableError)) throw error;
-    console.error(red(error.message));
-    console.error(`\n${HOW_TO_GET_REDIS}`);
-    return finish(1);
-  }
+  // Redis: REDIS_URL, or a throwaway redis-server. When neither works, useRedis() says how to get one and exits 1.
+  started.redis = await useRedis();
+  if (stopping) return stopping; // interrupted meanwhile
+  const { url, client, origin } = started.redis;
   const version = /redis_version:(\S+)/.exec(await client.info('server'))?.[1] ?? '?';
   console.log(`Redis ${version} at ${redact(url)} (${origin})`);
 

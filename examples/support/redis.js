@@ -1,16 +1,14 @@
 'use strict';
-/**
- * What the examples share: a Redis to run against, and a bound on each run.
- *
+// Owns what the examples share: a Redis to run against (REDIS_URL or a throwaway server), and a bound on each run.
+/*
  * `useRedis()` connects to REDIS_URL when it is set; otherwise it starts a throwaway redis-server
- * (from PATH, no persistence) on a free loopback port, and `stop()` stops it again. Each example
- * calls it once in its main process and hands the URL to the processes it starts.
+ * (from PATH, no persistence) on a free loopback port with the repository's one helper
+ * (tools/redis-server.js), and `stop()` stops it again. Each example calls it once in its main
+ * process and hands the URL to the processes it starts.
  */
-const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const net = require('node:net');
-const os = require('node:os');
 const path = require('node:path');
+const { startRedisServer } = require('../../tools/redis-server');
 
 // The examples load the package built from this repository (`require('..')`): say so if it is not built.
 if (!fs.existsSync(path.join(__dirname, '..', '..', 'dist', 'index.js'))) {
@@ -19,74 +17,30 @@ if (!fs.existsSync(path.join(__dirname, '..', '..', 'dist', 'index.js'))) {
 }
 const { createClient } = require('redis');
 
+const example = `examples/${path.basename(require.main?.filename ?? '<example>.js')}`;
 const HOW_TO_GET_REDIS = `The examples need Redis 6.2 or later. Either install redis-server, so they can start a
 throwaway one (sudo apt-get install redis-server, or brew install redis), or run one and set
-REDIS_URL: docker compose up -d && REDIS_URL=redis://127.0.0.1:6379 node examples/<example>.js`;
+REDIS_URL: docker compose up -d && REDIS_URL=redis://127.0.0.1:6379 node ${example}`;
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function answersPing(port) {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
-    socket.setTimeout(500);
-    socket.once('connect', () => socket.write('PING\r\n'));
-    socket.once('data', (data) => {
-      socket.destroy();
-      resolve(data.toString().startsWith('+PONG'));
-    });
-    socket.once('error', () => resolve(false));
-    socket.once('timeout', () => {
-      socket.destroy();
-      resolve(false);
-    });
-  });
-}
-
-/** Starts redis-server on a free port; resolves `{ url, pid, stop }` once it answers PING (within 5 s). */
-async function startRedisServer() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rts-example-redis-'));
-  const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
-    stdio: 'ignore',
-  });
-  const stop = () =>
-    new Promise((resolve) => {
-      const done = () => {
-        fs.rmSync(dir, { recursive: true, force: true });
-        resolve();
-      };
-      if (child.exitCode !== null || child.signalCode !== null) return done();
-      child.once('exit', done);
-      child.kill('SIGTERM');
-    });
-  // However this process ends (even process.exit() after an error), the server goes with it.
-  const killOnExit = () => {
-    child.kill('SIGTERM');
-    fs.rmSync(dir, { recursive: true, force: true });
-  };
-  process.once('exit', killOnExit);
-  child.once('exit', () => process.off('exit', killOnExit));
-  const failed = new Promise((resolve) => child.once('error', resolve));
-  for (const deadline = Date.now() + 5000; Date.now() < deadline; ) {
-    const error = await Promise.race([failed, new Promise((resolve) => setTimeout(resolve, 25))]);
-    if (error) {
-      fs.rmSync(dir, { recursive: true, force: true });
-      throw new Error(error.code === 'ENOENT' ? 'REDIS_URL is not set and there is no redis-server on PATH.' : error.message);
-    }
-    if (child.exitCode !== null) break;
-    if (await answersPing(port)) return { url: `redis://127.0.0.1:${port}`, pid: child.pid, stop };
+/** `url` with its password, if any, replaced by `***`: for printing. */
+function redact(url) {
+  try {
+    const parsed = new URL(url);
+    if (!parsed.password) return url;
+    parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url;
   }
-  await stop();
-  throw new Error(`redis-server did not start on port ${port}`);
+}
+
+/** Bounds `promise` by `ms`: rejects after that long. */
+function withTimeout(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -98,17 +52,20 @@ async function useRedis() {
   let url = process.env.REDIS_URL;
   try {
     if (!url) {
-      server = await startRedisServer();
+      // However this process ends (even process.exit() after an error), the server goes with it.
+      server = await startRedisServer([], { readyTimeoutMs: 5000, stopOnExit: true }).catch((error) => {
+        throw new Error(error.code === 'ENOENT' ? 'REDIS_URL is not set and there is no redis-server on PATH.' : error.message);
+      });
       url = server.url;
       process.env.REDIS_URL = url; // the library's default, and what the example's processes inherit
     }
     const client = createClient({ url, socket: { connectTimeout: 3000, reconnectStrategy: false } });
     client.on('error', () => undefined); // failures reach us as rejected commands
     await client.connect().catch((error) => {
-      throw new Error(`Cannot connect to Redis at ${url}: ${error.message}`);
+      throw new Error(`Cannot connect to Redis at ${redact(url)}: ${error.message}`);
     });
     const stop = async () => {
-      if (client.isOpen) await client.quit().catch(() => client.disconnect().catch(() => undefined));
+      if (client.isOpen) await withTimeout(client.quit(), 1000, 'quit').catch(() => client.disconnect().catch(() => undefined));
       if (server) await server.stop();
     };
     return { url, client, origin: server ? `a throwaway redis-server, pid ${server.pid}` : 'REDIS_URL', stop };
@@ -132,4 +89,4 @@ function exitAfter(ms, what) {
   }, ms).unref();
 }
 
-module.exports = { useRedis, uniqueSuffix, exitAfter };
+module.exports = { useRedis, uniqueSuffix, exitAfter, redact, withTimeout };
