@@ -36,15 +36,15 @@ export interface Tally {
 
 /**
  * Inboxes are found by SCAN (`inboxKeyPattern`), so a semaphore named `<name>:INBOX…` on the same
- * server would be taken for inboxes (the library itself never scans; only this census does).
+ * server would be taken for inboxes (the library itself never scans; only this census does). With
+ * `scanInboxes: false`, only the inboxes of registrations in WAITING are read (no stranded ones).
  */
-export async function takeCensus(redis: Client, name: string): Promise<Census> {
+export async function takeCensus(redis: Client, name: string, { scanInboxes = true } = {}): Promise<Census> {
   const semaphore = semaphoreKeys(name);
   const inboxKeys = new Set<string>();
   // node-redis v4 yields keys one by one, v5+ in batches.
-  for await (const keys of redis.scanIterator({ MATCH: inboxKeyPattern(semaphore), COUNT: 1000 }) as AsyncIterable<
-    string | string[]
-  >) {
+  const scanned = scanInboxes ? redis.scanIterator({ MATCH: inboxKeyPattern(semaphore), COUNT: 1000 }) : [];
+  for await (const keys of scanned as AsyncIterable<string | string[]>) {
     for (const key of [keys].flat()) inboxKeys.add(key);
   }
   // Registered inboxes too, in case one appeared after the SCAN.
