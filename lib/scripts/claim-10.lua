@@ -1,7 +1,7 @@
 --[[
   Sent right after BLMOVE AVAILABLE -> INBOX:<grant id> in the same pipeline, so Redis runs it the
   moment BLMOVE returns. With a token in the inbox: records it as this grant's and ends the
-  registration, and when others are registered too, registers the spare id it was given (see
+  registration, and when others are registered too, registers the advance registration id it was given (see
   DESIGN "Contended mode"); but a token that reaches an inbox whose registration is gone (reaped, or abandoned
   by recover-10.lua after a lost reply) goes back to AVAILABLE instead. With an empty inbox (the
   slice ended): creates the semaphore if it vanished and reclaims stale holders, then renews the
@@ -30,7 +30,7 @@
 --- @include expiry
 --- @include grant
 --- @include reclaim
-local inbox, grant, expiry, spare, spare_expiry = KEYS[10], ARGV[1], ARGV[6], ARGV[8] or '', ARGV[9] or ''
+local inbox, grant, expiry, advance, advance_expiry = KEYS[10], ARGV[1], ARGV[6], ARGV[8] or '', ARGV[9] or ''
 local now, stamp = clock(ARGV[2])
 local registered = redis.call('ZSCORE', K_WAITING, grant) ~= false
 if not registered then
@@ -59,12 +59,12 @@ if token then
   if redis.call('LLEN', K_AVAILABLE) == 0 then
     others = redis.call('ZCARD', K_WAITING)
   end
-  if others > 0 and spare ~= '' then
+  if others > 0 and advance ~= '' then
     -- Others wait, so this caller's next lock would miss its tryLock: it is registered now instead
-    -- (a spare, used by its next wait or removed), and stale holders are reclaimed as tryLock would.
+    -- (an advance registration, used by its next wait or removed), and stale holders are reclaimed as tryLock would.
     -- (Ruby holders, which need a scan, are left to empty slices, misses and the watchdog.)
     reclaim_stale(now, ruby_stale(ARGV[5]), 'never')
-    redis.call('ZADD', K_WAITING, redis_now() + tonumber(spare_expiry), spare)
+    redis.call('ZADD', K_WAITING, redis_now() + tonumber(advance_expiry), advance)
   end
 else
   if expiry ~= '' then
