@@ -1,4 +1,4 @@
-// What every part of one semaphore shares: its keys, client, options, pool and telemetry, and the steps all of them take (ready, run, track).
+// What every part of one semaphore shares: its keys, client, options, pool and telemetry, and the steps all of them take (ready, call, command, track).
 import type { Connection } from './client/connection';
 import { BlockingPool } from './blocking-pool';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
