@@ -44,7 +44,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
     const sent = performance.now();
     let reply: TryLockReply;
     let acknowledged: number | null;
-    const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLeaseMs()));
+    const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs()));
     try {
       [reply, acknowledged] = await raceAbort(trying, attempt.signal);
     } catch (error) {
@@ -69,7 +69,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
       return holdings.granted(grant, attempt);
     }
     if (timeout === 0) return null;
-    registration = { id, until: sent + ctx.registrationLeaseMs() };
+    registration = { id, until: sent + ctx.registrationLifetimeMs() };
   }
   await checkpoint('lock:before-wait');
   try {

@@ -62,11 +62,11 @@ export class Contention {
     return this.#advance.splice(0).map((registration) => registration.id);
   }
 
-  /** Ends the advance registrations made more than ADVANCE_IDLE_MS ago (their lease started when its pipeline was sent). */
+  /** Ends the advance registrations made more than ADVANCE_IDLE_MS ago (each counted from when the pipeline that made it was sent). */
   #sweepAdvanceRegistrations(): void {
     this.#sweepTimer = undefined;
-    // Made before now - ADVANCE_IDLE_MS, that is: leased until no later than this.
-    const cutoff = performance.now() - ADVANCE_IDLE_MS + this.#ctx.registrationLeaseMs();
+    // Made before now - ADVANCE_IDLE_MS, that is: expiring no later than this.
+    const cutoff = performance.now() - ADVANCE_IDLE_MS + this.#ctx.registrationLifetimeMs();
     const idle = this.#advance.filter((registration) => registration.until <= cutoff);
     this.#advance.splice(0, idle.length); // oldest first, so the idle ones lead
     void endRegistrations(this.#ctx, idle.map((registration) => registration.id));

@@ -114,10 +114,10 @@ export class SemaphoreContext {
   }
 
   /**
-   * A registration's lease: two slices and the grace, so one registration (renewed by each claim)
+   * How long a registration lasts (from when it is set to its expiry): two slices and the grace, so one registration (renewed by each claim)
    * covers the next slice too, and a waiter re-registers (prepareWait) only after waiting elsewhere.
    */
-  registrationLeaseMs(): number {
+  registrationLifetimeMs(): number {
     return 2 * this.options.waitSlice + this.graceMs();
   }
 }

@@ -9,10 +9,10 @@ import { callScript, recover as recoverCall } from './scripts';
 import { debug } from './telemetry';
 
 /**
- * How many registration leases an abandoned grant id stays marked (recover-10.lua): long enough for a
+ * How many registration lifetimes an abandoned grant id stays marked (recover-10.lua): long enough for a
  * pipeline delayed in the network (TCP retransmits after a healed partition) to arrive and be refused.
  */
-const ABANDONED_LEASES = 4;
+const ABANDONED_LIFETIMES = 4;
 
 /**
  * How long `recover` waits for Redis' answer. A client with an offline queue (node-redis' default)
@@ -48,7 +48,7 @@ export async function recover(
     try {
       const client = await ctx.ready(true);
       const sent = performance.now();
-      const running = callScript(client, recoverCall(ctx, id, ABANDONED_LEASES * ctx.registrationLeaseMs()));
+      const running = callScript(client, recoverCall(ctx, id, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs()));
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
         if (late) void holdings.giveBack({ token: late.token, id });

@@ -174,13 +174,13 @@ const expiration = (t: ScriptTarget) => toExpireArgument(t.options.expiration);
 export interface TryLockReply {
   readonly token: string | null;
   readonly fence: number;
-  /** Waiter registrations whose lease is over (reported on a miss). */
+  /** Waiter registrations past their expiry (reported on a miss). */
   readonly expired: string[];
 }
 
-/** tryLock-9.lua. `registrationLeaseMs`: registers the caller on a miss; null not to (lock(0)). */
-export function tryLock(t: ScriptTarget, grantId: string, registrationLeaseMs: number | null): ScriptCall<TryLockReply> {
-  const registration = registrationLeaseMs === null ? '' : toSeconds(registrationLeaseMs);
+/** tryLock-9.lua. `registrationLifetimeMs`: registers the caller on a miss for that long; null not to (lock(0)). */
+export function tryLock(t: ScriptTarget, grantId: string, registrationLifetimeMs: number | null): ScriptCall<TryLockReply> {
+  const registration = registrationLifetimeMs === null ? '' : toSeconds(registrationLifetimeMs);
   return define(
     scripts.tryLock,
     t.keys.scriptKeys,
@@ -192,12 +192,12 @@ export function tryLock(t: ScriptTarget, grantId: string, registrationLeaseMs: n
   );
 }
 
-/** prepareWait-9.lua: registers waiter `grantId` for `registrationLeaseMs`. */
-export function prepareWait(t: ScriptTarget, grantId: string, registrationLeaseMs: number): ScriptCall<{ registered: boolean }> {
+/** prepareWait-9.lua: registers waiter `grantId` for `registrationLifetimeMs`. */
+export function prepareWait(t: ScriptTarget, grantId: string, registrationLifetimeMs: number): ScriptCall<{ registered: boolean }> {
   return define(
     scripts.prepareWait,
     t.keys.scriptKeys,
-    [grantId, expiration(t), toSeconds(registrationLeaseMs), String(t.resources), lease(t), now(t)],
+    [grantId, expiration(t), toSeconds(registrationLifetimeMs), String(t.resources), lease(t), now(t)],
     (reply) => ({ registered: reply === PREPARE_WAIT_RESULT.REGISTERED }),
   );
 }
@@ -214,14 +214,14 @@ export interface ClaimReply {
 }
 
 /**
- * claim-10.lua, right behind the BLMOVE into `grantId`'s inbox. `nextLeaseMs`: the registration's
- * lease for the next slice, or null on the last one; `advanceId` (or ''): registered in advance for the
- * caller's next wait, for `advanceLeaseMs`, if others wait too.
+ * claim-10.lua, right behind the BLMOVE into `grantId`'s inbox. `nextLifetimeMs`: how long the
+ * registration lasts into the next slice, or null on the last one; `advanceId` (or ''): registered
+ * in advance for the caller's next wait, for `advanceLifetimeMs`, if others wait too.
  */
 export function claim(
   t: ScriptTarget,
   grantId: string,
-  { nextLeaseMs, advanceId, advanceLeaseMs }: { nextLeaseMs: number | null; advanceId: string; advanceLeaseMs: number },
+  { nextLifetimeMs, advanceId, advanceLifetimeMs }: { nextLifetimeMs: number | null; advanceId: string; advanceLifetimeMs: number },
 ): ScriptCall<ClaimReply> {
   return define(
     scripts.claim,
@@ -232,10 +232,10 @@ export function claim(
       expiration(t),
       String(t.resources),
       lease(t),
-      nextLeaseMs === null ? '' : toSeconds(nextLeaseMs),
+      nextLifetimeMs === null ? '' : toSeconds(nextLifetimeMs),
       t.options.owner,
       advanceId,
-      toSeconds(advanceLeaseMs),
+      toSeconds(advanceLifetimeMs),
     ],
     (reply) => {
       const [token, renewed, fence, others, ...expired] = reply as [string | null, number, number, number, ...string[]];

@@ -40,6 +40,7 @@ const CLOSE_SETTLE_MS = 1500;
  * A distributed counting semaphore on a Redis token list: `resources` tokens, taken with `lock()`
  * (blocking, first come first served across processes) and put back with `unlock()`.
  */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- `wait` (below) is `lock` under its traditional name
 export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** The name given to the constructor; the keys are `SEMAPHORE:<name>:…`. */
   readonly name: string;
@@ -344,6 +345,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 }
 
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- declares the `wait` alias set on the prototype
 export interface Semaphore {
   /** `lock` under the semaphore's traditional name (the consumer's side of `signal`). */
   wait: Semaphore['lock'];

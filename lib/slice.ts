@@ -46,19 +46,19 @@ export async function blockOnce(
   const { ctx, holdings, contention, reclaim, interrupts } = parts;
   const { id } = registration;
   debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
-  const lease = ctx.registrationLeaseMs();
+  const lifetime = ctx.registrationLifetimeMs();
   const grace = ctx.graceMs();
   const sent = performance.now();
   // Sent as EVAL: a NOSCRIPT here would leave the BLMOVE behind it unregistered.
   const prepared =
     registration.until - sent >= sliceMs + grace / 2
       ? undefined
-      : connection.sendCommand(evalCommand(prepareWait(ctx, id, lease)));
+      : connection.sendCommand(evalCommand(prepareWait(ctx, id, lifetime)));
   const moved = connection.sendCommand(['BLMOVE', ctx.keys.available, ctx.keys.inbox(id), 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
   // An advance registration for this caller's next wait, made by the claim if others wait too; not
-  // with `expiration`, whose deadlines it would stretch to its lease.
+  // with `expiration`, whose deadlines it would stretch to its expiry.
   const advanceId = ctx.options.expiration === null ? nanoid() : '';
-  const claimCall = () => claimScript(ctx, id, { nextLeaseMs: lastSlice ? null : lease, advanceId, advanceLeaseMs: lease });
+  const claimCall = () => claimScript(ctx, id, { nextLifetimeMs: lastSlice ? null : lifetime, advanceId, advanceLifetimeMs: lifetime });
   // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
   const claimed = ctx.options.useLocalTime
     ? moved.then(() => callScript(connection, claimCall()))
@@ -108,7 +108,7 @@ export async function blockOnce(
     // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
     // (Holdings.granted refreshes the grant first when that leaves too little of it).
     const grant = token === null ? null : { token, id, fence, anchor: sent };
-    const until = sent + ctx.registrationLeaseMs();
+    const until = sent + ctx.registrationLifetimeMs();
     const registration = renewed ? { id, until } : null;
     // The claim registered the advance id (claim-10.lua) when it granted while others waited.
     const madeAdvance = grant !== null && others > 0 && advanceId !== '';

@@ -48,12 +48,12 @@ export class SentinelAdapter implements Connection {
   duplicate(): Connection {
     const sentinel = this.#sentinel as unknown as {
       duplicate?(overrides: object): RedisSentinelLike;
-      acquire(): Promise<SentinelLease>;
+      acquire(): Promise<SentinelPoolConnection>;
     };
     if (typeof sentinel.duplicate === 'function') {
       return new SentinelAdapter(sentinel.duplicate({ masterPoolSize: 1, replicaPoolSize: 0, reserveClient: true }), false);
     }
-    return new SentinelLeaseAdapter(sentinel);
+    return new BorrowedSentinelConnection(sentinel);
   }
 
   get options() {
@@ -86,31 +86,31 @@ export class SentinelAdapter implements Connection {
 }
 
 /** A primary connection borrowed from a v5 Sentinel client's pool (`acquire()`). */
-interface SentinelLease {
+interface SentinelPoolConnection {
   sendCommand(isReadonly: boolean | undefined, args: Array<string>): Promise<unknown>;
   release(): unknown;
   readonly isOpen: boolean;
   readonly isReady: boolean;
 }
 
-class SentinelLeaseAdapter implements Connection {
-  readonly #sentinel: { acquire(): Promise<SentinelLease> };
-  #lease: SentinelLease | undefined;
+class BorrowedSentinelConnection implements Connection {
+  readonly #sentinel: { acquire(): Promise<SentinelPoolConnection> };
+  #borrowed: SentinelPoolConnection | undefined;
 
-  constructor(sentinel: { acquire(): Promise<SentinelLease> }) {
+  constructor(sentinel: { acquire(): Promise<SentinelPoolConnection> }) {
     this.#sentinel = sentinel;
   }
 
   async sendCommand(args: Array<string>): Promise<unknown> {
-    if (!this.#lease) throw new Error('The client is closed');
-    return this.#lease.sendCommand(false, args).catch((error: unknown) => {
+    if (!this.#borrowed) throw new Error('The client is closed');
+    return this.#borrowed.sendCommand(false, args).catch((error: unknown) => {
       if (error instanceof TypeError) throw new Error(`${SENTINEL_RECONFIGURATION} (${error.message})`);
       throw error;
     });
   }
 
   duplicate(): Connection {
-    return new SentinelLeaseAdapter(this.#sentinel);
+    return new BorrowedSentinelConnection(this.#sentinel);
   }
 
   get options() {
@@ -118,7 +118,7 @@ class SentinelLeaseAdapter implements Connection {
   }
 
   async connect() {
-    this.#lease = await this.#sentinel.acquire();
+    this.#borrowed = await this.#sentinel.acquire();
   }
 
   async quit() {
@@ -127,9 +127,9 @@ class SentinelLeaseAdapter implements Connection {
 
   /** Gives the connection back to the pool. */
   async disconnect() {
-    const lease = this.#lease;
-    this.#lease = undefined;
-    await lease?.release();
+    const borrowed = this.#borrowed;
+    this.#borrowed = undefined;
+    await borrowed?.release();
   }
 
   on() {
@@ -137,10 +137,10 @@ class SentinelLeaseAdapter implements Connection {
   }
 
   get isOpen() {
-    return this.#lease !== undefined;
+    return this.#borrowed !== undefined;
   }
 
   get isReady() {
-    return this.#lease !== undefined && this.#lease.isReady;
+    return this.#borrowed !== undefined && this.#borrowed.isReady;
   }
 }
