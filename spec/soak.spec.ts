@@ -2,9 +2,9 @@
  * The short soak CI runs (about 30 s): worker processes under random faults from the fault table
  * (SIGKILLed workers, CLIENT KILL, black-holed connections, Redis restarted with AOF, CLIENT PAUSE),
  * judged by the history checker and the token census. `npm run soak` runs the same for longer
- * (spec/support/soak.ts).
+ * (soak/soak.ts).
  */
-import { runSoak } from './support/soak';
+import { runSoak } from '../soak/soak';
 
 const SECONDS = Number(process.env['SOAK_SECONDS'] ?? 30);
 

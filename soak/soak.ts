@@ -4,18 +4,18 @@
  * table hit them (SIGKILL, CLIENT KILL, a black-holed blocking connection, a Redis restart, CLIENT
  * PAUSE shorter than the stale timeout); then the
  * history checker (history.ts) and the token census (census.ts) judge the run. Used by `npm run soak`
- * (soak/run.js, default 60 s) and by spec/soak.spec.ts (CI, about 30 s).
+ * (soak/run.ts, default 60 s) and by spec/soak.spec.ts (CI, about 30 s).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from 'redis';
-import { Semaphore } from '../../lib';
-import { censusProblems, takeCensus, tally } from './census';
-import { checkHistory, type HistoryEvent } from './history';
-import { carried, FaultProxy } from './proxy';
-import { startRedisServer } from './redis-server';
+import type * as Library from '../lib';
+import { censusProblems, takeCensus, tally } from '../spec/support/census';
+import { checkHistory, type HistoryEvent } from '../spec/support/history';
+import { carried, FaultProxy } from '../spec/support/proxy';
+import { repoRoot, startRedisServer } from './root';
 
 export type FaultKind = 'sigkill-worker' | 'client-kill' | 'blackhole' | 'restart-aof' | 'pause';
 const KINDS: readonly FaultKind[] = ['sigkill-worker', 'client-kill', 'blackhole', 'restart-aof', 'pause'];
@@ -63,7 +63,7 @@ interface Worker {
 
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const { seconds, workers: workerCount = 8, resources: N = 3, log = () => undefined } = options;
-  const root = join(__dirname, '..', '..');
+  const root = repoRoot();
   const dist = mkdtempSync(join(tmpdir(), 'rts-soak-dist-'));
   cpSync(join(root, 'dist'), dist, { recursive: true });
   const server = await startRedisServer(['--appendonly', 'yes', '--appendfsync', 'everysec', '--enable-debug-command', 'local']);
@@ -80,11 +80,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const admin = createClient({ url: server.url, socket: { reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 500) } });
   admin.on('error', () => undefined);
   await admin.connect();
+  // The watcher runs the built library, as the workers do (loaded now, before any rebuild could start).
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- a path known only at run time
+  const { Semaphore } = require(join(root, 'dist')) as typeof Library;
   const watcher = new Semaphore(name, { url: server.url, resources: N, staleClientTimeout: STALE, waitSlice: SLICE });
   try {
     const spawn = (): Worker => {
       const id = `w${++spawned}`;
-      const child = fork(join(__dirname, 'crash-worker.js'), [], {
+      const child = fork(join(root, 'spec', 'support', 'crash-worker.js'), [], {
         env: {
           ...process.env,
           CRASH_WORKER: JSON.stringify({

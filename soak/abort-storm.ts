@@ -19,18 +19,18 @@
  * workers' event-loop delay and samples of the keys; a token left held is traced to the worker,
  * caller and fence it was granted to. ABORT_STORM_DEBUG=1 logs every 200 ms sample.
  *
- * Used by spec/abort-storm.spec.ts (CI, 30 s) and `npm run soak` (soak/run.js).
+ * Used by spec/abort-storm.spec.ts (CI, 30 s) and `npm run soak` (soak/run.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from 'redis';
-import { inboxKeyPattern, semaphoreKeys, type SemaphoreKeys } from '../../lib/keys';
-import { censusProblems, describeCensus, takeCensus, tally, type Census } from './census';
-import { checkHistory, type HistoryEvent } from './history';
-import type { Client } from './redis';
-import { startRedisServer } from './redis-server';
+import { inboxKeyPattern, semaphoreKeys, type SemaphoreKeys } from '../lib/keys';
+import { censusProblems, describeCensus, takeCensus, tally, type Census } from '../spec/support/census';
+import { checkHistory, type HistoryEvent } from '../spec/support/history';
+import type { Client } from '../spec/support/redis';
+import { repoRoot, startRedisServer } from './root';
 
 export interface AbortStormOptions {
   /** How long the callers run. */
@@ -114,7 +114,7 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
     log = () => undefined,
   } = options;
   const label = N === 1 ? 'mutex' : `semaphore of ${N}`;
-  const root = join(__dirname, '..', '..');
+  const root = repoRoot();
   // A snapshot, so that a concurrent `npm run build` (rm -rf dist) cannot pull it from under the workers.
   const dist = mkdtempSync(join(tmpdir(), 'rts-storm-dist-'));
   cpSync(options.dist ?? join(root, 'dist'), dist, { recursive: true });
@@ -146,7 +146,7 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
 
     for (let i = 0; i < workerCount; i++) {
       const id = `w${i + 1}`;
-      const child = fork(join(__dirname, 'abort-storm-worker.js'), [], {
+      const child = fork(join(root, 'soak', 'abort-storm-worker.js'), [], {
         env: {
           ...process.env,
           ABORT_STORM_WORKER: JSON.stringify({

@@ -1,27 +1,17 @@
-'use strict';
 /*
  * npm run soak [-- --seconds N] [--workers N] [--resources N] [--storm-seconds N] [--storm-only]
- * Runs spec/support/soak.ts (worker processes, random faults, then the checkers) against a private
- * redis-server and prints its figures; then the abort storm (spec/support/abort-storm.ts: worker
+ * Runs the soak (soak.ts: worker processes, random faults, then the checkers) against a private
+ * redis-server and prints its figures; then the abort storm (abort-storm.ts: worker
  * processes × callers whose every lock has a 5–65 ms deadline) on a mutex for --storm-seconds
  * (default 60) and on a semaphore of 3 for half as long, and prints its figures. Exits 1 if any check
- * failed. --storm-only skips the fault soak. Needs `npm run build` first (the npm script does it):
- * the workers run the built library. REDIS_CLIENT (redis5, redis6) picks the workers' node-redis.
+ * failed. --storm-only skips the fault soak. The npm script builds the library (the workers run
+ * dist/) and compiles this directory (soak/tsconfig.json, into soak/.build) first. REDIS_CLIENT
+ * (redis5, redis6) picks the workers' node-redis.
  */
-const { readFileSync } = require('node:fs');
-const { join } = require('node:path');
-const ts = require('typescript');
+import { runAbortStorm } from './abort-storm';
+import { runSoak } from './soak';
 
-// Load the TypeScript sources directly (the same files jest runs), transpiled on the fly.
-require.extensions['.ts'] = (module, filename) => {
-  const { outputText } = ts.transpileModule(readFileSync(filename, 'utf8'), {
-    fileName: filename,
-    compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
-  });
-  module._compile(outputText, filename);
-};
-
-function option(name, fallback) {
+function option(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`);
   if (index < 0) return fallback;
   const value = Number(process.argv[index + 1]);
@@ -32,11 +22,9 @@ function option(name, fallback) {
   return value;
 }
 
-const { runSoak } = require(join(__dirname, '..', 'spec', 'support', 'soak.ts'));
-const { runAbortStorm } = require(join(__dirname, '..', 'spec', 'support', 'abort-storm.ts'));
-const log = (line) => console.log(line);
+const log = (line: string) => console.log(line);
 
-async function main() {
+async function main(): Promise<boolean> {
   let ok = true;
   if (!process.argv.includes('--storm-only')) {
     const report = await runSoak({
@@ -49,10 +37,11 @@ async function main() {
     ok = report.checks.every((check) => check.ok) && ok;
   }
   const stormSeconds = option('storm-seconds', 60);
-  for (const [resources, seconds] of [
+  const storms: [resources: number, seconds: number][] = [
     [1, stormSeconds],
     [3, Math.max(5, Math.round(stormSeconds / 2))],
-  ]) {
+  ];
+  for (const [resources, seconds] of storms) {
     const report = await runAbortStorm({ seconds, resources, log });
     for (const line of report.lines) console.log(line);
     ok = report.checks.every((check) => check.ok) && ok;

@@ -1,6 +1,6 @@
 'use strict';
 /*
- * A worker process of the abort storm (spec/support/abort-storm.ts): many concurrent callers on one
+ * A worker process of the abort storm (soak/abort-storm.ts): many concurrent callers on one
  * Semaphore instance of the BUILT library (npm run build), every lock with a request deadline
  * (`AbortSignal.timeout`), holds of a few ms. Reports over IPC:
  *   { ready: true, client }                       once connected (client: the node-redis version)
@@ -22,10 +22,10 @@ const { join } = require('node:path');
 const { monitorEventLoopDelay } = require('node:perf_hooks');
 
 // REDIS_CLIENT picks the node-redis major for this process and the library (worker-redis.js).
-const redisClient = require('./worker-redis');
+const redisClient = require('../spec/support/worker-redis');
 const clientVersion = require(`${redisClient}/package.json`).version;
 
-const dist = process.env.ABORT_STORM_DIST || join(__dirname, '../../dist');
+const dist = process.env.ABORT_STORM_DIST || join(__dirname, '../dist');
 const { Semaphore } = require(dist);
 
 const config = JSON.parse(process.env.ABORT_STORM_WORKER || '{}');
