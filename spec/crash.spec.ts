@@ -441,7 +441,7 @@ describe('a waiter that dies between BLMOVE and its claim', () => {
 
     const stranded = await takeCensus(target.redis, survivor.name);
     expect(censusProblems(stranded, N, { inboxesAllowed: true })).toEqual([]);
-    expect(stranded.inboxes).toEqual([{ grantId, tokens: ['0'], registered: true }]);
+    expect(stranded.inboxes).toEqual([{ key: semaphoreKeys(survivor.name).inbox(grantId), grantId, tokens: ['0'], registered: true }]);
     expect(stranded.available).toEqual(['1']);
     // The registration holds: a live waiter in this state would still claim, so nothing returns the token early.
     expect(await survivor.releaseStaleLocks()).toBe(0);
