@@ -3,7 +3,7 @@
  * `Semaphore.waiting()` and the operator's tools (lib/admin).
  */
 
-import { decodeStatusReply, type StatusReply } from './scripts';
+import type { StatusReply } from './scripts';
 
 /** A held token as `holders()` reports it. */
 export interface HolderInfo {
@@ -38,16 +38,12 @@ export interface StatusSnapshot {
   readonly available: number;
   /** Registered waiters whose lease runs. */
   readonly waiting: number;
-  /** Their grant ids, earliest lease first (as many as the script was asked for). */
+  /** Their grant ids, earliest expiry first (as many as the script was asked for). */
   readonly waiterIds: readonly string[];
   /** Held tokens, longest-held first. */
   readonly holders: readonly HolderInfo[];
 }
 
-/** `status-9.lua`'s raw reply, decoded. */
-export function decodeStatus(reply: unknown): StatusSnapshot {
-  return snapshotOf(decodeStatusReply(reply));
-}
 
 /** `status-9.lua`'s reply (see lib/scripts.ts), with each holder read. */
 export function snapshotOf({ exists, now, available, waiting, waiterIds, held }: StatusReply): StatusSnapshot {

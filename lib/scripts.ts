@@ -346,7 +346,7 @@ export interface StatusReply {
 }
 
 /** status-9.lua's raw reply by field. */
-export function decodeStatusReply(reply: unknown): StatusReply {
+function decodeStatusReply(reply: unknown): StatusReply {
   const [exists, now, available, waiting, waiterIds, ...flat] = reply as [
     number,
     string,

@@ -13,7 +13,7 @@ import {
 } from '../lib/admin/operations';
 import { escapeHtml } from '../lib/dashboard/page';
 import { EXISTS_KEY_PATTERN, grantIdOfInboxKey, inboxKeyPattern, keyPattern, nameOfExistsKey, semaphoreKeys } from '../lib/keys';
-import type { RedisClientLike, SupportedRedisClient } from '../lib/redis-client';
+import type { RedisClientLike, SupportedRedisClient } from '../lib/client/types';
 import { runScript, scripts } from '../lib/scripts';
 import { snapshot, useFixture } from './support/fixture';
 import { blockedClients, connectClient, uniqueName, until } from './support/redis';

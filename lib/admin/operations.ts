@@ -1,14 +1,10 @@
 /** What an operator does to a semaphore by name (CLI, dashboard): read it, list them, free a token, resize, delete. */
 import { EXISTS_KEY_PATTERN, nameOfExistsKey, semaphoreKeys, type SemaphoreKeys } from '../keys';
-import {
-  adaptClient,
-  isConnectionError,
-  topologyOf,
-  type RedisClientLike,
-  type SupportedRedisClient,
-} from '../redis-client';
-import { runScript, scripts } from '../scripts';
-import { decodeStatus, type HolderInfo } from '../holder-info';
+import { adaptClient, topologyOf } from '../client/adapt';
+import { isConnectionError } from '../client/errors';
+import type { RedisClientLike, SupportedRedisClient } from '../client/types';
+import { callScript, FORCE_RELEASE_RESULT, forceRelease, resize, RESIZE_STATUS, status } from '../scripts';
+import { snapshotOf, type HolderInfo } from '../holder-info';
 import { Semaphore } from '../semaphore';
 import { MAX_RESOURCES } from '../options';
 
@@ -38,19 +34,23 @@ export interface SemaphoreStatus {
   readonly available: number;
   /** Registered waiters (this library's, in any process). */
   readonly waiting: number;
-  /** Their grant ids, earliest lease first (at most `waiterIds` of them). */
+  /** Their grant ids, earliest expiry first (at most `waiterIds` of them). */
   readonly waiterIds: readonly string[];
   /** Held tokens, longest-held first. */
   readonly holders: readonly HolderInfo[];
 }
+
+/** SCAN's reply: the next cursor and a batch of keys. */
+type ScanReply = [cursor: string, keys: string[]];
 
 /** How many waiter ids a status lists by default (the count is always complete). */
 const WAITER_IDS = 100;
 
 export async function readStatus(client: SupportedRedisClient, name: string, waiterIds = WAITER_IDS): Promise<SemaphoreStatus> {
   const { keys, redis } = target(client, name);
-  const reply = await runScript(redis, scripts.status, keys.scriptKeys, [String(waiterIds)]);
-  const { exists, nowSeconds, available, waiting, waiterIds: ids, holders } = decodeStatus(reply);
+  const { exists, nowSeconds, available, waiting, waiterIds: ids, holders } = snapshotOf(
+    await callScript(redis, status({ keys }, waiterIds)),
+  );
   return {
     name,
     exists,
@@ -103,10 +103,8 @@ export async function listSemaphores(
   const names = new Set<string>();
   let cursor = '0';
   do {
-    const [next, keys] = (await client.sendCommand(['SCAN', cursor, 'MATCH', EXISTS_KEY_PATTERN, 'COUNT', '1000'])) as [
-      string,
-      string[],
-    ];
+    const reply: unknown = await client.sendCommand(['SCAN', cursor, 'MATCH', EXISTS_KEY_PATTERN, 'COUNT', '1000']);
+    const [next, keys] = reply as ScanReply;
     for (const key of keys) {
       const name = nameOfExistsKey(key);
       if (name !== undefined) names.add(name);
@@ -132,9 +130,9 @@ export async function releaseToken(
   grantId = '',
 ): Promise<ReleaseOutcome> {
   const { keys, redis } = target(client, name);
-  const result = (await runScript(redis, scripts.forceRelease, keys.scriptKeys, [token, grantId])) as number;
+  const result = await callScript(redis, forceRelease({ keys }, token, grantId));
   if (result >= 0) return { status: 'released', available: result };
-  if (result === -2) return { status: 'holder-changed' };
+  if (result === FORCE_RELEASE_RESULT.OTHER_GRANT) return { status: 'holder-changed' };
   return { status: (await redis.sendCommand(['EXISTS', keys.exists])) === 1 ? 'not-held' : 'not-found' };
 }
 
@@ -180,13 +178,8 @@ export async function resizeSemaphore(client: SupportedRedisClient, name: string
     throw new RangeError(`Expected the number of tokens to be an integer from 1 to ${MAX_RESOURCES}, got ${tokens}`);
   }
   const { keys, redis } = target(client, name);
-  const [status, before, held, after] = (await runScript(redis, scripts.resize, keys.scriptKeys, [String(tokens)])) as [
-    number,
-    number,
-    number,
-    number,
-  ];
-  if (status === 0) return { status: 'not-found' };
-  if (status === -1) return { status: 'below-held', before, held };
-  return { status: 'resized', before, held, after };
+  const outcome = await callScript(redis, resize({ keys }, tokens));
+  if (outcome.status === RESIZE_STATUS.MISSING) return { status: 'not-found' };
+  if (outcome.status === RESIZE_STATUS.BELOW_HELD) return { status: 'below-held', before: outcome.before, held: outcome.held };
+  return { status: 'resized', before: outcome.before, held: outcome.held, after: outcome.after };
 }

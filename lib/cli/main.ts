@@ -15,7 +15,7 @@ import {
   semaphoreExists,
 } from '../admin/operations';
 import { EXISTS_KEY_PATTERN, semaphoreKeys } from '../keys';
-import type { RedisClientLike } from '../redis-client';
+import type { RedisClientLike } from '../client/types';
 import { MAX_RESOURCES } from '../options';
 import { CliError, EXIT, missing, notFound, usage } from './errors';
 import { formatDuration, formatStatus, parseDuration, printable, redactUrl, table } from './format';

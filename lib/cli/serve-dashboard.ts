@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import { createClient } from 'redis';
-import type { RedisClientLike } from '../redis-client';
+import type { RedisClientLike } from '../client/types';
 import { createDashboard } from '../dashboard/handler';
 import { redactUrl } from './format';
 

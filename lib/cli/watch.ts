@@ -1,5 +1,5 @@
 /** `watch <name>`: the CLI's refreshing status. */
-import type { RedisClientLike } from '../redis-client';
+import type { RedisClientLike } from '../client/types';
 import { statusJson } from '../admin/json';
 import { readStatus } from '../admin/operations';
 import { EXIT, missing } from './errors';

@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { statusJson, unreadableJson, type StatusJson } from '../admin/json';
 import { isUnreadable, releaseStale, releaseToken, semaphoreExists, type SemaphoreStatus } from '../admin/operations';
-import type { RedisClientLike } from '../redis-client';
+import type { RedisClientLike } from '../client/types';
 import { describe } from '../describe';
 import { notFoundPage, page } from './page';
 import { Sampler, type HandOff } from './sampler';

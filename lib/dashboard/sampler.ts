@@ -1,5 +1,5 @@
 /** The dashboard's snapshots of semaphores, shared by every page polling it, and the hand-offs seen between them. */
-import type { RedisClientLike } from '../redis-client';
+import type { RedisClientLike } from '../client/types';
 import { isUnreadable, listSemaphores, readStatus, unreadable, type SemaphoreStatus, type UnreadableSemaphore } from '../admin/operations';
 
 /**
