@@ -13,20 +13,20 @@ if (!['redis', 'redis5', 'redis6'].includes(client)) {
  * would run them exactly as the v4 pass does, so only the v4 pass runs them.
  */
 const clientIndependent = [
-  'spec/package.spec.ts',
-  'spec/docs.spec.ts',
-  'spec/examples.spec.ts',
-  'spec/demo.spec.ts',
-  'spec/cli.spec.ts',
-  'spec/dashboard.browser.spec.ts',
+  'spec/package/package.spec.ts',
+  'spec/package/docs.spec.ts',
+  'spec/tools/examples.spec.ts',
+  'spec/tools/demo.spec.ts',
+  'spec/tools/cli.spec.ts',
+  'spec/tools/dashboard.browser.spec.ts',
 ];
 
 /**
  * The 30 s soak runs in the v4 pass only, to keep CI short: every major's recovery paths are
  * exercised by the crash and fault specs, and `REDIS_CLIENT=redis5 npm run soak` soaks another major.
- * The abort storm (spec/abort-storm.spec.ts) runs in every pass: cancellation differs by major.
+ * The abort storm (spec/faults/abort-storm.spec.ts) runs in every pass: cancellation differs by major.
  */
-const firstPassOnly = [...clientIndependent, 'spec/soak.spec.ts'];
+const firstPassOnly = [...clientIndependent, 'spec/faults/soak.spec.ts'];
 
 /** @type {import('jest').Config} */
 module.exports = {

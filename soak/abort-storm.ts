@@ -19,7 +19,7 @@
  * workers' event-loop delay and samples of the keys; a token left held is traced to the worker,
  * caller and fence it was granted to. ABORT_STORM_DEBUG=1 logs every 200 ms sample.
  *
- * Used by spec/abort-storm.spec.ts (CI, 30 s) and `npm run soak` (soak/run.ts).
+ * Used by spec/faults/abort-storm.spec.ts (CI, 30 s) and `npm run soak` (soak/run.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';

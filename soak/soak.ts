@@ -4,7 +4,7 @@
  * table hit them (SIGKILL, CLIENT KILL, a black-holed blocking connection, a Redis restart, CLIENT
  * PAUSE shorter than the stale timeout); then the
  * history checker (history.ts) and the token census (census.ts) judge the run. Used by `npm run soak`
- * (soak/run.ts, default 60 s) and by spec/soak.spec.ts (CI, about 30 s).
+ * (soak/run.ts, default 60 s) and by spec/faults/soak.spec.ts (CI, about 30 s).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';

@@ -1,6 +1,6 @@
 'use strict';
 /*
- * A child process for spec/crash.spec.ts: runs the built library (npm run build) against a real Redis,
+ * A child process for spec/faults/crash.spec.ts: runs the built library (npm run build) against a real Redis,
  * reports what it does over IPC, and, at the checkpoint it was told, reports `{ at: step }` and stops
  * itself with SIGSTOP, so the parent can SIGKILL it exactly between two steps of the protocol.
  *

@@ -1,6 +1,6 @@
 'use strict';
 /*
- * A child process for spec/leases.spec.ts: a holder that can be frozen (SIGSTOP) and resumed.
+ * A child process for spec/api/leases.spec.ts: a holder that can be frozen (SIGSTOP) and resumed.
  * Configured by the JSON in LEASE_WORKER: { url, name, options }. It takes a token with lock(),
  * reports `{ acquired, fence }`, reports `{ lost: reason }` when the library (onLockLost) tells it the
  * token was lost, and on the message 'unlock' reports `{ unlocked: <what unlock resolved> }` and exits.

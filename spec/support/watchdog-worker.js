@@ -1,6 +1,6 @@
 'use strict';
 /*
- * A child process for spec/grant-identity.spec.ts: a watchdog (`startWatchdog`) on a Semaphore of its
+ * A child process for spec/protocol/grant-identity.spec.ts: a watchdog (`startWatchdog`) on a Semaphore of its
  * own, in a process whose event loop the parent's stalls do not block.
  *
  * It runs lib/ from its TypeScript sources, transpiled in memory with the project's typescript, so

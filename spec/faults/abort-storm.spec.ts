@@ -1,0 +1,34 @@
+/**
+ * The abort storm (soak/abort-storm.ts): 4 worker processes × 16 callers on one mutex, every
+ * lock with a request deadline of 5–65 ms (`AbortSignal.timeout`), holds of 0–5 ms, for 30 s
+ * (ABORT_STORM_SECONDS); then the same on a semaphore of 3 for half as long. Fails when grants stop
+ * for more than one slice while callers wait, on more holders than resources, on a failed call, and
+ * on anything left behind once the workers closed (a lost or duplicated token, an INBOX key, a
+ * registration other than an abandoned mark, a GRABBED entry). `npm run soak` runs it too.
+ */
+import { runAbortStorm, type AbortStormReport } from '../../soak/abort-storm';
+
+const SECONDS = Number(process.env['ABORT_STORM_SECONDS'] ?? 30);
+const VARIANT_SECONDS = Math.max(5, Math.round(SECONDS / 2));
+
+function expectClean(report: AbortStormReport, seconds: number): void {
+  console.log(report.lines.join('\n'));
+  expect(report.checks.filter((check) => !check.ok)).toEqual([]);
+  expect(report.maxGapMs).toBeLessThanOrEqual(1000);
+  expect(report.leftoverInboxKeys).toEqual([]);
+  expect(report.errors).toEqual([]);
+  expect(report.aborts).toBeGreaterThan(0);
+  expect(report.grants).toBeGreaterThan(seconds * 10);
+}
+
+test(`an abort storm on a mutex for ${SECONDS} s: grants never stall, one holder at most, nothing left behind`, async () => {
+  const report = await runAbortStorm({ seconds: SECONDS, resources: 1 });
+  expectClean(report, SECONDS);
+  expect(report.maxHolders).toBe(1);
+}, (SECONDS + 90) * 1000);
+
+test(`an abort storm on a semaphore of 3 for ${VARIANT_SECONDS} s: the same, three holders at most`, async () => {
+  const report = await runAbortStorm({ seconds: VARIANT_SECONDS, resources: 3 });
+  expectClean(report, VARIANT_SECONDS);
+  expect(report.maxHolders).toBeLessThanOrEqual(3);
+}, (VARIANT_SECONDS + 90) * 1000);

@@ -1,0 +1,37 @@
+import * as api from '../../lib';
+
+test('the public exports are exactly these', () => {
+  expect(Object.keys(api).sort()).toEqual([
+    'CHANNELS',
+    'LockLostError',
+    'LockTimeoutError',
+    'Mutex',
+    'ReplicationError',
+    'Semaphore',
+    'SemaphoreClosedError',
+    'SemaphoreError',
+    'SemaphoreRedisError',
+    'createDashboard',
+  ]);
+});
+
+test('every error is a SemaphoreError with a literal name', () => {
+  const errors = [
+    new api.LockTimeoutError('s', 5),
+    new api.SemaphoreRedisError('s', 'lock', new Error('x')),
+    new api.SemaphoreClosedError('s'),
+    new api.LockLostError('s', '0', 'expired'),
+    new api.ReplicationError('s', 'lock', 1, 0),
+  ];
+  expect(errors.map((error) => error.name)).toEqual([
+    'LockTimeoutError',
+    'SemaphoreRedisError',
+    'SemaphoreClosedError',
+    'LockLostError',
+    'ReplicationError',
+  ]);
+  for (const error of errors) {
+    expect(error).toBeInstanceOf(api.SemaphoreError);
+    expect(error.semaphore).toBe('s');
+  }
+});

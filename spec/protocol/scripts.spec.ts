@@ -1,0 +1,393 @@
+import { semaphoreKeys } from '../../lib/keys';
+import { runScript, scripts } from '../../lib/scripts';
+import { snapshot, useFixture } from '../support/fixture';
+import { uniqueName, type Client } from '../support/redis';
+
+/** The Lua scripts, called with raw KEYS and ARGV as the library sends them. */
+const fixture = useFixture();
+let redis: Client;
+beforeAll(() => {
+  redis = fixture.redis;
+});
+
+/** Redis' clock, in seconds. */
+async function serverSeconds(): Promise<number> {
+  const [seconds, micros] = (await redis.sendCommand(['TIME'])) as [string, string];
+  return Number(seconds) + Number(micros) / 1e6;
+}
+
+/** OWNERS values are "<grant id> <fence> <acquired stamp> <owner label>": the grant ids alone. */
+function grantIds(owners: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(owners).map(([token, record]) => [token, record.split(' ')[0] ?? '']));
+}
+
+function setup() {
+  const name = uniqueName('lua');
+  const keys = semaphoreKeys(name);
+  const client = redis as unknown as Parameters<typeof runScript>[0];
+  const run = (script: keyof typeof scripts, args: string[], extraKeys: string[] = []) =>
+    runScript(client, scripts[script], [...keys.scriptKeys, ...extraKeys], args);
+  return { name, keys, run };
+}
+
+describe('tryLock-9.lua', () => {
+  test('creates, takes the first token, records holder and owner', async () => {
+    const { name, run } = setup();
+    expect(await run('tryLock', ['2', 'g1', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number)]);
+    const state = await snapshot(redis, name);
+    expect(state.available).toEqual(['1']);
+    expect(grantIds(state.owners)).toEqual({ '0': 'g1' });
+    expect(await run('tryLock', ['2', 'g2', '', '', '', '', 'me'])).toEqual(['1', expect.any(Number)]);
+    expect(await run('tryLock', ['2', 'g3', '', '', '', '', 'me'])).toEqual([null, 0]);
+  });
+
+  test('numbers every grant with a fence that keeps growing, even after the keys are gone', async () => {
+    const { keys, run } = setup();
+    const [, first] = (await run('tryLock', ['2', 'g1', '', '', '', '', 'host:1 worker a'])) as [string, number];
+    const [, second] = (await run('tryLock', ['2', 'g2', '', '', '', '', ''])) as [string, number];
+    expect(second).toBe(first + 1);
+    expect(await redis.hGet(keys.owners, '0')).toMatch(new RegExp(`^g1 ${first} \\d+\\.\\d{6} host:1 worker a$`));
+    expect(await redis.hGet(keys.grabbed, '0')).toMatch(new RegExp(`^\\d+\\.\\d{6} g1 ${first} 0$`));
+    await redis.del([...keys.scriptKeys]); // expired, deleted, or lost in a restart without persistence
+    const [token, afterReset] = (await run('tryLock', ['2', 'g3', '', '', '', '', ''])) as [string, number];
+    expect(token).toBe('0');
+    expect(afterReset).toBeGreaterThan(second);
+  });
+
+  test('registers the caller as a waiter on a miss when given a lease', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
+    expect(await run('tryLock', ['1', 'g2', '100.000000', '', '', '25', 'me'])).toEqual([null, 0]);
+    // Leases count on Redis TIME even when the caller brings its own clock (useLocalTime).
+    const [registration] = await redis.zRangeWithScores(keys.waiting, 0, -1);
+    expect(registration?.value).toBe('g2');
+    expect(Math.abs(registration!.score - (await serverSeconds()) - 25)).toBeLessThan(2);
+  });
+
+  test('leaves a reclaimed token to a registered waiter, and reports expired registrations', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['1', 'old', '100.000000', '5000', '', '', 'me']);
+    await redis.zAdd(keys.waiting, [{ score: 1e12, value: 'waiter' }, { score: 1, value: 'gone' }]);
+    expect(await run('tryLock', ['1', 'new', '200.000000', '5', '', '', 'me'])).toEqual([null, 0, 'gone']);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+  });
+  test('a hit leaves expired registrations to callers that will wait (no lookup on the fast path)', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await redis.zAdd(keys.waiting, [{ score: 1, value: 'gone' }]);
+    expect(await run('tryLock', ['1', 'hit', '', '', '', '25', 'me'])).toEqual(['0', expect.any(Number)]);
+    expect(await run('tryLock', ['1', 'miss', '', '', '', '25', 'me'])).toEqual([null, 0, 'gone']);
+  });
+});
+
+describe('claim-10.lua', () => {
+  test('turns the token in a registered inbox into a grant', async () => {
+    const { keys, run } = setup();
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
+    await run('tryLock', ['1', 'other', '', '', '', '', 'me']); // take "0" so we can place it by hand
+    await redis.hDel(keys.grabbed, '0');
+    await redis.hDel(keys.owners, '0');
+    await redis.rPush(keys.inbox('w'), '0');
+    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0]);
+    expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+
+  test('after an empty slice, renews the registration (or ends it on the last slice)', async () => {
+    const { keys, run } = setup();
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
+    expect(await run('claim', ['w', '105.000000', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0]);
+    const [renewed] = await redis.zRangeWithScores(keys.waiting, 0, -1);
+    expect(Math.abs(renewed!.score - (await serverSeconds()) - 25)).toBeLessThan(2);
+    expect(await run('claim', ['w', '106.000000', '', '1', '', '', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0]);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+
+  test('while waiting, reclaims stale holders so the next slice can get their token', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['1', 'dead', '100.000000', '5000', '', '', 'me']);
+    await run('tryLock', ['1', 'w', '100.000000', '', '', '25', 'me']);
+    expect(await run('claim', ['w', '200.000000', '', '1', '5', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0]);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+    expect(await redis.hGetAll(keys.owners)).toEqual({});
+  });
+
+  test('reports how many others are registered after a grant (the next lock of a contended semaphore skips tryLock)', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
+    await run('prepareWait', ['next', '', '10', '1', '', '']);
+    await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    const [token, renewed, fence, others] = (await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])) as number[];
+    expect([token, renewed, others]).toEqual(['0', 0, 1]);
+    expect(fence).toBeGreaterThan(0);
+    // Nobody is blocked while a token is still free, however many registrations there are.
+    await run('release', ['0', 'w', '1', '']);
+    await run('signal', ['extra', '1', '']);
+    await run('prepareWait', ['w3', '', '10', '1', '', '']);
+    await run('prepareWait', ['w4', '', '10', '1', '', '']);
+    await redis.lMove(keys.available, keys.inbox('w3'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['w3', '', '', '1', '', '25', 'me'], [keys.inbox('w3')])).toEqual(['extra', 0, expect.any(Number), 0]);
+  });
+
+  test('with others registered, registers the spare id for the caller\'s next wait and reclaims stale holders', async () => {
+    const { keys, run } = setup();
+    await run('create', ['2', '']);
+    await run('tryLock', ['2', 'dead', '100.000000', '5000', '', '', 'me']); // takes "0"; stale by t=200
+    // Local time (useLocalTime) keeps the dead holder's lease running until the claim at t=200.
+    await run('prepareWait', ['w', '', '10', '2', '', '100.000000']);
+    await run('prepareWait', ['other', '', '10', '2', '', '100.000000']);
+    await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    const claimed = await run('claim', ['w', '200.000000', '', '2', '5', '25', 'me', 'spare', '30'], [keys.inbox('w')]);
+    expect(claimed).toEqual(['1', 0, expect.any(Number), 1]);
+    const registered = await redis.zRangeWithScores(keys.waiting, 0, -1);
+    expect(registered.map((entry) => entry.value).sort()).toEqual(['other', 'spare']);
+    const spare = registered.find((entry) => entry.value === 'spare')!;
+    expect(Math.abs(spare.score - (await serverSeconds()) - 30)).toBeLessThan(2);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']); // the stale holder's token
+    expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '1': 'w' });
+    // Alone, no spare: the next lock of that caller tries first.
+    await redis.zRem(keys.waiting, ['other', 'spare']);
+    await run('prepareWait', ['w2', '', '10', '2', '', '200.000000']);
+    await redis.lMove(keys.available, keys.inbox('w2'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['w2', '', '', '2', '', '25', 'me', 'spare2', '30'], [keys.inbox('w2')])).toEqual(['0', 0, expect.any(Number), 0]);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+
+  test('on a grant, looks for expired registrations once in 16 grants (by fencing number)', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await redis.zAdd(keys.waiting, [{ score: 1, value: 'gone' }]);
+    const grant = async (id: string, fenceBefore: number) => {
+      await redis.set(keys.fence, String(fenceBefore));
+      await run('prepareWait', [id, '', '10', '1', '', '']);
+      await redis.lMove(keys.available, keys.inbox(id), 'LEFT', 'RIGHT');
+      const reply = await run('claim', [id, '', '', '1', '', '25', 'me'], [keys.inbox(id)]);
+      await run('release', ['0', id, '1', '']);
+      return reply;
+    };
+    expect(await grant('a', 1000)).toEqual(['0', 0, 1001, 1]);
+    expect(await grant('b', 1007)).toEqual(['0', 0, 1008, 1, 'gone']);
+  });
+
+  test('bounces a token that reaches an unregistered (abandoned) inbox back to AVAILABLE', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['1', '']);
+    await redis.lMove(keys.available, keys.inbox('gone'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['gone', '', '', '1', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0, 0]);
+    const state = await snapshot(redis, name);
+    expect(state.available).toEqual(['0']);
+    expect(state.owners).toEqual({});
+    expect(await redis.exists(keys.inbox('gone'))).toBe(0);
+  });
+});
+
+describe('recover-10.lua', () => {
+  test('adopts a grant whose claim ran but whose reply was lost', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['2', 'lost-reply', '', '', '', '', 'me']);
+    expect(await run('recover', ['lost-reply', '', '', '100', 'me'], [keys.inbox('lost-reply')])).toEqual(['0', expect.any(Number), expect.any(Number)]);
+  });
+
+  test('claims a token still in the inbox', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
+    await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toEqual(['0', expect.any(Number), 0]);
+    expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
+  });
+
+  test('with nothing delivered yet, marks the grant id abandoned for the longer of its lease and the mark', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
+    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toBeNull();
+    const [mark] = await redis.zRangeWithScores(keys.waiting, 0, -1);
+    expect(mark?.value).toBe('~w');
+    expect(Math.abs(mark!.score - (await serverSeconds()) - 100)).toBeLessThan(2);
+    // A blocked command still alive on the server delivers late: its claim bounces the token.
+    await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0]);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+  });
+});
+
+describe('prepareWait-9.lua', () => {
+  test('does what tryLock does before a wait: creates the semaphore and reclaims stale holders', async () => {
+    const { name, keys, run } = setup();
+    expect(await run('prepareWait', ['w', '', '10', '2', '', ''])).toBe(1);
+    expect((await snapshot(redis, name)).available).toEqual(['0', '1']);
+    await run('tryLock', ['2', 'dead', '100.000000', '5000', '', '', 'me']);
+    expect(await run('prepareWait', ['w2', '', '10', '2', '5', '200.000000'])).toBe(1);
+    const state = await snapshot(redis, name);
+    expect(state.available.sort()).toEqual(['0', '1']);
+    expect(state.owners).toEqual({});
+    expect((await redis.zRange(keys.waiting, 0, -1)).sort()).toEqual(['w', 'w2']);
+  });
+
+  test('registers nothing for an abandoned grant id, so a pipeline arriving late cannot be granted', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    // The client gave up on `late` (its reply never came) before its pipeline reached Redis.
+    expect(await run('recover', ['late', '', '', '100', 'me'], [keys.inbox('late')])).toBeNull();
+    expect(await run('prepareWait', ['late', '', '10', '1', '', ''])).toBe(0);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~late']);
+    await redis.lMove(keys.available, keys.inbox('late'), 'LEFT', 'RIGHT'); // its BLMOVE
+    expect(await run('claim', ['late', '', '', '1', '', '25', 'me'], [keys.inbox('late')])).toEqual([null, 0, 0, 0]);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+    expect(await redis.hGetAll(keys.owners)).toEqual({});
+  });
+});
+
+describe('includes: ensure and touch_expiry', () => {
+  test('re-creation after EXISTS alone was lost does not duplicate tokens still on AVAILABLE', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['3', '']);
+    await run('tryLock', ['3', 'g', '', '', '', '', 'me']); // holds "0"
+    await redis.del(keys.exists); // e.g. evicted
+    expect(await run('create', ['3', ''])).toBe(1);
+    const state = await snapshot(redis, name);
+    expect([...state.available].sort()).toEqual(['1', '2']);
+    expect(Object.keys(state.grabbed)).toEqual(['0']);
+  });
+
+  test('creates a large semaphore in batches of 10,000 that other commands interleave with, pushing each token once', async () => {
+    const { name, keys, run } = setup();
+    expect(await run('create', ['25000', ''])).toBe(2);
+    expect(await redis.get(keys.creating)).toBe('N 25000 10000');
+    expect(await redis.exists(keys.exists)).toBe(0);
+    // Between batches the pool is usable: a lock takes the first token (and pushes the next batch).
+    expect(await run('tryLock', ['25000', 'g', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number)]);
+    expect(await redis.get(keys.creating)).toBe('N 25000 20000');
+    expect(await run('create', ['25000', ''])).toBe(1);
+    expect(await redis.exists([keys.creating])).toBe(0);
+    expect(await redis.get(keys.exists)).toBe('1');
+    const available = await redis.lRange(keys.available, 0, -1);
+    expect(available).toHaveLength(24_999);
+    expect(new Set([...available, '0']).size).toBe(25_000);
+    expect(available.slice(0, 2)).toEqual(['1', '2']); // in order, as the gem creates them
+    expect(await run('create', ['25000', ''])).toBe(0);
+    expect(Object.keys((await snapshot(redis, name)).grabbed)).toEqual(['0']);
+  });
+
+  // Re-creation after a partial loss: spec/protocol/recreation.spec.ts.
+
+  test('gives every key one absolute deadline, extended to the last registration lease', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['1', '60000']);
+    const deadlines = await Promise.all(
+      (await snapshot(redis, name)).keys.map((key) => redis.sendCommand(['PEXPIRETIME', key])),
+    );
+    expect(new Set(deadlines).size).toBe(1);
+    const far = Date.now() / 1000 + 3600;
+    await redis.zAdd(keys.waiting, { score: far, value: 'w' });
+    await run('create', ['1', '60000']);
+    expect(Number(await redis.sendCommand(['PEXPIRETIME', keys.exists]))).toBeGreaterThanOrEqual(Math.ceil(far * 1000));
+  });
+});
+
+describe('reapWaiters.lua', () => {
+  test('returns tokens from inboxes whose lease is over, and leaves live registrations alone', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['2', '']);
+    await redis.zAdd(keys.waiting, [{ score: 1, value: '~dead' }, { score: 1e12, value: 'alive' }]);
+    await redis.lMove(keys.available, keys.inbox('dead'), 'LEFT', 'RIGHT');
+    await redis.lMove(keys.available, keys.inbox('alive'), 'LEFT', 'RIGHT');
+    expect(await run('reapWaiters', ['', '~dead', 'alive'], [keys.inbox('dead'), keys.inbox('alive')])).toBe(1);
+    const state = await snapshot(redis, name);
+    expect(state.available).toEqual(['0']);
+    expect(state.waiting).toEqual(['alive']);
+    expect(state.inboxes).toEqual({ [keys.inbox('alive')]: ['1'] });
+  });
+
+  test('drains an abandoned inbox at any time, keeping the mark until its lease is over', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await redis.zAdd(keys.waiting, { score: 1e12, value: '~zombie' });
+    await redis.lMove(keys.available, keys.inbox('zombie'), 'LEFT', 'RIGHT'); // a zombie BLMOVE delivered
+    expect(await run('reapWaiters', ['', '~zombie'], [keys.inbox('zombie')])).toBe(1);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
+    expect(await redis.exists(keys.inbox('zombie'))).toBe(0);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~zombie']);
+  });
+});
+
+describe('the LEASES index', () => {
+  test('grants and refreshes index their lease end; releases and reclaims remove it; no lease is +inf', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['3', 'a', '100.000000', '5000', '', '', 'me']);
+    await run('tryLock', ['3', 'b', '100.000000', '0', '', '', 'me']);
+    expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0', '1']);
+    expect(await redis.zScore(keys.leases, '0')).toBe(105);
+    // +inf: "inf" in RESP2, Infinity as RESP3 decodes it (v6).
+    expect(['inf', 'Infinity']).toContain(String(await redis.sendCommand(['ZSCORE', keys.leases, '1'])));
+    expect(await run('refresh', ['0', 'a', '102.000000'])).toBe(1);
+    expect(await redis.zScore(keys.leases, '0')).toBe(107);
+    expect(await run('release', ['1', 'b', '1', ''])).toEqual([1, 2]);
+    expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
+    expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([1]);
+    expect(await redis.zCard(keys.leases)).toBe(0);
+  });
+
+  test('reclaims through the index, cleans entries whose record went behind its back, and finds Ruby holders', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['3', '']);
+    await run('tryLock', ['3', 'a', '100.000000', '5000', '', '', 'me']); // "0"
+    await run('tryLock', ['3', 'b', '100.000000', '5000', '', '', 'me']); // "1"
+    // The gem reclaims "1" (HDEL + LPUSH), then a Ruby client takes it: a plain stamp, no index entry.
+    await redis.hDel(keys.grabbed, '1');
+    await redis.hSet(keys.grabbed, '1', '150.5');
+    // A refresh on another clock leaves "0" indexed as due although its record says live.
+    await redis.hSet(keys.grabbed, '0', (await redis.hGet(keys.grabbed, '0'))!.replace(/^100\.000000/, '199.000000'));
+    expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([0]); // no Ruby timeout: Ruby holder kept
+    expect(await redis.zRangeWithScores(keys.leases, 0, -1)).toEqual([{ value: '0', score: 204 }]);
+    expect(await run('releaseStale', ['200.000000', '10000', ''])).toEqual([1]); // 49.5 s old Ruby holder
+    expect(Object.keys((await snapshot(redis, name)).grabbed)).toEqual(['0']);
+  });
+});
+
+describe('release-9.lua and refresh-9.lua', () => {
+  test('only the owning grant releases, refreshes or consumes', async () => {
+    const { name, run } = setup();
+    await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
+    expect(await run('refresh', ['0', 'intruder', ''])).toBe(0);
+    expect(await run('release', ['0', 'intruder', '1', ''])).toEqual([0, 0]);
+    expect(await run('refresh', ['0', 'g1', '150.000000'])).toBe(1);
+    // The refresh restamps the lease; the acquisition time stays in OWNERS.
+    const { grabbed, owners } = await snapshot(redis, name);
+    expect(grabbed).toEqual({ '0': expect.stringMatching(/^150\.000000 g1 \d+ 0$/) });
+    expect(owners['0']).toMatch(/^g1 \d+ 100\.000000 me$/);
+    expect(await run('release', ['0', 'g1', '1', ''])).toEqual([1, 1]);
+    expect(await run('release', ['0', 'g1', '1', ''])).toEqual([0, 1]); // a second release pushes nothing
+    expect((await snapshot(redis, name)).available).toEqual(['0']);
+    await run('tryLock', ['1', 'g2', '', '', '', '', 'me']);
+    expect(await run('release', ['0', 'g2', '0', ''])).toEqual([1, 0]); // consume: not put back
+    expect(await redis.lRange(`SEMAPHORE:${name}:AVAILABLE`, 0, -1)).toEqual([]);
+  });
+});
+
+describe('releaseStale-9.lua', () => {
+  test('reclaims by each holder\'s own lease, Ruby holders and unreadable stamps by the caller\'s, and forgets owners', async () => {
+    const { name, keys, run } = setup();
+    await run('create', ['5', '']);
+    await run('tryLock', ['5', 'a', '100.000000', '5000', '', '', 'me']); // "0": lease over at 105
+    await run('tryLock', ['5', 'b', '104.000000', '10000', '', '', 'me']); // "1": lease runs to 114
+    await run('tryLock', ['5', 'c', '104.000000', '60000', '', '', 'me']); // "2": a longer lease than the caller's
+    await redis.lPop(keys.available);
+    await redis.hSet(keys.grabbed, '3', 'garbage');
+    await redis.lPop(keys.available);
+    await redis.hSet(keys.grabbed, '4', '104.5'); // a Ruby holder's plain stamp
+    expect(await run('releaseStale', ['110.000000', '5000', ''])).toEqual([3]);
+    const state = await snapshot(redis, name);
+    expect(Object.keys(state.grabbed).sort()).toEqual(['1', '2']);
+    expect(grantIds(state.owners)).toEqual({ '1': 'b', '2': 'c' });
+    expect([...state.available].sort()).toEqual(['0', '3', '4']);
+    // Without a stale timeout of its own, a caller still honours leases, and leaves Ruby holders alone.
+    await redis.hSet(keys.grabbed, '4', '104.5');
+    await redis.lRem(keys.available, 1, '4');
+    expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([2]);
+    expect(Object.keys((await snapshot(redis, name)).grabbed)).toEqual(['4']);
+  });
+});

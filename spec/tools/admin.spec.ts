@@ -1,0 +1,332 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createCluster } from 'redis';
+import { createDashboard, Semaphore, type DashboardHandler } from '../../lib';
+import { statusJson } from '../../lib/admin/json';
+import {
+  deleteSemaphore,
+  readStatus,
+  releaseStale,
+  releaseToken,
+  resizeSemaphore,
+  semaphoreExists,
+} from '../../lib/admin/operations';
+import { escapeHtml } from '../../lib/dashboard/page';
+import { EXISTS_KEY_PATTERN, grantIdOfInboxKey, inboxKeyPattern, keyPattern, nameOfExistsKey, semaphoreKeys } from '../../lib/keys';
+import type { RedisClientLike, SupportedRedisClient } from '../../lib/client/types';
+import { runScript, scripts } from '../../lib/scripts';
+import { snapshot, useFixture } from '../support/fixture';
+import { blockedClients, connectClient, uniqueName, until } from '../support/redis';
+import { startRedisServer } from '../support/redis-server';
+import { startRedisCluster, type RedisCluster } from '../support/redis-cluster';
+
+/** The operators' scripts with raw KEYS and ARGV, and createDashboard mounted in a node:http server. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+
+const fx = useFixture();
+const client = () => fx.redis as unknown as RedisClientLike;
+
+function setup() {
+  const name = uniqueName('admin');
+  const keys = semaphoreKeys(name);
+  const run = (script: 'status' | 'forceRelease' | 'resize', args: string[]) =>
+    runScript(client(), scripts[script], keys.scriptKeys, args);
+  return { name, keys, run };
+}
+
+describe('forceRelease-9.lua', () => {
+  test('frees a held token (GRABBED and OWNERS gone, token pushed); refuses one that is not held', async () => {
+    const { name, run } = setup();
+    const sem = fx.semaphore({ resources: 2 }, name);
+    const token = (await sem.lock(0)) as string;
+    expect(await run('forceRelease', ['1', ''])).toBe(-1);
+    expect(await run('forceRelease', [token, ''])).toBe(2);
+    expect(await snapshot(fx.redis, name)).toMatchObject({ grabbed: {}, owners: {}, available: [token, '1'] });
+    expect(await run('forceRelease', [token, ''])).toBe(-1);
+    await expect(sem.unlock(token)).resolves.toBe(false);
+    expect((await snapshot(fx.redis, name)).available).toEqual([token, '1']);
+  });
+
+  test('with a grant id, frees the token only if that grant still holds it', async () => {
+    const { name, run } = setup();
+    const sem = fx.semaphore({ resources: 1 }, name);
+    await sem.lock(0);
+    const [{ grantId: first }] = (await readStatus(client(), name)).holders as unknown as [{ grantId: string }];
+    await sem.unlock();
+    await sem.lock(0);
+    expect(await run('forceRelease', ['0', first])).toBe(-2);
+    await expect(sem.isLocked('0')).resolves.toBe(true);
+    const [{ grantId: second }] = (await readStatus(client(), name)).holders as unknown as [{ grantId: string }];
+    expect(await run('forceRelease', ['0', second])).toBe(1);
+  });
+
+  test('a held token of a Ruby holder (GRABBED without OWNERS) is freed too', async () => {
+    const { name, keys, run } = setup();
+    await fx.semaphore({ resources: 1 }, name).existsOrCreate();
+    await fx.redis.lPop(keys.available);
+    await fx.redis.hSet(keys.grabbed, '0', '1763800000.123456');
+    expect(await run('forceRelease', ['0', ''])).toBe(1);
+  });
+});
+
+describe('resize-9.lua', () => {
+  test('grows with the lowest free integer names, shrinks retiring non-canonical and highest free tokens first', async () => {
+    const { name, run } = setup();
+    const sem = fx.semaphore({ resources: 3 }, name);
+    const held = (await sem.lock(0)) as string; // '0'
+    await sem.signal('job-x'); // not a canonical token name
+    expect(await run('resize', ['6'])).toEqual([1, 4, 1, 6]);
+    expect((await snapshot(fx.redis, name)).available.sort()).toEqual(['1', '2', '3', '4', 'job-x']);
+    expect(await run('resize', ['3'])).toEqual([1, 6, 1, 3]);
+    expect((await snapshot(fx.redis, name)).available.sort()).toEqual(['1', '2']);
+    expect(await run('resize', ['0'.concat()])).toEqual([-1, 3, 1, 3]);
+    expect(await run('resize', ['1'])).toEqual([1, 3, 1, 1]);
+    expect(await snapshot(fx.redis, name)).toMatchObject({ available: [], grabbed: { [held]: expect.any(String) } });
+  });
+
+  test('a semaphore that does not exist is left alone', async () => {
+    const { name, run } = setup();
+    expect(await run('resize', ['3'])).toEqual([0, 0, 0, 0]);
+    expect((await snapshot(fx.redis, name)).keys).toEqual([]);
+  });
+});
+
+describe('status-9.lua', () => {
+  test('exists, free tokens, live waiters (not abandoned marks) and every holder with its owner record', async () => {
+    const { name, keys, run } = setup();
+    const sem = fx.semaphore({ resources: 1, owner: 'me on host' }, name);
+    await sem.lock(0);
+    const before = await blockedClients(fx.redis);
+    const waiter = sem.lock(10_000);
+    await until(async () => (await blockedClients(fx.redis)) > before);
+    await fx.redis.zAdd(keys.waiting, { score: 1e12, value: '~abandoned' });
+    const [exists, now, available, waiting, ids, token, stamp, owner] = (await run('status', ['10'])) as unknown[];
+    expect([exists, available, waiting, token]).toEqual([1, 0, 1, '0']);
+    expect(ids).toEqual([expect.any(String)]);
+    expect(Number(now)).toBeGreaterThanOrEqual(parseFloat(String(stamp)));
+    expect(owner).toMatch(/^\S+ \d+ \d+\.\d{6} me on host$/);
+    expect(await run('status', ['0'])).toEqual([1, expect.any(String), 0, 1, [], '0', stamp, owner]);
+    await sem.unlock('0');
+    await waiter;
+  });
+});
+
+describe('createDashboard', () => {
+  const TOKEN = 'a-long-enough-secret';
+  let server: Server;
+  let base: string;
+  let handler: DashboardHandler;
+
+  beforeAll(async () => {
+    handler = createDashboard({ redis: client(), token: TOKEN, basePath: '/ops/semaphores' });
+    server = createServer((request, response) => handler(request, response));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ops/semaphores`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const post = (path: string, body: unknown, token: string | null = TOKEN) =>
+    fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token === null ? {} : { authorization: `Bearer ${token}` }) },
+      body: JSON.stringify(body),
+    });
+
+  test('rejects options that would leave state-changing requests open', () => {
+    expect(() => createDashboard({ redis: client(), readOnly: false })).toThrow(TypeError);
+    expect(() => createDashboard({ redis: client(), token: '' })).toThrow(TypeError);
+    expect(() => createDashboard({ redis: client(), basePath: 'ops' })).toThrow(TypeError);
+    expect(() => createDashboard({ redis: undefined as unknown as RedisClientLike })).toThrow(TypeError);
+  });
+
+  test('serves the page and the JSON API under its base path, and 404 elsewhere', async () => {
+    const name = uniqueName('dash-api');
+    const sem = fx.semaphore({ resources: 2, owner: 'api-holder' }, name);
+    await sem.lock(0);
+    const page = await fetch(`${base}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(await page.text()).toContain('<script src="/ops/semaphores/app.js"></script>');
+    expect((await fetch(`${base}/app.js`)).status).toBe(200);
+    const broken = uniqueName('dash-broken');
+    await fx.redis.set(semaphoreKeys(broken).exists, '1');
+    await fx.redis.set(semaphoreKeys(broken).available, 'not a list');
+    const list = (await (await fetch(`${base}/api/semaphores`)).json()) as { semaphores: Array<{ name: string }> };
+    expect(list.semaphores.find((s) => s.name === name)).toMatchObject({ tokens: 2, held: 1, available: 1 });
+    expect(list.semaphores.find((s) => s.name === broken)).toEqual({ name: broken, error: expect.stringMatching(/^WRONGTYPE/) });
+    const one = (await (await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}`)).json()) as Json;
+    expect(one.semaphore.holders[0]).toMatchObject({ token: '0', owner: 'api-holder' });
+    // The CLI's status JSON (lib/admin/json.ts), with the dashboard's hand-offs.
+    const shape = statusJson(await readStatus(client(), name));
+    expect(Object.keys(one.semaphore)).toEqual([...Object.keys(shape), 'handOffs']);
+    expect(Object.keys(one.semaphore.holders[0])).toEqual(Object.keys(shape.holders[0] ?? {}));
+    expect((await fetch(`${base.replace('/ops/semaphores', '')}/api/semaphores`)).status).toBe(404);
+    expect((await fetch(`${base}x/api/semaphores`)).status).toBe(404);
+    expect((await fetch(base)).status).toBe(200);
+    expect((await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}/nope`)).status).toBe(404);
+    expect((await fetch(`${base}/api/semaphores`, { method: 'DELETE' })).status).toBe(405);
+  });
+
+  test('release needs the bearer token; frees a held token for a blocked waiter; refuses what is not held or re-taken', async () => {
+    const name = uniqueName('dash-release');
+    const holder = fx.semaphore({ resources: 1 }, name);
+    await holder.lock(0);
+    const before = await blockedClients(fx.redis);
+    const waiter = fx.semaphore({ resources: 1 }, name).lock(10_000);
+    await until(async () => (await blockedClients(fx.redis)) > before);
+    const path = `/api/semaphores/${encodeURIComponent(name)}/release`;
+    expect((await post(path, { token: '0' }, null)).status).toBe(401);
+    expect((await post(path, { token: '0' }, 'wrong-token-of-any-length')).status).toBe(401);
+    const unjson = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{"token":"0"}' });
+    expect(unjson.status).toBe(415);
+    expect((await post(path, { token: 0 })).status).toBe(400);
+    await expect(holder.isLocked('0')).resolves.toBe(true);
+    const [{ grantId }] = (await readStatus(client(), name)).holders as unknown as [{ grantId: string }];
+    const released = await post(path, { token: '0', grantId });
+    expect(released.status).toBe(200);
+    expect(await released.json()).toEqual({ released: true, token: '0', available: expect.any(Number) });
+    await expect(waiter).resolves.toBe('0');
+    expect((await post(path, { token: '0', grantId })).status).toBe(409); // the waiter's grant holds it now
+    expect((await post(path, { token: '7' })).status).toBe(404);
+    const missing = await post(`/api/semaphores/${encodeURIComponent(uniqueName('dash-missing'))}/release`, { token: '0' });
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as Json).error.code).toBe('semaphore_not_found');
+  });
+
+  test('release-stale frees Ruby holders held longer than olderThanMs, never a live lease', async () => {
+    const name = uniqueName('dash-stale');
+    const sem = fx.semaphore({ resources: 2 }, name);
+    await sem.lock(0); // a live holder with a 30 s lease
+    const [seconds] = (await fx.redis.sendCommand(['TIME'])) as [string, string];
+    const ruby = (await fx.redis.lPop(semaphoreKeys(name).available)) as string;
+    await fx.redis.hSet(semaphoreKeys(name).grabbed, ruby, `${Number(seconds)}.000000`); // a Ruby gem holder
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const path = `/api/semaphores/${encodeURIComponent(name)}/release-stale`;
+    expect((await post(path, { olderThanMs: -1 })).status).toBe(400);
+    expect(await (await post(path, { olderThanMs: 60_000 })).json()).toEqual({ released: 0 });
+    expect(await (await post(path, { olderThanMs: 100 })).json()).toEqual({ released: 1 });
+    await expect(sem.availableCount()).resolves.toBe(1);
+  });
+
+  test('read-only: no token needed to look, every change refused with 403', async () => {
+    const readOnly = createDashboard({ redis: client() });
+    const other = createServer(readOnly);
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    try {
+      expect(await (await fetch(`${url}/`)).text()).toContain('data-read-only="true"');
+      const refused = await fetch(`${url}/api/semaphores/x/release`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer anything' },
+        body: '{"token":"0"}',
+      });
+      expect(refused.status).toBe(403);
+    } finally {
+      other.closeAllConnections();
+      await new Promise((resolve) => other.close(resolve));
+    }
+  });
+
+  test('Redis going away is a 503 with the reason, never a crash', async () => {
+    const server2 = await startRedisServer();
+    const redis2 = await connectClient(server2.url);
+    const dashboard = createDashboard({ redis: redis2 as unknown as RedisClientLike });
+    const http2 = createServer(dashboard);
+    await new Promise<void>((resolve) => http2.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(http2.address() as AddressInfo).port}`;
+    try {
+      expect((await fetch(`${url}/api/semaphores`)).status).toBe(200);
+      await server2.kill();
+      await new Promise((resolve) => setTimeout(resolve, 300)); // past the shared snapshot's lifetime
+      const down = await fetch(`${url}/api/semaphores`);
+      expect(down.status).toBe(503);
+      // This client queues commands while offline, so the request times out rather than failing at once.
+      expect(((await down.json()) as Json).error).toEqual({ code: expect.stringMatching(/^(redis|timeout)$/), message: expect.any(String) });
+      expect((await fetch(`${url}/`)).status).toBe(200);
+    } finally {
+      http2.closeAllConnections();
+      await new Promise((resolve) => http2.close(resolve));
+      await redis2.disconnect().catch(() => undefined);
+      await server2.stop();
+    }
+  });
+
+  test('escapeHtml covers element content and quoted attributes', () => {
+    expect(escapeHtml(`<a href="x" onclick='y'>&</a>`)).toBe('&#60;a href=&#34;x&#34; onclick=&#39;y&#39;&#62;&#38;&#60;/a&#62;');
+  });
+});
+
+describe('key names for operators (lib/keys.ts)', () => {
+  test('a listed EXISTS key gives back a name that addresses the same keys; a cluster semaphore\'s is its tagged name', () => {
+    expect(EXISTS_KEY_PATTERN).toBe('SEMAPHORE:*:EXISTS');
+    expect(nameOfExistsKey('SEMAPHORE:jobs:EXISTS')).toBe('jobs');
+    expect(nameOfExistsKey('SEMAPHORE:a:b:EXISTS')).toBe('a:b');
+    for (const key of ['SEMAPHORE::EXISTS', 'SEMAPHORE:jobs:AVAILABLE', 'OTHER:jobs:EXISTS']) expect(nameOfExistsKey(key)).toBeUndefined();
+    for (const name of ['jobs', '{jobs}', 'crawl:{eu}', '}abc', '"}abc', 'a{}b']) {
+      for (const cluster of [false, true]) {
+        const keys = semaphoreKeys(name, { cluster });
+        const listed = nameOfExistsKey(keys.exists) as string;
+        // What the CLI and the dashboard list is a name whose keys are these; a cluster's is tagged, so
+        // a standalone client on one of its nodes addresses them too.
+        expect(semaphoreKeys(listed, { cluster }).scriptKeys).toEqual(keys.scriptKeys);
+        if (cluster) expect(semaphoreKeys(listed).scriptKeys).toEqual(keys.scriptKeys);
+      }
+    }
+    expect(nameOfExistsKey(semaphoreKeys('jobs', { cluster: true }).exists)).toBe('{jobs}');
+  });
+
+  test('SCAN patterns escape the name; inbox keys give back their grant id', () => {
+    const keys = semaphoreKeys('a*b?[c]\\d');
+    expect(keyPattern(keys)).toBe('SEMAPHORE:a\\*b\\?\\[c\\]\\\\d:*');
+    expect(inboxKeyPattern(keys)).toBe('SEMAPHORE:a\\*b\\?\\[c\\]\\\\d:INBOX:*');
+    expect(inboxKeyPattern(semaphoreKeys('jobs', { cluster: true }))).toBe('SEMAPHORE:{jobs}:INBOX:*');
+    expect(grantIdOfInboxKey(keys, keys.inbox('g1'))).toBe('g1');
+    expect(grantIdOfInboxKey(keys, keys.available)).toBeUndefined();
+  });
+});
+
+describe('operators on a Redis Cluster client', () => {
+  jest.setTimeout(60_000);
+  let cluster: RedisCluster;
+  let redis: ReturnType<typeof createCluster>;
+  const admin = () => redis as unknown as SupportedRedisClient;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3 });
+    redis = createCluster({ rootNodes: cluster.rootNodes });
+    redis.on('error', () => undefined);
+    await redis.connect();
+  });
+  afterAll(async () => {
+    await redis?.disconnect().catch(() => undefined);
+    await cluster?.stop();
+  });
+
+  test('read, release, resize, release-stale and delete address the hash-tagged keys a Semaphore on that client uses', async () => {
+    const name = uniqueName('admin-cluster');
+    const sem = new Semaphore(name, { redis: redis as never, resources: 2, owner: 'on-cluster' });
+    try {
+      const token = (await sem.lock(0)) as string;
+      const tagged = semaphoreKeys(name, { cluster: true });
+      expect(tagged.exists).toBe(`SEMAPHORE:{${name}}:EXISTS`);
+      await expect(semaphoreExists(admin(), name)).resolves.toBe(true);
+      const status = await readStatus(admin(), name);
+      expect(status).toMatchObject({ name, exists: true, tokens: 2, available: 1 });
+      expect(status.holders).toEqual([expect.objectContaining({ token, owner: 'on-cluster' })]);
+      await expect(releaseToken(admin(), name, token)).resolves.toEqual({ status: 'released', available: 2 });
+      await expect(sem.isLocked(token)).resolves.toBe(false);
+      await expect(resizeSemaphore(admin(), name, 3)).resolves.toEqual({ status: 'resized', before: 2, held: 0, after: 3 });
+      await expect(sem.availableCount()).resolves.toBe(3);
+      await expect(releaseStale(admin(), name, 1000)).resolves.toBe(0);
+      await deleteSemaphore(admin(), name);
+      await expect(semaphoreExists(admin(), name)).resolves.toBe(false);
+      expect(await redis.sendCommand(tagged.exists, true, ['EXISTS', tagged.exists])).toBe(0);
+    } finally {
+      await sem.close();
+    }
+  });
+});

@@ -1,0 +1,218 @@
+import { spawn } from 'node:child_process';
+import { semaphoreKeys } from '../../lib/keys';
+import { useFixture } from '../support/fixture';
+import { CLI, runCli } from '../support/cli';
+import { blockedClients, redisUrl, uniqueName, until } from '../support/redis';
+import { freePort } from '../support/redis-server';
+
+const fx = useFixture();
+
+/** A semaphore with `holders` tokens held by real holders (labelled) and `waiters` blocked waiters. */
+async function busy(resources: number, holders: number, waiters: number, name = uniqueName('cli')) {
+  const holderSem = fx.semaphore({ resources, owner: 'holder@host-a' }, name);
+  const waiterSem = fx.semaphore({ resources, owner: 'waiter@host-b' }, name);
+  const tokens: string[] = [];
+  for (let i = 0; i < holders; i++) tokens.push((await holderSem.lock(0)) as string);
+  const blockedBefore = await blockedClients(fx.redis);
+  const waiting = Array.from({ length: waiters }, () => waiterSem.lock(20_000));
+  await until(async () => (await blockedClients(fx.redis)) >= blockedBefore + waiters, 10_000, 'waiters to block');
+  return { name, holderSem, waiterSem, tokens, waiting };
+}
+
+describe('status', () => {
+  test('shows tokens, holders with age, fence and owner, and waiters; --json the same as data', async () => {
+    const { name, tokens, waiting, holderSem } = await busy(2, 2, 1);
+    const text = await runCli(['status', name]);
+    expect(text).toMatchObject({ code: 0, stderr: '' });
+    expect(text.stdout).toContain(`semaphore  ${name}`);
+    expect(text.stdout).toContain('tokens     2 (2 held, 0 free)');
+    expect(text.stdout).toContain('waiting    1');
+    expect(text.stdout).toMatch(/TOKEN\s+HELD FOR\s+REFRESHED AGO\s+SINCE \(UTC\)\s+FENCE\s+OWNER/);
+    expect(text.stdout.match(/holder@host-a/g)).toHaveLength(2);
+
+    const json = await runCli(['status', name, '--json']);
+    expect(json.code).toBe(0);
+    const status = JSON.parse(json.stdout);
+    expect(status).toMatchObject({ name, exists: true, tokens: 2, held: 2, available: 0, waiting: 1 });
+    expect(status.holders.map((h: { token: string }) => h.token).sort()).toEqual([...tokens].sort());
+    for (const holder of status.holders) {
+      expect(holder).toMatchObject({ owner: 'holder@host-a', fence: expect.any(Number), grantId: expect.any(String), leaseMs: 30_000 });
+      expect(holder.refreshedMs).toBeLessThanOrEqual(holder.heldMs);
+      expect(Date.parse(holder.refreshedAt)).toBeGreaterThanOrEqual(Date.parse(holder.since));
+      expect(holder.heldMs).toBeGreaterThanOrEqual(0);
+      expect(Date.parse(holder.since)).toBeLessThanOrEqual(Date.parse(status.now));
+    }
+    await holderSem.unlock(tokens[0]);
+    await expect(waiting[0]).resolves.toBe(tokens[0]);
+  });
+
+  test('a semaphore that does not exist: exit 3, a clear message; --json puts the error on stdout', async () => {
+    const name = uniqueName('cli-missing');
+    expect(await runCli(['status', name])).toEqual({
+      code: 3,
+      stdout: '',
+      stderr: `redis-token-semaphore: semaphore "${name}" does not exist (no SEMAPHORE:${name}:EXISTS key)\n`,
+    });
+    const json = await runCli(['status', name, '--json']);
+    expect(json.code).toBe(3);
+    expect(JSON.parse(json.stdout)).toEqual({ error: { code: 'not_found', message: expect.stringContaining(name) } });
+  });
+
+  test('control characters in names and owner labels are shown escaped, never sent to the terminal', async () => {
+    const name = uniqueName('cli-\x1b[2J');
+    const sem = fx.semaphore({ owner: 'evil\x1b]0;title\x07label' }, name);
+    await sem.lock(0);
+    const { code, stdout } = await runCli(['status', name]);
+    expect(code).toBe(0);
+    // eslint-disable-next-line no-control-regex -- what is checked is that no control character is printed
+    expect(stdout).not.toMatch(/[\x00-\x09\x0b-\x1f]/);
+    expect(stdout).toContain('cli-\\x1b[2J');
+    expect(stdout).toContain('evil\\x1b]0;title\\x07label');
+  });
+});
+
+test('list: every semaphore with its counts, by SCAN', async () => {
+  const { name } = await busy(3, 2, 0);
+  const other = fx.semaphore({ resources: 1 });
+  await other.existsOrCreate();
+  // A semaphore whose keys Redis refuses to read is reported, and does not hide the others.
+  const broken = uniqueName('cli-broken');
+  await fx.redis.set(semaphoreKeys(broken).exists, '1');
+  await fx.redis.set(semaphoreKeys(broken).available, 'not a list');
+  const json = await runCli(['list', '--json']);
+  expect(json.code).toBe(0);
+  const { semaphores, truncated } = JSON.parse(json.stdout);
+  expect(truncated).toBe(false);
+  expect(semaphores).toContainEqual({ name, tokens: 3, held: 2, available: 1, waiting: 0, longestHeldMs: expect.any(Number) });
+  expect(semaphores).toContainEqual({ name: other.name, tokens: 1, held: 0, available: 1, waiting: 0, longestHeldMs: null });
+  expect(semaphores).toContainEqual({ name: broken, error: expect.stringMatching(/^WRONGTYPE/) });
+  const text = await runCli(['list']);
+  expect(text.stdout).toMatch(/^NAME\s+TOKENS\s+HELD\s+FREE\s+WAITING\s+LONGEST HELD$/m);
+  expect(text.stdout).toMatch(new RegExp(`^${name}\\s+3\\s+2\\s+1\\s+0\\s+\\S+$`, 'm'));
+  expect(text.stdout).toMatch(new RegExp(`^${broken}\\s+\\?\\s+\\?\\s+\\?\\s+\\?\\s+unreadable: WRONGTYPE`, 'm'));
+  expect((await runCli(['status', broken])).stderr).toContain('WRONGTYPE');
+});
+
+describe('release', () => {
+  test('frees a held token: the blocked waiter gets it, and the old holder’s unlock puts nothing back', async () => {
+    const { name, holderSem, tokens, waiting } = await busy(1, 1, 1);
+    const token = tokens[0] as string;
+    const result = await runCli(['release', name, token, '--json']);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toMatchObject({ name, token, released: true });
+    await expect(waiting[0]).resolves.toBe(token);
+    await expect(holderSem.unlock(token)).resolves.toBe(false);
+    const status = JSON.parse((await runCli(['status', name, '--json'])).stdout);
+    expect(status).toMatchObject({ tokens: 1, held: 1, available: 0 });
+    expect(status.holders[0].owner).toBe('waiter@host-b');
+  });
+
+  test('a token that is not held is refused with exit 3, and no token is added', async () => {
+    const { name } = await busy(2, 1, 0);
+    const result = await runCli(['release', name, '1']);
+    expect(result.code).toBe(3);
+    expect(result.stderr).toContain('token "1" of semaphore');
+    expect(result.stderr).toContain('is not held');
+    expect(JSON.parse((await runCli(['status', name, '--json'])).stdout)).toMatchObject({ tokens: 2, available: 1 });
+    expect((await runCli(['release', uniqueName('cli-missing'), '0'])).code).toBe(3);
+  });
+});
+
+test('release-stale frees holders whose own lease is over and Ruby holders older than --older-than, never a live lease', async () => {
+  const name = uniqueName('cli-stale');
+  const sem = fx.semaphore({ resources: 4 }, name);
+  const expired = fx.semaphore({ staleClientTimeout: 500, autoRefresh: false }, name);
+  const live = (await sem.lock(0)) as string; // a 30 s lease, refreshed
+  const lapsed = (await expired.lock(0)) as string;
+  // A Ruby gem holder: a plain stamp, 2 s old.
+  const [seconds] = (await fx.redis.sendCommand(['TIME'])) as [string, string];
+  const ruby = (await fx.redis.lPop(semaphoreKeys(name).available)) as string;
+  await fx.redis.hSet(semaphoreKeys(name).grabbed, ruby, `${Number(seconds) - 2}.000000`);
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const result = await runCli(['release-stale', name, '--older-than', '1s', '--json']);
+  expect(result.code).toBe(0);
+  expect(JSON.parse(result.stdout)).toEqual({ name, olderThanMs: 1000, released: 2 });
+  await expect(sem.isLocked(live)).resolves.toBe(true);
+  await expect(sem.isLocked(lapsed)).resolves.toBe(false);
+  await expect(sem.isLocked(ruby)).resolves.toBe(false);
+  const usage = await runCli(['release-stale', name]);
+  expect(usage.code).toBe(2);
+  expect(usage.stderr).toContain('--older-than');
+  expect((await runCli(['release-stale', name, '--older-than', '30'])).code).toBe(2);
+});
+
+describe('resize', () => {
+  test('growing adds new tokens, which blocked waiters get at once', async () => {
+    const { name, waiting } = await busy(2, 2, 2);
+    const result = await runCli(['resize', name, '4', '--json']);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({ name, before: 2, after: 4, held: 2 });
+    expect((await Promise.all(waiting)).sort()).toEqual(['2', '3']);
+  });
+
+  test('shrinking retires free tokens only, the highest first, and never below the held ones', async () => {
+    const { name, tokens, holderSem } = await busy(5, 2, 0);
+    const refused = await runCli(['resize', name, '1']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('2 tokens are held (nothing changed');
+    expect((await runCli(['resize', name, '3'])).stdout).toContain('from 5 to 3 tokens');
+    expect((await holderSem.allTokens()).sort()).toEqual(['0', '1', '2']);
+    expect(tokens.sort()).toEqual(['0', '1']);
+    expect((await runCli(['resize', name, '2'])).code).toBe(0);
+    await expect(holderSem.availableCount()).resolves.toBe(0);
+    expect((await runCli(['resize', uniqueName('cli-missing'), '2'])).code).toBe(3);
+  });
+});
+
+test('delete removes the semaphore; a second delete is exit 3', async () => {
+  const { name, holderSem, tokens } = await busy(2, 1, 0);
+  expect(await runCli(['delete', name])).toMatchObject({ code: 0, stdout: `Deleted semaphore "${name}".\n` });
+  await expect(holderSem.exists()).resolves.toBe(false);
+  await expect(holderSem.unlock(tokens[0])).resolves.toBe(false);
+  expect((await runCli(['delete', name])).code).toBe(3);
+});
+
+test('watch refreshes --count times, then exits 0', async () => {
+  const { name } = await busy(2, 1, 0);
+  const json = await runCli(['watch', name, '--count', '3', '--interval', '100ms', '--json']);
+  expect(json.code).toBe(0);
+  const frames = json.stdout.trim().split('\n').map((line) => JSON.parse(line));
+  expect(frames).toHaveLength(3);
+  expect(frames.every((f) => f.name === name && f.held === 1)).toBe(true);
+  expect(new Set(frames.map((f) => f.now)).size).toBe(3);
+  const text = await runCli(['watch', name, '--count', '2', '--interval', '100ms']);
+  expect(text.stdout.match(/^--- .* UTC, every 100ms$/gm)).toHaveLength(2);
+  expect((await runCli(['watch', uniqueName('cli-missing'), '--count', '1'])).code).toBe(3);
+});
+
+test('watch stops on Ctrl-C (SIGINT) with exit 0', async () => {
+  const { name } = await busy(1, 1, 0);
+  const child = spawn(process.execPath, [CLI, 'watch', name, '--interval', '5s'], {
+    env: { ...process.env, REDIS_URL: redisUrl() },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await until(() => stdout.includes('holders'), 15_000, 'the first frame');
+  const sent = Date.now();
+  child.kill('SIGINT');
+  await expect(exited).resolves.toBe(0);
+  expect(Date.now() - sent).toBeLessThan(4000); // it does not sit out the 5 s interval
+});
+
+test('usage errors are exit 2 with a hint; --help is exit 0; an unreachable Redis is exit 1', async () => {
+  for (const args of [[], ['frobnicate'], ['status'], ['status', 'a', 'b'], ['status', 'a', '--nope'], ['resize', 'a', '0'], ['status', 'a', '--count', '2']]) {
+    const result = await runCli(args);
+    expect({ args, code: result.code }).toEqual({ args, code: 2 });
+  }
+  expect((await runCli(['frobnicate'])).stderr).toContain("Try 'redis-token-semaphore --help'.");
+  const help = await runCli(['--help']);
+  expect(help.code).toBe(0);
+  expect(help.stdout).toContain('Exit codes:');
+  const port = await freePort();
+  const down = await runCli(['status', 'x', '--url', `redis://:secret@127.0.0.1:${port}`]);
+  expect(down.code).toBe(1);
+  expect(down.stderr).toContain(`cannot connect to redis://:***@127.0.0.1:${port}`);
+  expect(down.stderr).not.toContain('secret');
+});
