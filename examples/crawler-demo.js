@@ -103,7 +103,9 @@ function stopChild(child, signal, graceMs) {
     const timer = setTimeout(() => {
       try {
         process.kill(child.pid, 'SIGKILL');
-      } catch {}
+      } catch {
+        // it exited between the check and the kill
+      }
     }, graceMs);
     child.once('exit', () => {
       clearTimeout(timer);
