@@ -29,13 +29,16 @@
 -- A small semaphore goes through all steps in one script. Needs includes/present.lua before it.
 local ENSURE_BATCH = 10000
 
-local function push_tokens(from, to)
+-- RPUSHes the tokens "from".."to", 1,000 per command, leaving out those `present(n)` says exist.
+local function push_tokens(from, to, present)
   local batch = {}
   for i = from, to do
-    batch[#batch + 1] = tostring(i)
-    if #batch == 1000 then
-      redis.call('RPUSH', K_AVAILABLE, unpack(batch))
-      batch = {}
+    if not (present and present(i)) then
+      batch[#batch + 1] = tostring(i)
+      if #batch == 1000 then
+        redis.call('RPUSH', K_AVAILABLE, unpack(batch))
+        batch = {}
+      end
     end
   end
   if #batch > 0 then
@@ -109,20 +112,10 @@ local function push_missing(state, budget)
   local last = math.min(state.target, from + budget) - 1
   local first_byte = math.floor(from / 8)
   local bytes = redis.call('GETRANGE', K_CREATING, HEADER + first_byte, HEADER + math.floor(last / 8))
-  local missing = {}
-  for n = from, last do
+  push_tokens(from, last, function(n)
     local byte = string.byte(bytes, math.floor(n / 8) - first_byte + 1) or 0
-    if bit.band(byte, bit.rshift(128, n % 8)) == 0 then
-      missing[#missing + 1] = tostring(n)
-      if #missing == 1000 then
-        redis.call('RPUSH', K_AVAILABLE, unpack(missing))
-        missing = {}
-      end
-    end
-  end
-  if #missing > 0 then
-    redis.call('RPUSH', K_AVAILABLE, unpack(missing))
-  end
+    return bit.band(byte, bit.rshift(128, n % 8)) ~= 0
+  end)
   state.position = last + 1
   if state.position >= state.target then
     state.mode = 'done'
