@@ -69,18 +69,6 @@ end
 -- The steps of a creation. Each takes the state { mode, target, position } and a budget of entries
 -- to read or push, advances the state and returns how much of the budget it used.
 
--- "N": push fresh tokens from position on.
-local function push_fresh(state, budget)
-  local from = state.position
-  local last = math.min(state.target, from + budget) - 1
-  push_tokens(from, last)
-  state.position = last + 1
-  if state.position >= state.target then
-    state.mode = 'done'
-  end
-  return last + 1 - from
-end
-
 -- "G": HSCAN GRABBED from cursor position.
 local function scan_grabbed(state, budget)
   local reply = redis.call('HSCAN', K_GRABBED, state.position, 'COUNT', budget)
@@ -106,16 +94,20 @@ local function scan_available(state, budget)
   return math.max(1, redis.call('LLEN', K_AVAILABLE) - offset)
 end
 
--- "P": push the tokens from position on that the scan did not find.
-local function push_missing(state, budget)
+-- "N" and "P": push tokens from position on; in "P", only those the scan did not find.
+local function push_step(state, budget)
   local from = state.position
   local last = math.min(state.target, from + budget) - 1
-  local first_byte = math.floor(from / 8)
-  local bytes = redis.call('GETRANGE', K_CREATING, HEADER + first_byte, HEADER + math.floor(last / 8))
-  push_tokens(from, last, function(n)
-    local byte = string.byte(bytes, math.floor(n / 8) - first_byte + 1) or 0
-    return bit.band(byte, bit.rshift(128, n % 8)) ~= 0
-  end)
+  local present = nil
+  if state.mode == 'P' then
+    local first_byte = math.floor(from / 8)
+    local bytes = redis.call('GETRANGE', K_CREATING, HEADER + first_byte, HEADER + math.floor(last / 8))
+    present = function(n)
+      local byte = string.byte(bytes, math.floor(n / 8) - first_byte + 1) or 0
+      return bit.band(byte, bit.rshift(128, n % 8)) ~= 0
+    end
+  end
+  push_tokens(from, last, present)
   state.position = last + 1
   if state.position >= state.target then
     state.mode = 'done'
@@ -123,7 +115,7 @@ local function push_missing(state, budget)
   return last + 1 - from
 end
 
-local STEPS = { N = push_fresh, G = scan_grabbed, A = scan_available, P = push_missing }
+local STEPS = { N = push_step, G = scan_grabbed, A = scan_available, P = push_step }
 
 local function ensure(resources)
   if redis.call('EXISTS', K_EXISTS) == 1 then
