@@ -4,17 +4,21 @@
 // Deterministic where wall-clock
 // figures on a shared VM are not, so a protocol change can be judged by one run. Runs this library
 // and the bare BLPOP/LPUSH list, one after the other, against one redis-server under
-// `valgrind --tool=callgrind`; only the measured window is counted (callgrind_control -z / -d).
+// `valgrind --tool=callgrind`; only the measured window is counted (callgrind_control -z / -d, after
+// every worker process has connected and before any closes).
 //
 //   npm run bench:instructions                      # this build (dist/)
 //   node bench/instructions.js --dist /other/dist   # another build, to compare
 //   node bench/instructions.js --seconds 4          # measured window per cell (default 4 s)
+//   node bench/instructions.js --only mutex-8x8     # some cells (uncontended, mutex-8, mutex-8x8, sem4-32)
+//   node bench/instructions.js --save               # also writes bench/results/<date>-instructions.md
 const { execFileSync, fork } = require('node:child_process');
-const { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } = require('node:fs');
+const { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const path = require('node:path');
 const { sleep } = require('./lib/server');
 const { startRedisServer } = require('../tools/redis-server');
+const { gitCommit, localDate } = require('./lib/provenance');
 
 const NAMES = {
   bare: 'bare BLPOP/LPUSH list',
@@ -23,10 +27,14 @@ const NAMES = {
 };
 
 const CELLS = [
-  { id: 'uncontended', clients: 1, permits: 1 },
-  { id: 'mutex-8', clients: 8, permits: 1 },
-  { id: 'sem4-32', clients: 32, permits: 4 },
+  { id: 'uncontended', clients: 1, procs: 1, permits: 1 },
+  { id: 'mutex-8', clients: 8, procs: 1, permits: 1 },
+  { id: 'mutex-8x8', clients: 8, procs: 8, permits: 1 },
+  { id: 'sem4-32', clients: 32, procs: 1, permits: 4 },
 ];
+
+/** Issue 16's target: Redis instructions per contended cycle ≤ 5× the bare list's. */
+const TARGET_RATIO = 5;
 
 function option(name, fallback) {
   const at = process.argv.indexOf(`--${name}`);
@@ -42,19 +50,76 @@ function hasCommand(command, args) {
   }
 }
 
-/** Runs one worker (bench/lib/instructions-worker.js) to its end: resolves { cycles }. */
-function runWorker(config) {
-  return new Promise((resolve, reject) => {
-    const child = fork(path.join(__dirname, 'lib', 'instructions-worker.js'), [JSON.stringify(config)], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), (config.seconds + 60) * 1000);
-    child.on('message', (message) => resolve(message));
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      if (code !== 0) reject(new Error(`worker exited with ${code}`));
-    });
+/** Forks one worker (bench/lib/instructions-worker.js) with a queue of its messages. */
+function startWorker(config) {
+  const child = fork(path.join(__dirname, 'lib', 'instructions-worker.js'), [JSON.stringify(config)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  const inbox = [];
+  const waiting = [];
+  let exitCode = null;
+  child.on('message', (message) => (waiting.length ? waiting.shift()(message) : inbox.push(message)));
+  const exited = new Promise((resolve) =>
+    child.on('exit', (code) => {
+      exitCode = code ?? 1;
+      for (const w of waiting.splice(0)) w({ type: 'error', message: `worker exited with ${exitCode}` });
+      resolve();
+    }),
+  );
+  return {
+    /** The next message, which must be of `type`, within `timeoutMs`. */
+    next(type, timeoutMs) {
+      const message = inbox.length
+        ? Promise.resolve(inbox.shift())
+        : exitCode !== null
+          ? Promise.resolve({ type: 'error', message: `worker exited with ${exitCode}` })
+          : new Promise((resolve) => {
+              const timer = setTimeout(() => resolve({ type: 'error', message: `no ${type} within ${timeoutMs} ms` }), timeoutMs);
+              waiting.push((m) => {
+                clearTimeout(timer);
+                resolve(m);
+              });
+            });
+      return message.then((m) => {
+        if (m.type !== type) throw new Error(m.message ?? `expected ${type}, got ${m.type}`);
+        return m;
+      });
+    },
+    send: (message) => child.connected && child.send(message),
+    /** Ends the worker by its pid if it has not exited within `ms`. */
+    async end(ms) {
+      const timer = setTimeout(() => {
+        try {
+          process.kill(child.pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }, ms);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/**
+ * Runs one loop over `procs` worker processes (`clients` callers split between them): all connect,
+ * then `between.before()` runs, all loop for `seconds`, then `between.after()` runs before any
+ * closes. Resolves the cycles completed.
+ */
+async function runLoop(config, procs, between = { before() {}, after() {} }) {
+  const per = Array.from({ length: procs }, (_, p) => Math.floor(config.clients / procs) + (p < config.clients % procs ? 1 : 0));
+  const workers = per.map((clients, p) => startWorker({ ...config, clients, pushTokens: p === 0 }));
+  try {
+    await Promise.all(workers.map((w) => w.next('ready', 120_000)));
+    between.before();
+    for (const w of workers) w.send({ type: 'go' });
+    const counts = await Promise.all(workers.map((w) => w.next('cycles', (config.seconds + 120) * 1000)));
+    between.after();
+    return counts.reduce((sum, m) => sum + m.cycles, 0);
+  } finally {
+    for (const w of workers) w.send({ type: 'exit' });
+    await Promise.all(workers.map((w) => w.end(30_000)));
+  }
 }
 
 /** The instruction total of callgrind's newest dump in `dir`. */
@@ -72,7 +137,12 @@ async function main() {
     console.error('bench/instructions.js needs valgrind (apt-get install valgrind)');
     process.exit(2);
   }
-  const dist = path.resolve(option('dist', path.join(__dirname, '..', 'dist')));
+  const source = path.resolve(option('dist', path.join(__dirname, '..', 'dist')));
+  // Workers load a private copy (inside the repository, so its requires find node_modules), so a
+  // rebuild of dist/ during the run cannot pull it from under them.
+  const dist = path.join(__dirname, `.dist-${process.pid}`);
+  cpSync(source, dist, { recursive: true });
+  process.on('exit', () => rmSync(dist, { recursive: true, force: true }));
   const seconds = Number(option('seconds', '4'));
   const dir = mkdtempSync(path.join(tmpdir(), 'rts-callgrind-'));
   // Under valgrind it starts slowly; `stopOnExit` kills it however this process ends (Ctrl-C too).
@@ -83,27 +153,47 @@ async function main() {
   });
   process.on('SIGINT', () => process.exit(130));
   const { url } = server;
+  const lines = [];
+  const print = (line) => {
+    console.log(line);
+    lines.push(line);
+  };
   try {
-    console.log(`Redis instructions per lock + unlock cycle (callgrind), ${seconds} s per cell, library from ${path.relative(process.cwd(), dist) || '.'}\n`);
-    console.log('| cell | contender | cycles counted | Redis instructions per cycle | × bare list |');
-    console.log('|---|---|---|---|---|');
+    print(`# Redis instructions per lock + unlock cycle (callgrind), ${localDate()}\n`);
+    print(`${seconds} s per cell, library from ${path.relative(process.cwd(), source) || '.'} (${gitCommit()}); clients split over the processes named; hold 0.\n`);
+    print(`| cell | contender | cycles counted | Redis instructions per cycle | × bare list |`);
+    print('|---|---|---|---|---|');
+    const only = process.argv.includes('--only') ? option('only', '').split(',') : null;
+    const verdicts = [];
     for (const cell of CELLS) {
-      if (process.argv.includes('--only') && !option('only', '').split(',').includes(cell.id)) continue;
+      if (only && !only.includes(cell.id)) continue;
       const perCycle = {};
       for (const contender of cell.clients === 1 ? ['bare', 'evalsha', 'lib'] : ['bare', 'lib']) {
         const base = { url, dist, contender, clients: cell.clients, permits: cell.permits, key: `ir-${cell.id}-${contender}-${Date.now()}` };
-        await runWorker({ ...base, seconds: 1 }); // warm-up: scripts loaded, connections made
-        execFileSync('callgrind_control', ['-z', String(server.pid)], { stdio: 'ignore' });
-        const { cycles } = await runWorker({ ...base, key: `${base.key}-m`, seconds });
-        execFileSync('callgrind_control', ['-d', String(server.pid)], { stdio: 'ignore' });
+        await runLoop({ ...base, seconds: 1 }, cell.procs); // warm-up: scripts loaded, code paths warm
+        const cycles = await runLoop({ ...base, key: `${base.key}-m`, seconds }, cell.procs, {
+          before: () => execFileSync('callgrind_control', ['-z', String(server.pid)], { stdio: 'ignore' }),
+          after: () => execFileSync('callgrind_control', ['-d', String(server.pid)], { stdio: 'ignore' }),
+        });
         await sleep(500);
         perCycle[contender] = lastDumpTotal(dir) / cycles;
         const name = NAMES[contender];
         const ratio = `${(perCycle[contender] / perCycle.bare).toFixed(1)}×`;
-        console.log(`| ${cell.id} (${cell.clients} client${cell.clients > 1 ? 's' : ''}, ${cell.permits} permit${cell.permits > 1 ? 's' : ''}) | ${name} | ${cycles} | ${Math.round(perCycle[contender]).toLocaleString('en-US')} | ${ratio} |`);
+        const shape = `${cell.clients} client${cell.clients > 1 ? 's' : ''}${cell.procs > 1 ? ` in ${cell.procs} processes` : ''}, ${cell.permits} permit${cell.permits > 1 ? 's' : ''}`;
+        print(`| ${cell.id} (${shape}) | ${name} | ${cycles} | ${Math.round(perCycle[contender]).toLocaleString('en-US')} | ${ratio} |`);
       }
+      if (cell.clients > 1 && perCycle.lib && perCycle.bare) verdicts.push([cell.id, perCycle.lib / perCycle.bare]);
     }
-    console.log('\nThe window includes connection and worker start-up for neither contender (counters are zeroed after a warm-up run).');
+    print('\nCounters are zeroed after every worker process has connected (and the semaphore exists) and dumped before any closes.');
+    if (verdicts.length) {
+      const ok = verdicts.every(([, r]) => r <= TARGET_RATIO);
+      print(`\nTarget (issue 16): Redis instructions per contended cycle ≤ ${TARGET_RATIO}× the bare list: ${verdicts.map(([id, r]) => `${id} ${r.toFixed(1)}×`).join(', ')}: ${ok ? '✓ met' : '✗ missed'}.`);
+    }
+    if (process.argv.includes('--save')) {
+      const out = path.join(__dirname, 'results', `${localDate()}-instructions.md`);
+      writeFileSync(out, `${lines.join('\n')}\n`);
+      console.error(`wrote ${out}`);
+    }
   } finally {
     await server.kill('SIGKILL');
     await server.stop();

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 'use strict';
 /*
- * npm run bench [-- --quick] [-- --reps N --duration MS --only uncontended,mutex-8x1 --no-pin --no-sweep]
+ * npm run bench [-- --quick] [-- --colocated] [-- --reps N --duration MS --only uncontended,mutex-8x1 --no-pin --no-sweep]
  *
  * Runs this library, its peers and the floors against one redis-server (started here on a free
  * loopback port, pinned to CPU 0, with client processes pinned to CPU 1; or REDIS_URL), and writes
- * bench/results/<date>.md, .json and .svg. See bench/README.md.
+ * bench/results/<date>-cross-cpu.md, .json and .svg. With --colocated, redis-server and every client
+ * process share one vCPU (CPU 1), so throughput = 1 / (Redis + client CPU per cycle), and the tables
+ * show that CPU per cycle (bench/results/<date>-colocated.md). See bench/README.md.
  */
 const fs = require('node:fs');
 const path = require('node:path');
@@ -24,7 +26,7 @@ const SCENARIOS = {
 };
 
 function parseArgs(argv) {
-  const args = { quick: false, pin: true, sweep: true };
+  const args = { quick: false, pin: true, sweep: true, colocated: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -35,6 +37,9 @@ function parseArgs(argv) {
     if (a === '--quick') args.quick = true;
     else if (a === '--no-pin') args.pin = false;
     else if (a === '--no-sweep') args.sweep = false;
+    else if (a === '--colocated') args.colocated = true;
+    else if (a === '--cpu') args.cpu = Number(value());
+    else if (a === '--save') args.save = true; // results are always saved; accepted for symmetry with bench:limits
     else if (a === '--verbose') args.verbose = true;
     else if (a === '--reps') args.reps = Number(value());
     else if (a === '--duration') args.durationMs = Number(value());
@@ -82,17 +87,29 @@ async function main() {
   let redis = null;
   let url = process.env.REDIS_URL;
   let pinning;
-  const canPin = args.pin && server.hasTaskset() && require('node:os').cpus().length >= 2;
+  const cpus = require('node:os').cpus().length;
+  const colocated = args.colocated;
+  // Co-located: redis-server and every client on one vCPU (CPU 1 unless --cpu), so a cycle's cost is
+  // Redis CPU + client CPU, with no idle waiting for the other CPU and no cross-CPU wake-ups.
+  const clientCpu = colocated ? (args.cpu ?? server.CLIENT_CPU) : server.CLIENT_CPU;
+  const serverCpu = colocated ? clientCpu : server.SERVER_CPU;
+  if (clientCpu >= cpus) throw new RangeError(`Expected --cpu to be a CPU of this machine (0 to ${cpus - 1}), got ${clientCpu}`);
+  const canPin = args.pin && server.hasTaskset() && cpus >= (colocated ? 1 : 2);
+  if (colocated && !canPin) throw new Error(`--colocated needs taskset (and not --no-pin)`);
+  if (colocated && process.env.REDIS_URL) throw new Error('--colocated starts its own redis-server: unset REDIS_URL');
   if (url) {
     pinning = 'not pinned (REDIS_URL given: the server is not ours to pin)';
   } else {
-    redis = await server.startServer({ pin: canPin });
+    redis = await server.startServer({ pin: canPin, cpu: serverCpu });
     url = redis.url;
-    pinning = canPin
-      ? `pinned: redis-server on CPU ${server.SERVER_CPU}, every client process on CPU ${server.CLIENT_CPU} (taskset)`
-      : `NOT pinned (${args.pin ? 'taskset unavailable or fewer than 2 CPUs' : '--no-pin'}): figures include scheduler noise`;
+    pinning = colocated
+      ? `co-located: redis-server and every client process (and the runner) on CPU ${clientCpu} (taskset); throughput = 1 / (Redis + client CPU per cycle)`
+      : canPin
+        ? `pinned: redis-server on CPU ${serverCpu}, every client process on CPU ${clientCpu} (taskset)`
+        : `NOT pinned (${args.pin ? 'taskset unavailable or fewer than 2 CPUs' : '--no-pin'}): figures include scheduler noise`;
   }
-  if (!process.env.REDIS_URL && canPin) server.pinSelf();
+  if (!process.env.REDIS_URL && canPin) server.pinSelf(clientCpu);
+  const mode = colocated ? 'colocated' : canPin && !process.env.REDIS_URL ? 'cross-cpu' : 'unpinned';
 
   const cleanup = async () => {
     killWorkers();
@@ -114,6 +131,7 @@ async function main() {
     ...cfg,
     url,
     monitor,
+    colocated,
     only: args.only,
     log,
     floors: {},
@@ -145,19 +163,21 @@ async function main() {
   const date = localDate();
   const loadAtStart = require('node:os').loadavg()[0];
   const header = [
-    `# redis-token-semaphore benchmark, ${date}${cfg.quick ? ' (quick)' : ''}`,
+    `# redis-token-semaphore benchmark, ${date}, ${colocated ? 'co-located (one vCPU)' : mode === 'cross-cpu' ? 'cross-CPU' : 'unpinned'}${cfg.quick ? ' (quick)' : ''}`,
     '',
     `- Redis ${versions.redis} (${redis ? 'started by the benchmark: --save "" --appendonly no, loopback' : 'REDIS_URL'}), Node ${versions.node}, CPU ${versions.cpu} × ${versions.cpus}`,
     `- ${pinning}`,
     `- ${versions.library}; peers: ${versions.peers}`,
     `- ${cfg.reps} repetition(s) per cell, interleaved; each cell: fresh worker processes, ${cfg.warmMs} ms warm-up then ${cfg.durationMs} ms measured; medians, (min–max) across repetitions`,
+    `- Ratios (× floor, × bare list, × redis-semaphore, CPU × bare) are paired: the median (min–max) over repetitions of repetition i of a contender against repetition i of the reference, which ran right next to it`,
     `- Command: \`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\``,
     '',
   ].join('\n');
   process.stdout.write(`${header}\n`);
 
   const results = {};
-  const order = ['uncontended', 'contended', 'waiters', 'idle', ...(args.sweep ? ['sweep'] : [])];
+  // Co-located runs measure CPU per cycle: the loop cells only (waiters, idle and the sweep when --only names them).
+  const order = colocated && !args.only ? ['uncontended', 'contended'] : ['uncontended', 'contended', 'waiters', 'idle', ...(args.sweep && !colocated ? ['sweep'] : [])];
   try {
     for (const id of order) {
       const wanted = !args.only || id === 'uncontended' || args.only.some((o) => id.startsWith(o) || (id === 'contended' && /^(mutex|sem)/.test(o)));
@@ -175,7 +195,7 @@ async function main() {
     await cleanup();
   }
 
-  const targets = check(results);
+  const targets = check(results, { colocated });
   process.stdout.write(`${targets}\n`);
   const seconds = ((Date.now() - started) / 1000).toFixed(0);
   const load = `Load average (1 min) at start ${loadAtStart.toFixed(2)}, at end ${require('node:os').loadavg()[0].toFixed(2)}: other work on the machine adds noise.`;
@@ -188,14 +208,14 @@ async function main() {
 
   const outDir = args.out ?? path.join(__dirname, 'results');
   fs.mkdirSync(outDir, { recursive: true });
-  const base = path.join(outDir, `${date}${cfg.quick ? '-quick' : ''}`);
+  const base = path.join(outDir, `${date}-${mode}${cfg.quick ? '-quick' : ''}`);
   const sections = order.filter((id) => results[id]).map((id) => results[id].markdown);
   const svgName = `${path.basename(base)}.svg`;
   const chartLine = results.sweep ? `![cycles/s and p99 wait against client count](${svgName})\n` : '';
   fs.writeFileSync(`${base}.md`, [header, targets, ...sections, chartLine, footer].join('\n'));
   fs.writeFileSync(
     `${base}.json`,
-    JSON.stringify({ date, settings: cfg, versions, pinning, floors: ctx.floors, failures, runSeconds: Number(seconds), results: Object.fromEntries(Object.entries(results).map(([k, v]) => [k, v.data ?? v])) }, null, 1),
+    JSON.stringify({ date, mode, settings: cfg, versions, pinning, floors: ctx.floors, failures, runSeconds: Number(seconds), results: Object.fromEntries(Object.entries(results).map(([k, v]) => [k, v.data ?? v])) }, null, 1),
   );
   if (results.sweep) {
     fs.writeFileSync(`${base}.svg`, chart(results.sweep.data, `Mutex, hold 0, one process — Redis ${versions.redis}, ${pinning.startsWith('pinned') ? 'pinned' : 'unpinned'}, ${date}`));

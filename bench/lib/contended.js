@@ -38,6 +38,14 @@ function pingpongCell(ctx) {
   return loopCell(ctx, { mode: 'pingpong', contender: 'pingpong', permits: 1, clients: 2, holdMs: 0, warmMs: ctx.warmMs, durationMs: ctx.durationMs, drainMs: ctx.drainMs });
 }
 
+const med = (s, metric) => s?.[metric]?.median ?? null;
+const div = (x, y) => (x === null || x === undefined || y === null || y === undefined || !y ? null : x / y);
+/** A cell with `cpuPerCycle` = Redis CPU + client CPU per cycle (µs): what one shared vCPU spends on a cycle. */
+const withCpu = (cell) => ({
+  ...cell,
+  cpuPerCycle: cell.redisCpuPerCycle === null || cell.clientCpuPerCycle === null ? null : cell.redisCpuPerCycle + cell.clientCpuPerCycle,
+});
+
 /** Median over repetitions of a[rep][metric] / b[rep][metric], pairing cells of the same repetition. */
 function paired(cellsA, cellsB, metric = 'cyclesPerSec', metricB = metric) {
   if (!cellsA?.length || !cellsB?.length) return null;
@@ -83,20 +91,28 @@ async function runContended(ctx, config, contenderIds, { pingpong = false, floor
     }
   }
   const summaries = Object.fromEntries(contenderIds.map((id) => [id, cells[id].length ? summarize(cells[id]) : null]));
+  const floorSummary = floor.length ? summarize(floor) : null;
   for (const id of contenderIds) {
     const s = summaries[id];
     if (!s) continue;
+    // Paired: median (min–max) of repetition i of this contender over repetition i of the other.
     s.ratioFloor = floor.length ? paired(cells[id], floor) : null;
     s.ratioBare = paired(cells[id], cells.bare);
     s.ratioRs = paired(cells[id], cells.rs10);
     s.gapRatioFloor = floor.length ? paired(cells[id], floor, 'gapP50') : null;
+    s.redisCpuRatioBare = paired(cells[id], cells.bare, 'redisCpuPerCycle');
+    s.clientCpuRatioBare = paired(cells[id], cells.bare, 'clientCpuPerCycle');
+    s.cpuRatioBare = paired(cells[id].map(withCpu), cells.bare?.map(withCpu) ?? [], 'cpuPerCycle');
+    s.cpuPerCycle = summary(cells[id].map((cell) => withCpu(cell).cpuPerCycle));
+    // Unpaired, for comparison: the ratio of the medians over all repetitions.
+    s.ratioOfMedians = {
+      floor: div(med(s, 'cyclesPerSec'), med(floorSummary, 'cyclesPerSec')),
+      bare: div(med(s, 'cyclesPerSec'), med(summaries.bare, 'cyclesPerSec')),
+      rs: div(med(s, 'cyclesPerSec'), med(summaries.rs10, 'cyclesPerSec')),
+    };
   }
-  const floorSummary = floor.length ? summarize(floor) : null;
   return { cells, summaries, floor: floorSummary, floorCells: floor };
 }
-
-const med = (s, metric) => s?.[metric]?.median ?? null;
-const div = (x, y) => (x === null || y === null || !y ? null : x / y);
 
 const COLUMNS = [
   'contender',
@@ -115,21 +131,19 @@ const COLUMNS = [
   'max holders / permits',
 ];
 
-/** Markdown rows: ratios are medians of per-repetition ratios (see runContended). */
+/** Markdown rows: ratios are medians (min–max) of per-repetition ratios (see runContended). */
 function rows(summaries, contenderIds, { permits }) {
-  const ratio = (x) => (x ? f.ratio(x.median) : '—');
   return contenderIds.map((id) => {
     const s = summaries[id];
     const label = CONTENDERS[id]?.label ?? id;
     if (!s) return [label, 'n/a', ...COLUMNS.slice(2).map(() => 'n/a')];
-    const holders = med(s, 'maxHolders');
     const us = (x) => (x === null ? null : x * 1000);
     return [
       label,
       f.range(s.cyclesPerSec),
-      ratio(s.ratioFloor),
-      id === 'bare' ? '1.00×' : ratio(s.ratioBare),
-      id === 'rs10' ? '1.00×' : ratio(s.ratioRs),
+      f.ratioRange(s.ratioFloor),
+      id === 'bare' ? '1.00×' : f.ratioRange(s.ratioBare),
+      id === 'rs10' ? '1.00×' : f.ratioRange(s.ratioRs),
       `${f.num(us(med(s, 'gapP50')))} / ${f.num(us(med(s, 'gapP99')))}`,
       `${f.fix(med(s, 'waitP50'))} / ${f.range(s.waitP99, (x) => f.fix(x))} / ${f.fix(med(s, 'waitMax'))}`,
       med(s, 'jain') === null ? '—' : med(s, 'jain').toFixed(3),
@@ -138,13 +152,69 @@ function rows(summaries, contenderIds, { permits }) {
       f.fix(med(s, 'redisCpuPerCycle'), 1),
       f.fix(med(s, 'clientCpuPerCycle'), 1),
       f.num(med(s, 'connections')),
-      `${holders}/${permits} ${holders <= permits ? '✓' : '✗ UNSAFE'}${s.timeouts?.median ? ` (${s.timeouts.median} timeouts)` : ''}`,
+      safety(s, permits),
+    ];
+  });
+}
+
+function safety(s, permits) {
+  const holders = med(s, 'maxHolders');
+  return `${holders}/${permits} ${holders <= permits ? '✓' : '✗ UNSAFE'}${s.timeouts?.median ? ` (${s.timeouts.median} timeouts)` : ''}`;
+}
+
+const COLOCATED_COLUMNS = [
+  'contender',
+  'cycles/s median (min–max)',
+  '× floor',
+  '× bare list',
+  '× redis-semaphore',
+  'Redis CPU µs/cycle (min–max)',
+  'Redis CPU × bare',
+  'client CPU µs/cycle (min–max)',
+  'client CPU × bare',
+  'Redis + client µs/cycle',
+  '10⁶ / (Redis + client)',
+  'cmds sent / Redis calls per cycle',
+  'Jain',
+  'max holders / permits',
+];
+
+/**
+ * Co-located rows (Redis and every client on one vCPU): throughput ≈ 1 / (Redis + client CPU per
+ * cycle), so the CPU per cycle and its ratio to the bare list are the figures that matter.
+ */
+function colocatedRows(summaries, contenderIds, { permits }) {
+  return contenderIds.map((id) => {
+    const s = summaries[id];
+    const label = CONTENDERS[id]?.label ?? id;
+    if (!s) return [label, 'n/a', ...COLOCATED_COLUMNS.slice(2).map(() => 'n/a')];
+    const us = (x) => f.range(x, (v) => f.fix(v, 1));
+    const total = med(s, 'cpuPerCycle');
+    const bare = id === 'bare';
+    return [
+      label,
+      f.range(s.cyclesPerSec),
+      f.ratioRange(s.ratioFloor),
+      bare ? '1.00×' : f.ratioRange(s.ratioBare),
+      id === 'rs10' ? '1.00×' : f.ratioRange(s.ratioRs),
+      us(s.redisCpuPerCycle),
+      bare ? '1.00×' : f.ratioRange(s.redisCpuRatioBare),
+      us(s.clientCpuPerCycle),
+      bare ? '1.00×' : f.ratioRange(s.clientCpuRatioBare),
+      `${f.fix(total, 1)}${bare ? '' : ` = ${f.ratioRange(s.cpuRatioBare)}`}`,
+      total ? f.num(1e6 / total) : '—',
+      `${f.fix(med(s, 'sentPerCycle'))} / ${f.fix(med(s, 'callsPerCycle'))}`,
+      med(s, 'jain') === null ? '—' : med(s, 'jain').toFixed(3),
+      safety(s, permits),
     ];
   });
 }
 
 function section(title, summaries, contenderIds, opts) {
-  return `### ${title}\n\n${opts.note ? `${opts.note}\n\n` : ''}${f.table(COLUMNS, rows(summaries, contenderIds, opts))}\n`;
+  const table = opts.colocated
+    ? f.table(COLOCATED_COLUMNS, colocatedRows(summaries, contenderIds, opts))
+    : f.table(COLUMNS, rows(summaries, contenderIds, opts));
+  return `### ${title}\n\n${opts.note ? `${opts.note}\n\n` : ''}${table}\n`;
 }
 
 module.exports = { runContended, section, summarize, paired, pingpongCell, med, div };

@@ -23,6 +23,13 @@ function percent(x) {
   return x === null || x === undefined || Number.isNaN(x) ? '—' : `${(x * 100).toFixed(x > 0 && x < 0.01 ? 2 : 1)}%`;
 }
 
+/** A paired ratio { median, min, max } as "0.44× (0.30–0.60)": the median and the spread of per-repetition ratios. */
+function ratioRange(s) {
+  if (!s) return '—';
+  if (s.min === s.max) return ratio(s.median);
+  return `${ratio(s.median)} (${s.min.toFixed(2)}–${s.max.toFixed(2)})`;
+}
+
 /** "median (min–max)" for a summary { median, min, max }. */
 function range(s, format = (x) => num(x)) {
   if (!s) return '—';
@@ -36,4 +43,4 @@ function table(columns, rows) {
   return lines.join('\n');
 }
 
-module.exports = { num, fix, ratio, percent, range, table };
+module.exports = { num, fix, ratio, ratioRange, percent, range, table };

@@ -1,6 +1,9 @@
 'use strict';
-// One measured loop for bench/instructions.js: `clients` callers lock and unlock at once (hold 0) for
-// `seconds`, over this library (from `dist`) or the bare BLPOP/LPUSH list; reports { cycles }.
+// One process of a measured loop for bench/instructions.js: `clients` callers lock and unlock at once
+// (hold 0) over this library (from `dist`) or the bare BLPOP/LPUSH list. It connects, says
+// { ready }, runs for `seconds` when told { go }, says { cycles }, and closes when told { exit }, so
+// the parent counts Redis instructions between `go` and the last `cycles` only (connections, script
+// loading and creation excluded). The bare list's tokens are pushed by the process with `pushTokens`.
 const { createClient } = require('redis');
 
 const config = JSON.parse(process.argv[2]);
@@ -32,7 +35,7 @@ async function library() {
 async function bare() {
   const connections = await Promise.all(Array.from({ length: config.clients }, connect));
   const tokens = Array.from({ length: config.permits }, (_, i) => String(i));
-  await connections[0].sendCommand(['RPUSH', config.key, ...tokens]);
+  if (config.pushTokens) await connections[0].sendCommand(['RPUSH', config.key, ...tokens]);
   return {
     callers: connections.map((connection) => ({
       lock: async () => ((await connection.sendCommand(['BLPOP', config.key, '5'])) ?? [])[1] ?? null,
@@ -55,13 +58,43 @@ async function evalsha() {
 
 const CONTENDERS = { lib: library, bare, evalsha };
 
+const send = (message) => new Promise((resolve) => process.send(message, resolve));
+
+/** Messages from the parent, queued so none is missed between two waits. */
+const inbox = [];
+let waiter = null;
+process.on('message', (message) => {
+  if (waiter) waiter(message);
+  else inbox.push(message);
+});
+
+/** The next message from the parent, which must be of `type`, or an error after `timeoutMs`. */
+function next(type, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    const check = (message) => {
+      waiter = null;
+      clearTimeout(timer);
+      if (message.type === type) resolve(message);
+      else reject(new Error(`expected ${type}, got ${message.type}`));
+    };
+    const timer = setTimeout(() => {
+      waiter = null;
+      reject(new Error(`no ${type} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    if (inbox.length > 0) check(inbox.shift());
+    else waiter = check;
+  });
+}
+
 async function main() {
   const { callers, close } = await CONTENDERS[config.contender]();
+  await send({ type: 'ready' });
+  await next('go', 120_000);
   const end = performance.now() + config.seconds * 1000;
   let cycles = 0;
   await Promise.all(
     callers.map(async (caller) => {
-      while (performance.now() < end) {
+      for (let n = 0; n < 10_000_000 && performance.now() < end; n++) {
         const token = await caller.lock();
         if (token === null) continue;
         await caller.unlock(token);
@@ -69,10 +102,13 @@ async function main() {
       }
     }),
   );
+  await send({ type: 'cycles', cycles });
+  await next('exit', 120_000);
   await close();
-  process.send({ cycles }, () => process.exit(0));
+  process.exit(0);
 }
 
+process.on('disconnect', () => process.exit(0));
 main().catch((error) => {
   console.error(error);
   process.exit(1);

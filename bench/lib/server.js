@@ -17,9 +17,9 @@ function hasTaskset() {
   }
 }
 
-/** Pins this process (every thread) to the client CPU; forked workers inherit it. */
-function pinSelf() {
-  execFileSync('taskset', ['-a', '-p', '-c', String(CLIENT_CPU), String(process.pid)], { stdio: 'ignore' });
+/** Pins this process (every thread) to `cpu` (the client CPU by default); forked workers inherit it. */
+function pinSelf(cpu = CLIENT_CPU) {
+  execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(process.pid)], { stdio: 'ignore' });
 }
 
 function sleep(ms) {
@@ -27,12 +27,12 @@ function sleep(ms) {
 }
 
 /**
- * Starts `redis-server` on a free loopback port (pinned to SERVER_CPU when `pin`), waits until it
+ * Starts `redis-server` on a free loopback port (pinned to `cpu`, SERVER_CPU by default, when `pin`), waits until it
  * answers PING, and returns { url, pid, stop, killNow }. A SIGKILL at this process's exit backs up
  * `stop()`; `killNow()` is the synchronous SIGKILL for a signal handler.
  */
-async function startServer({ pin }) {
-  const wrapper = pin ? ['taskset', '-c', String(SERVER_CPU)] : [];
+async function startServer({ pin, cpu = SERVER_CPU }) {
+  const wrapper = pin ? ['taskset', '-c', String(cpu)] : [];
   const server = await startRedisServer(['--maxclients', '10000'], { wrapper, stopOnExit: true });
   return {
     url: server.url,

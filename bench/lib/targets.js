@@ -1,13 +1,78 @@
 'use strict';
-// The targets of the issue ("Fast and fair under contention"), checked against this run. Ratios are
-// medians of per-repetition ratios (contenders and floors of one repetition run back to back).
+// The targets of issue 16 ("Half the cost per hand-off") and issue 4 ("Fast and fair under
+// contention"), checked against this run. Ratios are medians of per-repetition ratios (contenders and
+// floors of one repetition run back to back), printed with their spread (min–max).
 const f = require('./format');
 const { paired } = require('./contended');
 
 const med = (s, k) => s?.[k]?.median ?? null;
 const mark = (ok) => (ok === null ? '—' : ok ? '✓ met' : '✗ missed');
 
-function check(results) {
+/** "0.44× (0.30–0.60) paired; 0.45× of medians". */
+function both(pairedRatio, ofMedians) {
+  return `${f.ratioRange(pairedRatio)} paired; ${f.ratio(ofMedians)} of medians`;
+}
+
+/** Issue 16's targets: throughput ratios, and (co-located) client CPU per contended cycle. */
+function halfCost(results, { colocated }) {
+  const rows = [];
+  const add = (target, measured, ok) => rows.push([target, measured, mark(ok)]);
+  const u = results.uncontended?.data;
+  const c = results.contended?.data ?? {};
+  if (u) {
+    const lib = u.uncontended.lib;
+    const r = med(lib, 'ratioFloor');
+    add('uncontended: ≥ 0.9× the 2× EVALSHA floor', `${both(lib.ratioFloor, lib.ratioOfMedians?.floor)} (${f.num(med(lib, 'cyclesPerSec'))} cycles/s)`, r === null ? null : r >= 0.9);
+  }
+  const m8 = c['mutex-8x1-hold0']?.summaries?.lib;
+  if (m8) {
+    const rs = med(m8, 'ratioRs');
+    const bare = med(m8, 'ratioBare');
+    add(
+      'mutex, 8 clients, hold 0: ≥ 1.6× redis-semaphore and ≥ 0.8× the bare list',
+      `${f.num(med(m8, 'cyclesPerSec'))} cycles/s; × redis-semaphore ${both(m8.ratioRs, m8.ratioOfMedians?.rs)}; × bare ${both(m8.ratioBare, m8.ratioOfMedians?.bare)}`,
+      rs === null || bare === null ? null : rs >= 1.6 && bare >= 0.8,
+    );
+  }
+  const p8 = c['mutex-8x8-hold0']?.summaries?.lib;
+  if (p8) {
+    const bare = med(p8, 'ratioBare');
+    add(
+      'mutex, 8 clients in 8 processes, hold 0: ≥ 0.7× the bare list',
+      `${f.num(med(p8, 'cyclesPerSec'))} cycles/s; × bare ${both(p8.ratioBare, p8.ratioOfMedians?.bare)} (× redis-semaphore ${f.ratioRange(p8.ratioRs)})`,
+      bare === null ? null : bare >= 0.7,
+    );
+  }
+  const s4 = c['sem4-32x1-hold0']?.summaries?.lib;
+  if (s4) {
+    const rs = med(s4, 'ratioRs');
+    add(
+      'semaphore of 4, 32 clients, hold 0: ≥ 1.3× redis-semaphore',
+      `${f.num(med(s4, 'cyclesPerSec'))} cycles/s; × redis-semaphore ${both(s4.ratioRs, s4.ratioOfMedians?.rs)} (× bare ${f.ratioRange(s4.ratioBare)})`,
+      rs === null ? null : rs >= 1.3,
+    );
+  }
+  const contended = Object.entries(c).filter(([id]) => id.endsWith('hold0'));
+  if (colocated && contended.length) {
+    const ratios = contended.map(([id, d]) => [id, d.summaries.lib?.clientCpuRatioBare, med(d.summaries.lib, 'clientCpuPerCycle'), med(d.summaries.bare, 'clientCpuPerCycle')]);
+    const worst = Math.max(...ratios.map(([, r]) => r?.median ?? Infinity));
+    add(
+      'client CPU per contended cycle (co-located): ≤ 1.3× the bare list',
+      ratios.map(([id, r, lib, bare]) => `${id}: ${f.ratioRange(r)} (${f.fix(lib, 1)} µs against ${f.fix(bare, 1)})`).join('; '),
+      worst <= 1.3,
+    );
+  } else if (!colocated) {
+    add('client CPU per contended cycle ≤ 1.3× the bare list', 'judged co-located: `npm run bench -- --colocated`', null);
+  }
+  add('Redis instructions per contended cycle ≤ 5× the bare list', 'counted by `npm run bench:instructions`', null);
+  return `## Targets (issue 16: half the cost per hand-off)\n\n${f.table(['target', 'measured', ''], rows)}\n`;
+}
+
+function check(results, { colocated = false } = {}) {
+  return `${halfCost(results, { colocated })}\n${fastAndFair(results)}`;
+}
+
+function fastAndFair(results) {
   const rows = [];
   const add = (target, measured, ok) => rows.push([target, measured, mark(ok)]);
   const u = results.uncontended?.data;
@@ -18,7 +83,7 @@ function check(results) {
     const r = med(lib, 'ratioFloor');
     add(
       'uncontended: ≥ 0.95× the 2× EVALSHA floor; ≤ 2 commands per cycle',
-      `${f.ratio(r)} (${f.num(med(lib, 'cyclesPerSec'))} cycles/s); ${f.fix(med(lib, 'sentPerCycle'))} commands sent per cycle (${f.fix(med(lib, 'callsPerCycle'))} Redis calls counting those inside scripts)`,
+      `${f.ratioRange(lib.ratioFloor)} (${f.num(med(lib, 'cyclesPerSec'))} cycles/s); ${f.fix(med(lib, 'sentPerCycle'))} commands sent per cycle (${f.fix(med(lib, 'callsPerCycle'))} Redis calls counting those inside scripts)`,
       r >= 0.95 && med(lib, 'sentPerCycle') <= 2.01,
     );
   }
@@ -29,7 +94,7 @@ function check(results) {
     const bare = med(s.lib, 'ratioBare');
     add(
       `${id}: ≥ 1.6× redis-semaphore (defaults) and ≥ 0.8× the bare list`,
-      `${f.num(med(s.lib, 'cyclesPerSec'))} cycles/s = ${f.ratio(rs)} redis-semaphore, ${f.ratio(bare)} bare list`,
+      `${f.num(med(s.lib, 'cyclesPerSec'))} cycles/s = ${f.ratioRange(s.lib.ratioRs)} redis-semaphore, ${f.ratioRange(s.lib.ratioBare)} bare list`,
       rs >= 1.6 && bare >= 0.8,
     );
   }
@@ -72,7 +137,7 @@ function check(results) {
     const r = med(s4.lib, 'ratioRs');
     add(
       'semaphore of 4, 32 clients, hold 0: ≥ 1.3× redis-semaphore',
-      `${f.num(med(s4.lib, 'cyclesPerSec'))} cycles/s = ${f.ratio(r)} redis-semaphore (${f.ratio(med(s4.lib, 'ratioBare'))} bare list)`,
+      `${f.num(med(s4.lib, 'cyclesPerSec'))} cycles/s = ${f.ratioRange(s4.lib.ratioRs)} redis-semaphore (${f.ratioRange(s4.lib.ratioBare)} bare list)`,
       r >= 1.3,
     );
   }
@@ -99,7 +164,7 @@ function check(results) {
       served === n && fifo === 0 && conns <= 11,
     );
   }
-  return `## Targets (issue 4)\n\n${f.table(['target', 'measured', ''], rows)}\n`;
+  return `## Targets (issue 4: fast and fair under contention)\n\n${f.table(['target', 'measured', ''], rows)}\n`;
 }
 
 module.exports = { check };

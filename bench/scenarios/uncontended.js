@@ -69,7 +69,8 @@ module.exports = {
       '',
       section('Uncontended: one client, lock + unlock, hold 0', uncontended.summaries, ALL, {
         permits: 1,
-        note: `× floor = against the 2× EVALSHA floor measured in the same repetition (median ${f.num(ctx.floors.evalsha / 2)} cycles/s); against 2× PING (median ${f.num(ctx.floors.ping / 2)}) this library is ${pingRatio ? f.ratio(pingRatio.median) : '—'}.`,
+        colocated: ctx.colocated,
+        note: `× floor = against the 2× EVALSHA floor measured in the same repetition (median ${f.num(ctx.floors.evalsha / 2)} cycles/s); against 2× PING (median ${f.num(ctx.floors.ping / 2)}) this library is ${f.ratioRange(pingRatio)}.`,
       }),
     ].join('\n');
     return {
