@@ -5,7 +5,7 @@ import { raceAbort } from './deadline';
 import type { Attempt } from './holdings';
 import type { Holding } from './holding';
 import { recover } from './recover';
-import { isConnectionError, wasNeverSent } from './client/errors';
+import { isConnectionError, isMisattributedReply, wasNeverSent } from './client/errors';
 import { endRegistrations, type Registration } from './registration';
 import { callAndWait, checkReplicated } from './replication';
 import { tryLock, type TryLockReply } from './scripts';
@@ -53,8 +53,9 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
         void ctx.track(undoTryLock(parts, trying, id));
         throw error;
       }
-      // The script may have run and its reply been lost: adopt its grant, or retire its registration.
-      if (!isConnectionError(error) || wasNeverSent(error)) throw error;
+      // The script may have run and its reply been lost (or handed to another command): adopt its
+      // grant, or retire its registration.
+      if (!(isConnectionError(error) || isMisattributedReply(error)) || wasNeverSent(error)) throw error;
       const adopted = await recover(parts, id).catch(() => null);
       if (adopted === null) throw error;
       return holdings.granted(adopted, attempt);

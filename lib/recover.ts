@@ -4,7 +4,7 @@ import { backoffMs, DeadlineExceeded, raceAbort, sleep, withDeadline } from './d
 import { SemaphoreError, SemaphoreRedisError } from './errors';
 import type { Grant, Holdings } from './holdings';
 import type { Reclaim } from './reclaim';
-import { isConnectionError } from './client/errors';
+import { isConnectionError, isMisattributedReply } from './client/errors';
 import { callScript, recover as recoverCall } from './scripts';
 import { debug } from './telemetry';
 
@@ -62,7 +62,9 @@ export async function recover(
       return { token, id, fence, anchor: sent - ageMs };
     } catch (error) {
       if (error instanceof SemaphoreError) throw error;
-      if (++attempt >= MAX_CONNECTION_FAILURES || !isConnectionError(error)) {
+      // A reply meant for another command leaves this one's outcome unknown: recover is idempotent
+      // (it adopts by grant id, and an abandoned id stays abandoned), so it runs again.
+      if (++attempt >= MAX_CONNECTION_FAILURES || !(isConnectionError(error) || isMisattributedReply(error))) {
         throw new SemaphoreRedisError(ctx.name, 'lock', error);
       }
       await sleep(backoffMs(attempt));

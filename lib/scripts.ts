@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe } from './describe';
 import { localTimeArgument, toExpireArgument, toSeconds } from './durations';
 import type { SemaphoreKeys } from './keys';
-import { replyErrorCode } from './client/errors';
+import { MisattributedReplyError, replyErrorCode } from './client/errors';
 
 /** A Lua script from `lib/scripts/`, with its includes expanded, loaded once per process. */
 export interface Script {
@@ -136,7 +136,7 @@ function define<R>(
 export const CREATE_RESULT = { EXISTED: 0, CREATED: 1, BATCHES_REMAIN: 2 } as const;
 /** prepareWait-9.lua. */
 export const PREPARE_WAIT_RESULT = { ABANDONED: 0, REGISTERED: 1 } as const;
-/** release-9.lua's first field; also refresh-9.lua's reply. */
+/** release-9.lua's and refresh-9.lua's first field. */
 export const GRANT_RESULT = { NOT_HELD: 0, DONE: 1 } as const;
 /** claim-10.lua's second field: whether the registration lasts into the next slice. */
 export const CLAIM_REGISTRATION = { ENDED: 0, RENEWED: 1 } as const;
@@ -146,6 +146,41 @@ export const FORCE_RELEASE_RESULT = { NOT_HELD: -1, OTHER_GRANT: -2 } as const;
 export const RESIZE_STATUS = { BELOW_HELD: -1, MISSING: 0, DONE: 1 } as const;
 /** The `exists` field of inspect-9.lua and status-9.lua. */
 const EXISTS = 1;
+
+// ---- Replies that name the call they answer ----
+
+/**
+ * The reply of `script` for grant `grantId`, checked: an array of `length` fields (at least, with
+ * `rest`) whose field `at` is the grant id. Anything else answers another command (see
+ * `MisattributedReplyError`): the call's outcome is unknown, as after a lost reply.
+ */
+function checked(script: Script, reply: unknown, grantId: string, at: number, length: number, rest = false): unknown[] {
+  if (!Array.isArray(reply) || (rest ? reply.length < length : reply.length !== length) || reply[at] !== grantId) {
+    throw new MisattributedReplyError(script.name, describe(reply));
+  }
+  return reply as unknown[];
+}
+
+/** `value` if it is a token (a string), or null for nil; anything else: the reply answers another command. */
+function tokenField(script: Script, reply: unknown[], index: number, nullable: boolean): string | null {
+  const value = reply[index];
+  if (typeof value === 'string' || (nullable && value === null)) return value;
+  throw new MisattributedReplyError(script.name, describe(reply));
+}
+
+/** `reply[index]` if it is an integer; anything else: the reply answers another command. */
+function integerField(script: Script, reply: unknown[], index: number): number {
+  const value = reply[index];
+  if (typeof value === 'number' && Number.isInteger(value)) return value;
+  throw new MisattributedReplyError(script.name, describe(reply));
+}
+
+/** The expired registrations from `from` on (grant ids: strings). */
+function idsFrom(script: Script, reply: unknown[], from: number): string[] {
+  const ids = reply.slice(from);
+  if (ids.every((id) => typeof id === 'string')) return ids as string[];
+  throw new MisattributedReplyError(script.name, describe(reply));
+}
 
 // ---- One function per script ----
 
@@ -185,9 +220,10 @@ export function tryLock(t: ScriptTarget, grantId: string, registrationLifetimeMs
     scripts.tryLock,
     t.keys.scriptKeys,
     [String(t.resources), grantId, now(t), lease(t), expiration(t), registration, t.options.owner],
-    (reply) => {
-      const [token, fence, ...expired] = reply as [string | null, number, ...string[]];
-      return { token, fence, expired };
+    (raw) => {
+      const s = scripts.tryLock;
+      const reply = checked(s, raw, grantId, 2, 3, true);
+      return { token: tokenField(s, reply, 0, true), fence: integerField(s, reply, 1), expired: idsFrom(s, reply, 3) };
     },
   );
 }
@@ -237,9 +273,16 @@ export function claim(
       advanceId,
       toSeconds(advanceLifetimeMs),
     ],
-    (reply) => {
-      const [token, renewed, fence, others, ...expired] = reply as [string | null, number, number, number, ...string[]];
-      return { token, renewed: renewed === CLAIM_REGISTRATION.RENEWED, fence, others, expired };
+    (raw) => {
+      const s = scripts.claim;
+      const reply = checked(s, raw, grantId, 4, 5, true);
+      return {
+        token: tokenField(s, reply, 0, true),
+        renewed: integerField(s, reply, 1) === CLAIM_REGISTRATION.RENEWED,
+        fence: integerField(s, reply, 2),
+        others: integerField(s, reply, 3),
+        expired: idsFrom(s, reply, 5),
+      };
     },
   );
 }
@@ -257,10 +300,15 @@ export function recover(t: ScriptTarget, grantId: string, abandonedMs: number): 
     scripts.recover,
     [...t.keys.scriptKeys, t.keys.inbox(grantId)],
     [grantId, now(t), expiration(t), toSeconds(abandonedMs), t.options.owner, lease(t)],
-    (reply) => {
-      if (reply === null) return null;
-      const [token, fence, ageMs] = reply as [string, number, number];
-      return { token, fence, ageMs };
+    (raw) => {
+      const s = scripts.recover;
+      // Abandoned: { nil, grant id }; adopted or claimed: { token, fence, age, grant id }.
+      if (Array.isArray(raw) && raw.length === 2 && raw[0] === null) {
+        checked(s, raw, grantId, 1, 2);
+        return null;
+      }
+      const reply = checked(s, raw, grantId, 3, 4);
+      return { token: tokenField(s, reply, 0, false)!, fence: integerField(s, reply, 1), ageMs: integerField(s, reply, 2) };
     },
   );
 }
@@ -284,19 +332,19 @@ export interface ReleaseReply {
 
 /** release-9.lua: ends grant `grantId` of `token`, putting the token back (unlock) or not (consume). */
 export function release(t: ScriptTarget, token: string, grantId: string, putBack: boolean): ScriptCall<ReleaseReply> {
-  return define(scripts.release, t.keys.scriptKeys, [token, grantId, putBack ? '1' : '0', expiration(t)], (reply) => {
-    if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'number') {
-      // Another command's answer (node-redis v5 can pair replies wrongly after a reset during its
-      // reconnect handshake): this try's outcome is unknown.
-      throw new Error(`unexpected reply ${describe(reply)}`);
-    }
-    return { ended: reply[0] === GRANT_RESULT.DONE, available: reply[1] };
+  return define(scripts.release, t.keys.scriptKeys, [token, grantId, putBack ? '1' : '0', expiration(t)], (raw) => {
+    const s = scripts.release;
+    const reply = checked(s, raw, grantId, 2, 3);
+    return { ended: integerField(s, reply, 0) === GRANT_RESULT.DONE, available: integerField(s, reply, 1) };
   });
 }
 
 /** refresh-9.lua: restamps grant `grantId` of `token`; resolves whether it still held it. */
 export function refresh(t: ScriptTarget, token: string, grantId: string): ScriptCall<boolean> {
-  return define(scripts.refresh, t.keys.scriptKeys, [token, grantId, now(t)], (reply) => reply === GRANT_RESULT.DONE);
+  return define(scripts.refresh, t.keys.scriptKeys, [token, grantId, now(t)], (raw) => {
+    const s = scripts.refresh;
+    return integerField(s, checked(s, raw, grantId, 1, 2), 0) === GRANT_RESULT.DONE;
+  });
 }
 
 /** signal-9.lua: pushes `token`; resolves the new length of AVAILABLE. */

@@ -7,7 +7,7 @@ import { SemaphoreRedisError } from './errors';
 import type { Grant } from './holdings';
 import { ANSWER_MS, recover, type RecoverParts } from './recover';
 import { disconnectQuietly, type Connection } from './client/connection';
-import { isConnectionError, replyErrorCode, wasRefusedForNow } from './client/errors';
+import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForNow } from './client/errors';
 import { endRegistrations, type Registration } from './registration';
 import { callBySha, callScript, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts } from './scripts';
 import { debug } from './telemetry';
@@ -76,10 +76,12 @@ export async function blockOnce(
 
   const results = [prepare, move, claim];
   // A connection failure, or a cluster or failover refusing for now (TRYAGAIN mid-migration,
-  // CLUSTERDOWN, READONLY from a demoted primary): settle the attempt and retry on a new connection.
+  // CLUSTERDOWN, READONLY from a demoted primary), or a reply meant for another command (the claim's
+  // outcome unknown): settle the attempt and retry on a new connection.
   const failure = results.find(
     (result): result is PromiseRejectedResult =>
-      result.status === 'rejected' && (isConnectionError(result.reason) || wasRefusedForNow(result.reason)),
+      result.status === 'rejected' &&
+      (isConnectionError(result.reason) || wasRefusedForNow(result.reason) || isMisattributedReply(result.reason)),
   );
   // The claim may have run and made an advance registration that this client never heard of: remove it (a ZREM of
   // a missing member does nothing).

@@ -30,6 +30,31 @@ export function isConnectionError(error: unknown): boolean {
   return CONNECTION_ERROR.test(`${String(message)} ${String(code)}`);
 }
 
+/**
+ * A reply that answers another command: node-redis v5 can pair replies with the wrong commands after
+ * a connection reset during its reconnect handshake (one command gets `ERR unknown subcommand
+ * 'SETINFO'`, the next ones each other's replies). The command itself may or may not have run, like
+ * one whose connection failed. The scripts whose replies a decision rests on echo the grant id they
+ * acted on, and `lib/scripts.ts` throws this when the reply does not.
+ */
+export class MisattributedReplyError extends Error {
+  override readonly name = 'MisattributedReplyError';
+
+  constructor(script: string, reply: string) {
+    super(`${script} got a reply that answers another command: ${reply}`);
+  }
+}
+
+const MISATTRIBUTED = /reply that answers another command|unknown subcommand 'SETINFO'/i;
+
+/**
+ * A reply meant for another command (`MisattributedReplyError`, or the handshake's own SETINFO
+ * refusal handed to a command of ours), also wrapped in a `SemaphoreRedisError`: the command's outcome is unknown.
+ */
+export function isMisattributedReply(error: unknown): boolean {
+  return MISATTRIBUTED.test(String((error as { message?: unknown } | null)?.message));
+}
+
 /** A command node-redis rejected before sending it (the client was offline or closed): it did not run. */
 export function wasNeverSent(error: unknown): boolean {
   const { cause, message } = (error ?? {}) as { cause?: unknown; message?: unknown };

@@ -20,8 +20,8 @@
     ARGV[8] a fresh id to register for the caller's next wait if others wait too, or '' for none
     ARGV[9] that registration's expiry, in seconds from now
   Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
-            after a grant, how many registrations remain while no token is free (else 0), expired
-            waiter registration... }
+            after a grant, how many registrations remain while no token is free (else 0), the grant
+            id (ARGV[1]: names the call this reply answers), expired waiter registration... }
 ]]
 --- @include keys
 --- @include clock
@@ -79,7 +79,7 @@ else
   end
 end
 touch_expiry(ARGV[3])
-local reply = { token, renewed, fence, others }
+local reply = { token, renewed, fence, others, grant }
 -- Dead waiters' tokens come back through empty slices, tryLock misses and the watchdog; on the hot
 -- path of grants, one claim in 16 looks too (fencing numbers count grants), so even a semaphore
 -- whose waiters never see an empty slice gets them back.

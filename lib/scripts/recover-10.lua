@@ -15,7 +15,9 @@
     ARGV[4] how long the abandoned mark lasts, in seconds
     ARGV[5] owner label recorded with a grant made here
     ARGV[6] the caller's lease in ms ('0' for none), recorded with a grant made here
-  Output: { token held by this grant, its fencing number, ms since GRABBED stamped it (its lease's start) }, or nil
+  Output: { token held by this grant, its fencing number, ms since GRABBED stamped it (its lease's start),
+            the grant id }, or { nil, the grant id } when abandoned: the grant id names the call this
+            reply answers (see lib/scripts.ts)
 ]]
 --- @include keys
 --- @include clock
@@ -29,7 +31,7 @@ for i = 1, #grabbed, 2 do
   local since, holder, fence = parse_grant(grabbed[i + 1])
   if holder == grant then
     since = tonumber(since) or now
-    return { grabbed[i], tonumber(fence), math.max(0, math.floor((now - since) * 1000)) }
+    return { grabbed[i], tonumber(fence), math.max(0, math.floor((now - since) * 1000)), grant }
   end
 end
 local expiry = redis.call('ZSCORE', K_WAITING, grant)
@@ -41,7 +43,7 @@ if token and expiry then
   redis.call('ZREM', K_WAITING, grant)
   local fence = record_grant(token, grant, stamp, ARGV[6], ARGV[5])
   touch_expiry(ARGV[3])
-  return { token, fence, 0 }
+  return { token, fence, 0, grant }
 end
 if token then
   redis.call('LPUSH', K_AVAILABLE, token)
@@ -49,4 +51,4 @@ end
 redis.call('ZREM', K_WAITING, grant)
 redis.call('ZADD', K_WAITING, math.max(tonumber(expiry) or 0, redis_now() + tonumber(ARGV[4])), '~' .. grant)
 touch_expiry(ARGV[3])
-return false
+return { false, grant }

@@ -7,16 +7,17 @@
     ARGV[1] token
     ARGV[2] grant id
     ARGV[3] local time in decimal seconds, or '' for Redis TIME
-  Output: 1 when renewed, 0 when the grant no longer holds the token
+  Output: { 1 when renewed, 0 when the grant no longer holds the token; the grant id (ARGV[2]: names
+            the call this reply answers, see lib/scripts.ts) }
 ]]
 --- @include keys
 --- @include grant
 --- @include clock
 local _, grant, fence, lease = parse_grant(redis.call('HGET', K_GRABBED, ARGV[1]))
 if grant ~= ARGV[2] then
-  return 0
+  return { 0, ARGV[2] }
 end
 local _, stamp = clock(ARGV[3])
 redis.call('HSET', K_GRABBED, ARGV[1], stamp .. ' ' .. grant .. ' ' .. fence .. ' ' .. lease)
 index_lease(ARGV[1], stamp, lease)
-return 1
+return { 1, ARGV[2] }

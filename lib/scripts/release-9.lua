@@ -12,14 +12,15 @@
     ARGV[2] grant id
     ARGV[3] '1' to put the token back (unlock), '0' to drop it (consume)
     ARGV[4] expiration in milliseconds, or '' for none
-  Output: { 1 when this grant was ended here, 0 when it no longer held the token; the length of AVAILABLE }
+  Output: { 1 when this grant was ended here, 0 when it no longer held the token; the length of AVAILABLE;
+            the grant id (ARGV[2]: names the call this reply answers, see lib/scripts.ts) }
 ]]
 --- @include keys
 --- @include grant
 --- @include expiry
 local token, grant = ARGV[1], ARGV[2]
 if holder_grant(redis.call('HGET', K_GRABBED, token)) ~= grant then
-  return { 0, redis.call('LLEN', K_AVAILABLE) }
+  return { 0, redis.call('LLEN', K_AVAILABLE), grant }
 end
 forget_holder(token)
 local available
@@ -29,4 +30,4 @@ else
   available = redis.call('LLEN', K_AVAILABLE)
 end
 touch_expiry(ARGV[4])
-return { 1, available }
+return { 1, available, grant }

@@ -17,7 +17,8 @@
     ARGV[5] expiration in milliseconds, or '' for none
     ARGV[6] the registration's expiry in seconds from now, to register on a miss, or '' not to register (lock(0))
     ARGV[7] owner label recorded with the grant
-  Output: { token or nil, its fencing number or 0, expired waiter registration... (on a miss only) }
+  Output: { token or nil, its fencing number or 0, the grant id (ARGV[2]), expired waiter registration...
+            (on a miss only) }: the grant id names the call this reply answers (see lib/scripts.ts)
 ]]
 --- @include keys
 --- @include clock
@@ -50,7 +51,7 @@ elseif ARGV[6] ~= '' then
   redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[6]), grant)
 end
 touch_expiry(expiration)
-local reply = { token, fence }
+local reply = { token, fence, grant }
 if not token then
   -- Only a caller that will wait needs the tokens of dead waiters back; a hit skips the lookup.
   for _, id in ipairs(expired_waiters()) do

@@ -508,7 +508,7 @@ describe('a zombie waiter after a lost reply', () => {
       const recovered = await target.redis.sendCommand(
         evalArguments(scripts.recover, [...keys.scriptKeys, keys.inbox(grantId)], [grantId, '', '', '0']),
       );
-      expect(recovered).toBeNull();
+      expect(recovered).toEqual([null, grantId]);
       expect((await takeCensus(target.redis, holder.name)).waiting).toEqual([{ registration: `~${grantId}`, expiry }]);
 
       // The still-blocked BLMOVE takes the next token; the claim in the same pipeline bounces it back.
@@ -526,7 +526,7 @@ describe('a zombie waiter after a lost reply', () => {
       // (no token, registration not renewed).
       process.kill(zombie.pid, 'SIGCONT');
       const { replies } = await zombie.waitFor((message) => 'replies' in message, 5000, 'the zombie replies');
-      expect(replies).toEqual([1, '0', [null, 0, 0, 0]]);
+      expect(replies).toEqual([1, '0', [null, 0, 0, 0, grantId]]);
       await zombie.kill();
       await expectRecovery(target, holder, 'lock');
     });

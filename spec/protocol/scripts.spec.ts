@@ -33,12 +33,12 @@ function setup() {
 describe('tryLock-9.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {
     const { name, run } = setup();
-    expect(await run('tryLock', ['2', 'g1', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number)]);
+    expect(await run('tryLock', ['2', 'g1', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number), 'g1']);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['1']);
     expect(grantIds(state.owners)).toEqual({ '0': 'g1' });
-    expect(await run('tryLock', ['2', 'g2', '', '', '', '', 'me'])).toEqual(['1', expect.any(Number)]);
-    expect(await run('tryLock', ['2', 'g3', '', '', '', '', 'me'])).toEqual([null, 0]);
+    expect(await run('tryLock', ['2', 'g2', '', '', '', '', 'me'])).toEqual(['1', expect.any(Number), 'g2']);
+    expect(await run('tryLock', ['2', 'g3', '', '', '', '', 'me'])).toEqual([null, 0, 'g3']);
   });
 
   test('numbers every grant with a fence that keeps growing, even after the keys are gone', async () => {
@@ -57,7 +57,7 @@ describe('tryLock-9.lua', () => {
   test('registers the caller as a waiter on a miss when given a lease', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
-    expect(await run('tryLock', ['1', 'g2', '100.000000', '', '', '25', 'me'])).toEqual([null, 0]);
+    expect(await run('tryLock', ['1', 'g2', '100.000000', '', '', '25', 'me'])).toEqual([null, 0, 'g2']);
     // Leases count on Redis TIME even when the caller brings its own clock (useLocalTime).
     const [registration] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(registration?.value).toBe('g2');
@@ -68,15 +68,15 @@ describe('tryLock-9.lua', () => {
     const { keys, run } = setup();
     await run('tryLock', ['1', 'old', '100.000000', '5000', '', '', 'me']);
     await redis.zAdd(keys.waiting, [{ score: 1e12, value: 'waiter' }, { score: 1, value: 'gone' }]);
-    expect(await run('tryLock', ['1', 'new', '200.000000', '5', '', '', 'me'])).toEqual([null, 0, 'gone']);
+    expect(await run('tryLock', ['1', 'new', '200.000000', '5', '', '', 'me'])).toEqual([null, 0, 'new', 'gone']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
   });
   test('a hit leaves expired registrations to callers that will wait (no lookup on the fast path)', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
     await redis.zAdd(keys.waiting, [{ score: 1, value: 'gone' }]);
-    expect(await run('tryLock', ['1', 'hit', '', '', '', '25', 'me'])).toEqual(['0', expect.any(Number)]);
-    expect(await run('tryLock', ['1', 'miss', '', '', '', '25', 'me'])).toEqual([null, 0, 'gone']);
+    expect(await run('tryLock', ['1', 'hit', '', '', '', '25', 'me'])).toEqual(['0', expect.any(Number), 'hit']);
+    expect(await run('tryLock', ['1', 'miss', '', '', '', '25', 'me'])).toEqual([null, 0, 'miss', 'gone']);
   });
 });
 
@@ -88,7 +88,7 @@ describe('claim-10.lua', () => {
     await redis.hDel(keys.grabbed, '0');
     await redis.hDel(keys.owners, '0');
     await redis.rPush(keys.inbox('w'), '0');
-    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0]);
+    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0, 'w']);
     expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
@@ -96,10 +96,10 @@ describe('claim-10.lua', () => {
   test('after an empty slice, renews the registration (or ends it on the last slice)', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['w', '', '10', '1', '', '']);
-    expect(await run('claim', ['w', '105.000000', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0]);
+    expect(await run('claim', ['w', '105.000000', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
     const [renewed] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(Math.abs(renewed!.score - (await serverSeconds()) - 25)).toBeLessThan(2);
-    expect(await run('claim', ['w', '106.000000', '', '1', '', '', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0]);
+    expect(await run('claim', ['w', '106.000000', '', '1', '', '', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0, 'w']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 
@@ -107,7 +107,7 @@ describe('claim-10.lua', () => {
     const { keys, run } = setup();
     await run('tryLock', ['1', 'dead', '100.000000', '5000', '', '', 'me']);
     await run('tryLock', ['1', 'w', '100.000000', '', '', '25', 'me']);
-    expect(await run('claim', ['w', '200.000000', '', '1', '5', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0]);
+    expect(await run('claim', ['w', '200.000000', '', '1', '5', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hGetAll(keys.owners)).toEqual({});
   });
@@ -127,7 +127,7 @@ describe('claim-10.lua', () => {
     await run('prepareWait', ['w3', '', '10', '1', '', '']);
     await run('prepareWait', ['w4', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w3'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w3', '', '', '1', '', '25', 'me'], [keys.inbox('w3')])).toEqual(['extra', 0, expect.any(Number), 0]);
+    expect(await run('claim', ['w3', '', '', '1', '', '25', 'me'], [keys.inbox('w3')])).toEqual(['extra', 0, expect.any(Number), 0, 'w3']);
   });
 
   test('with others registered, registers the spare id for the caller\'s next wait and reclaims stale holders', async () => {
@@ -139,7 +139,7 @@ describe('claim-10.lua', () => {
     await run('prepareWait', ['other', '', '10', '2', '', '100.000000']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     const claimed = await run('claim', ['w', '200.000000', '', '2', '5', '25', 'me', 'spare', '30'], [keys.inbox('w')]);
-    expect(claimed).toEqual(['1', 0, expect.any(Number), 1]);
+    expect(claimed).toEqual(['1', 0, expect.any(Number), 1, 'w']);
     const registered = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(registered.map((entry) => entry.value).sort()).toEqual(['other', 'spare']);
     const spare = registered.find((entry) => entry.value === 'spare')!;
@@ -150,7 +150,7 @@ describe('claim-10.lua', () => {
     await redis.zRem(keys.waiting, ['other', 'spare']);
     await run('prepareWait', ['w2', '', '10', '2', '', '200.000000']);
     await redis.lMove(keys.available, keys.inbox('w2'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w2', '', '', '2', '', '25', 'me', 'spare2', '30'], [keys.inbox('w2')])).toEqual(['0', 0, expect.any(Number), 0]);
+    expect(await run('claim', ['w2', '', '', '2', '', '25', 'me', 'spare2', '30'], [keys.inbox('w2')])).toEqual(['0', 0, expect.any(Number), 0, 'w2']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 
@@ -166,15 +166,15 @@ describe('claim-10.lua', () => {
       await run('release', ['0', id, '1', '']);
       return reply;
     };
-    expect(await grant('a', 1000)).toEqual(['0', 0, 1001, 1]);
-    expect(await grant('b', 1007)).toEqual(['0', 0, 1008, 1, 'gone']);
+    expect(await grant('a', 1000)).toEqual(['0', 0, 1001, 1, 'a']);
+    expect(await grant('b', 1007)).toEqual(['0', 0, 1008, 1, 'b', 'gone']);
   });
 
   test('bounces a token that reaches an unregistered (abandoned) inbox back to AVAILABLE', async () => {
     const { name, keys, run } = setup();
     await run('create', ['1', '']);
     await redis.lMove(keys.available, keys.inbox('gone'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['gone', '', '', '1', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0, 0]);
+    expect(await run('claim', ['gone', '', '', '1', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0, 0, 'gone']);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['0']);
     expect(state.owners).toEqual({});
@@ -186,7 +186,7 @@ describe('recover-10.lua', () => {
   test('adopts a grant whose claim ran but whose reply was lost', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['2', 'lost-reply', '', '', '', '', 'me']);
-    expect(await run('recover', ['lost-reply', '', '', '100', 'me'], [keys.inbox('lost-reply')])).toEqual(['0', expect.any(Number), expect.any(Number)]);
+    expect(await run('recover', ['lost-reply', '', '', '100', 'me'], [keys.inbox('lost-reply')])).toEqual(['0', expect.any(Number), expect.any(Number), 'lost-reply']);
   });
 
   test('claims a token still in the inbox', async () => {
@@ -194,7 +194,7 @@ describe('recover-10.lua', () => {
     await run('create', ['1', '']);
     await run('prepareWait', ['w', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toEqual(['0', expect.any(Number), 0]);
+    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toEqual(['0', expect.any(Number), 0, 'w']);
     expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
   });
 
@@ -202,13 +202,13 @@ describe('recover-10.lua', () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
     await run('prepareWait', ['w', '', '10', '1', '', '']);
-    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toBeNull();
+    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toEqual([null, 'w']);
     const [mark] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(mark?.value).toBe('~w');
     expect(Math.abs(mark!.score - (await serverSeconds()) - 100)).toBeLessThan(2);
     // A blocked command still alive on the server delivers late: its claim bounces the token.
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0]);
+    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0, 'w']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
@@ -231,11 +231,11 @@ describe('prepareWait-9.lua', () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
     // The client gave up on `late` (its reply never came) before its pipeline reached Redis.
-    expect(await run('recover', ['late', '', '', '100', 'me'], [keys.inbox('late')])).toBeNull();
+    expect(await run('recover', ['late', '', '', '100', 'me'], [keys.inbox('late')])).toEqual([null, 'late']);
     expect(await run('prepareWait', ['late', '', '10', '1', '', ''])).toBe(0);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~late']);
     await redis.lMove(keys.available, keys.inbox('late'), 'LEFT', 'RIGHT'); // its BLMOVE
-    expect(await run('claim', ['late', '', '', '1', '', '25', 'me'], [keys.inbox('late')])).toEqual([null, 0, 0, 0]);
+    expect(await run('claim', ['late', '', '', '1', '', '25', 'me'], [keys.inbox('late')])).toEqual([null, 0, 0, 0, 'late']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hGetAll(keys.owners)).toEqual({});
   });
@@ -259,7 +259,7 @@ describe('includes: ensure and touch_expiry', () => {
     expect(await redis.get(keys.creating)).toBe('N 25000 10000');
     expect(await redis.exists(keys.exists)).toBe(0);
     // Between batches the pool is usable: a lock takes the first token (and pushes the next batch).
-    expect(await run('tryLock', ['25000', 'g', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number)]);
+    expect(await run('tryLock', ['25000', 'g', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number), 'g']);
     expect(await redis.get(keys.creating)).toBe('N 25000 20000');
     expect(await run('create', ['25000', ''])).toBe(1);
     expect(await redis.exists([keys.creating])).toBe(0);
@@ -323,9 +323,9 @@ describe('the LEASES index', () => {
     expect(await redis.zScore(keys.leases, '0')).toBe(105);
     // +inf: "inf" in RESP2, Infinity as RESP3 decodes it (v6).
     expect(['inf', 'Infinity']).toContain(String(await redis.sendCommand(['ZSCORE', keys.leases, '1'])));
-    expect(await run('refresh', ['0', 'a', '102.000000'])).toBe(1);
+    expect(await run('refresh', ['0', 'a', '102.000000'])).toEqual([1, 'a']);
     expect(await redis.zScore(keys.leases, '0')).toBe(107);
-    expect(await run('release', ['1', 'b', '1', ''])).toEqual([1, 2]);
+    expect(await run('release', ['1', 'b', '1', ''])).toEqual([1, 2, 'b']);
     expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
     expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([1]);
     expect(await redis.zCard(keys.leases)).toBe(0);
@@ -352,18 +352,18 @@ describe('release-9.lua and refresh-9.lua', () => {
   test('only the owning grant releases, refreshes or consumes', async () => {
     const { name, run } = setup();
     await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
-    expect(await run('refresh', ['0', 'intruder', ''])).toBe(0);
-    expect(await run('release', ['0', 'intruder', '1', ''])).toEqual([0, 0]);
-    expect(await run('refresh', ['0', 'g1', '150.000000'])).toBe(1);
+    expect(await run('refresh', ['0', 'intruder', ''])).toEqual([0, 'intruder']);
+    expect(await run('release', ['0', 'intruder', '1', ''])).toEqual([0, 0, 'intruder']);
+    expect(await run('refresh', ['0', 'g1', '150.000000'])).toEqual([1, 'g1']);
     // The refresh restamps the lease; the acquisition time stays in OWNERS.
     const { grabbed, owners } = await snapshot(redis, name);
     expect(grabbed).toEqual({ '0': expect.stringMatching(/^150\.000000 g1 \d+ 0$/) });
     expect(owners['0']).toMatch(/^g1 \d+ 100\.000000 me$/);
-    expect(await run('release', ['0', 'g1', '1', ''])).toEqual([1, 1]);
-    expect(await run('release', ['0', 'g1', '1', ''])).toEqual([0, 1]); // a second release pushes nothing
+    expect(await run('release', ['0', 'g1', '1', ''])).toEqual([1, 1, 'g1']);
+    expect(await run('release', ['0', 'g1', '1', ''])).toEqual([0, 1, 'g1']); // a second release pushes nothing
     expect((await snapshot(redis, name)).available).toEqual(['0']);
     await run('tryLock', ['1', 'g2', '', '', '', '', 'me']);
-    expect(await run('release', ['0', 'g2', '0', ''])).toEqual([1, 0]); // consume: not put back
+    expect(await run('release', ['0', 'g2', '0', ''])).toEqual([1, 0, 'g2']); // consume: not put back
     expect(await redis.lRange(`SEMAPHORE:${name}:AVAILABLE`, 0, -1)).toEqual([]);
   });
 });
