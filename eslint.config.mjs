@@ -4,7 +4,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'soak/.build/**', 'coverage/**', 'docs/api/**', 'node_modules/**', 'spec/artifacts/**', 'lib/dashboard/public/**'] },
+  { ignores: ['dist/**', 'soak/.build/**', 'bench/.dist-*/**', 'coverage/**', 'docs/api/**', 'node_modules/**', 'spec/artifacts/**', 'lib/dashboard/public/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
