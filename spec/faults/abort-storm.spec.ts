@@ -1,14 +1,17 @@
 /**
  * The abort storm (soak/abort-storm.ts): 4 worker processes × 16 callers on one mutex, every
  * lock with a request deadline of 5–65 ms (`AbortSignal.timeout`), holds of 0–5 ms, for 30 s
- * (ABORT_STORM_SECONDS); then the same on a semaphore of 3 for half as long. Fails when grants stop
+ * (ABORT_STORM_SECONDS; 15 s in the v5 and v6 passes); then the same on a semaphore of 3 for half as long. Fails when grants stop
  * for more than one slice while callers wait, on more holders than resources, on a failed call, and
  * on anything left behind once the workers closed (a lost or duplicated token, an INBOX key, a
  * registration other than an abandoned mark, a GRABBED entry). `npm run soak` runs it too.
  */
 import { runAbortStorm, type AbortStormReport } from '../../soak/abort-storm';
 
-const SECONDS = Number(process.env['ABORT_STORM_SECONDS'] ?? 30);
+// 30 s in the v4 pass; 15 s in the v5 and v6 passes (cancellation differs by major, but CI time adds
+// up: `npm run soak` storms longer, on any major).
+const FIRST_PASS = (process.env['REDIS_CLIENT'] ?? 'redis') === 'redis';
+const SECONDS = Number(process.env['ABORT_STORM_SECONDS'] ?? (FIRST_PASS ? 30 : 15));
 const VARIANT_SECONDS = Math.max(5, Math.round(SECONDS / 2));
 
 function expectClean(report: AbortStormReport, seconds: number): void {
