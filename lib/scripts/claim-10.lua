@@ -43,11 +43,7 @@ if token then
     redis.call('LPUSH', K_AVAILABLE, token)
     token = false
   end
-  local extra = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
-  while extra do
-    mark_present(extra)
-    extra = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
-  end
+  drain_inbox(inbox)
 end
 local renewed, fence, others = 0, 0, 0
 if token then

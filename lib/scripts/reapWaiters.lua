@@ -25,12 +25,7 @@ for i = 2, #ARGV do
   -- GRABBED only, prepareWait-9.lua refuses the id), so its tokens may go back at any time.
   if over or (expiry ~= nil and string.sub(ARGV[i], 1, 1) == '~') then
     local inbox = KEYS[8 + i]
-    local token = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
-    while token do
-      mark_present(token)
-      returned = returned + 1
-      token = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
-    end
+    returned = returned + drain_inbox(inbox)
   end
   if over then
     redis.call('ZREM', K_WAITING, ARGV[i])

@@ -41,11 +41,9 @@ local token = false
 if may_take then
   token = redis.call('LPOP', K_AVAILABLE)
 end
-if token then
-  mark_present(token)
-end
 local fence = 0
 if token then
+  mark_present(token)
   fence = record_grant(token, grant, stamp, lease_ms, ARGV[7])
 elseif ARGV[6] ~= '' then
   redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[6]), grant)

@@ -37,3 +37,14 @@ local function mark_present(token)
   end
 end
 
+-- Moves every token left in `inbox` onto AVAILABLE's head, marking each; returns how many.
+local function drain_inbox(inbox)
+  local moved = 0
+  local token = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
+  while token do
+    mark_present(token)
+    moved = moved + 1
+    token = redis.call('RPOPLPUSH', inbox, K_AVAILABLE)
+  end
+  return moved
+end
