@@ -59,6 +59,7 @@ export class Contention {
   /** Takes every advance registration, at close(), to end it now rather than let them lapse, so nobody counts them as waiters. */
   takeAllAdvanceRegistrations(): string[] {
     clearTimeout(this.#sweepTimer);
+    this.#sweepTimer = undefined;
     return this.#advance.splice(0).map((registration) => registration.id);
   }
 
@@ -67,8 +68,10 @@ export class Contention {
     this.#sweepTimer = undefined;
     // Made before now - ADVANCE_IDLE_MS, that is: expiring no later than this.
     const cutoff = performance.now() - ADVANCE_IDLE_MS + this.#ctx.registrationLifetimeMs();
+    // Not in order of expiry: slices sent at different moments end in any order.
     const idle = this.#advance.filter((registration) => registration.until <= cutoff);
-    this.#advance.splice(0, idle.length); // oldest first, so the idle ones lead
+    const kept = this.#advance.filter((registration) => registration.until > cutoff);
+    this.#advance.splice(0, this.#advance.length, ...kept);
     void endRegistrations(this.#ctx, idle.map((registration) => registration.id));
     if (this.#advance.length > 0) {
       this.#sweepTimer = setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
