@@ -1,11 +1,11 @@
 // lock()'s path to a token: the fast path (tryLock) and its undo, then the blocking wait when it missed or was skipped.
-import { nanoid } from 'nanoid';
 import { checkpoint } from './checkpoint';
 import { raceAbort } from './deadline';
 import type { Attempt } from './holdings';
 import type { Holding } from './holding';
 import { recover } from './recover';
 import { isConnectionError, isMisattributedReply, wasNeverSent } from './client/errors';
+import { newId } from './ids';
 import { endRegistrations, type Registration } from './registration';
 import { callAndWait, checkReplicated } from './replication';
 import { tryLock, type TryLockReply } from './scripts';
@@ -40,7 +40,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
   if (contention.skipsTryLock(timeout)) registration = contention.takeAdvanceRegistration();
   else {
     await checkpoint('lock:before-try');
-    const id = nanoid();
+    const id = newId();
     const sent = performance.now();
     let reply: TryLockReply;
     let acknowledged: number | null;
@@ -56,7 +56,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
       // The script may have run and its reply been lost (or handed to another command): adopt its
       // grant, or retire its registration.
       if (!(isConnectionError(error) || isMisattributedReply(error)) || wasNeverSent(error)) throw error;
-      const adopted = await recover(parts, id).catch(() => null);
+      const adopted = await recover(parts, id, id).catch(() => null);
       if (adopted === null) throw error;
       return holdings.granted(adopted, attempt);
     }
@@ -95,7 +95,7 @@ async function undoTryLock(
     if (token !== null) await parts.holdings.releaseGrant({ token, id }, true);
     else void endRegistrations(parts.ctx, [id]);
   } catch {
-    const grant = await recover(parts, id).catch(() => null);
+    const grant = await recover(parts, id, id).catch(() => null);
     if (grant) await parts.holdings.giveBack(grant);
   }
 }

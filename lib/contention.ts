@@ -1,4 +1,4 @@
-// Whether the next lock() skips tryLock (others wait too), and the advance registrations: waiter registrations a claim made ahead of this instance's next waits.
+// Whether the next lock() skips tryLock (others wait too), and the advance registrations: waiter registrations a claim kept for this instance's next waits.
 import type { SemaphoreContext } from './context';
 import { endRegistrations, type Registration } from './registration';
 
@@ -16,11 +16,11 @@ export class Contention {
    */
   contended = false;
   /**
-   * Advance registrations: registrations a claim made for this instance's next waits while others
-   * waited (claim-10.lua; the "spare" of DESIGN "Contended mode"), so that a contended lock skips
-   * prepareWait too: newest last.
+   * Advance registrations: registrations kept by a claim for this instance's next waits while no token
+   * was left free (claim-10.lua; DESIGN "Contended mode"), so that a contended lock skips tryLock and
+   * prepareWait: newest last, each with when it was kept (`performance.now()`).
    */
-  readonly #advance: Registration[] = [];
+  readonly #advance: { registration: Registration; keptAt: number }[] = [];
   #sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(ctx: SemaphoreContext) {
@@ -38,17 +38,17 @@ export class Contention {
 
   /** Keeps an advance registration for the next contended wait; removed once idle (or beyond what can be used). */
   keepAdvanceRegistration(registration: Registration): void {
-    this.#advance.push(registration);
+    this.#advance.push({ registration, keptAt: performance.now() });
     if (this.#advance.length > this.#ctx.options.maxBlockingConnections) {
-      void endRegistrations(this.#ctx, [this.#advance.shift()?.id]);
+      void endRegistrations(this.#ctx, [this.#advance.shift()?.registration.id]);
     }
     this.#sweepTimer ??= setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
   }
 
   /** The newest advance registration, or null (then the wait registers in its pipeline). */
   takeAdvanceRegistration(): Registration | null {
-    const registration = this.#advance.pop();
-    return registration === undefined ? null : { ...registration, advance: true };
+    const kept = this.#advance.pop();
+    return kept === undefined ? null : { ...kept.registration, advance: true };
   }
 
   /** Forgets every advance registration without ending it (delete(): their registrations went with WAITING). */
@@ -60,19 +60,16 @@ export class Contention {
   takeAllAdvanceRegistrations(): string[] {
     clearTimeout(this.#sweepTimer);
     this.#sweepTimer = undefined;
-    return this.#advance.splice(0).map((registration) => registration.id);
+    return this.#advance.splice(0).map((kept) => kept.registration.id);
   }
 
-  /** Ends the advance registrations made more than ADVANCE_IDLE_MS ago (each counted from when the pipeline that made it was sent). */
+  /** Ends the advance registrations kept more than ADVANCE_IDLE_MS ago (the oldest lead: kept in order). */
   #sweepAdvanceRegistrations(): void {
     this.#sweepTimer = undefined;
-    // Made before now - ADVANCE_IDLE_MS, that is: expiring no later than this.
-    const cutoff = performance.now() - ADVANCE_IDLE_MS + this.#ctx.registrationLifetimeMs();
-    // Not in order of expiry: slices sent at different moments end in any order.
-    const idle = this.#advance.filter((registration) => registration.until <= cutoff);
-    const kept = this.#advance.filter((registration) => registration.until > cutoff);
-    this.#advance.splice(0, this.#advance.length, ...kept);
-    void endRegistrations(this.#ctx, idle.map((registration) => registration.id));
+    const cutoff = performance.now() - ADVANCE_IDLE_MS;
+    const idle = this.#advance.findIndex((kept) => kept.keptAt > cutoff);
+    const ended = this.#advance.splice(0, idle === -1 ? this.#advance.length : idle);
+    void endRegistrations(this.#ctx, ended.map((kept) => kept.registration.id));
     if (this.#advance.length > 0) {
       this.#sweepTimer = setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
     }

@@ -31,30 +31,32 @@ export interface RecoverParts {
 }
 
 /**
- * Adopts the grant of an attempt whose reply was lost, or marks it abandoned (recover-10.lua). After
- * a blocking slice (`blockedUntil`: when its BLMOVE times out at the latest), a BLMOVE the server
- * still runs for the closed connection may yet deliver into the abandoned inbox: that inbox is
- * drained soon and again once the slice is surely over (Reclaim.drainAbandoned).
+ * Adopts grant `id` of an attempt whose reply was lost, or the token in `registration`'s inbox, or
+ * marks that registration abandoned (recover-10.lua). After a blocking slice (`blockedUntil`: when
+ * its BLMOVE times out at the latest), a BLMOVE the server still runs for the closed connection may
+ * yet deliver into the abandoned inbox: that inbox is drained soon and again once the slice is
+ * surely over (Reclaim.drainAbandoned).
  */
 export async function recover(
   { ctx, holdings, reclaim }: RecoverParts,
   id: string,
+  registration: string,
   blockedUntil?: number,
   answerMs = ANSWER_MS,
 ): Promise<Grant | null> {
-  debug('%s recover %s', ctx.name, id);
+  debug('%s recover %s (registration %s)', ctx.name, id, registration);
   let attempt = 0;
   for (;;) {
     try {
       const client = await ctx.ready(true);
       const sent = performance.now();
-      const running = callScript(client, recoverCall(ctx, id, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs()));
+      const running = callScript(client, recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs()));
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
         if (late) void holdings.giveBack({ token: late.token, id });
       });
       if (adopted === null) {
-        if (blockedUntil !== undefined) reclaim.drainAbandoned(id, blockedUntil);
+        if (blockedUntil !== undefined) reclaim.drainAbandoned(registration, blockedUntil);
         return null;
       }
       // The grant may be older than this call: its lease counts from `age` ms before the call was sent.

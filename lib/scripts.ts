@@ -241,37 +241,41 @@ export function prepareWait(t: ScriptTarget, grantId: string, registrationLifeti
 export interface ClaimReply {
   /** The token this grant now holds, or null (the slice ended empty, or the token went back). */
   readonly token: string | null;
-  /** Whether the registration lasts into the next slice. */
+  /**
+   * Whether the registration lasts: into the next slice (no grant), or after a grant into the
+   * caller's next wait (an advance registration: no token was left free and `keep` was asked).
+   */
   readonly renewed: boolean;
   readonly fence: number;
-  /** After a grant: how many registrations remain while no token is free. */
-  readonly others: number;
+  /** After a grant: whether other registrations remain while no token is free (others wait). */
+  readonly others: boolean;
   readonly expired: string[];
 }
 
 /**
- * claim-10.lua, right behind the BLMOVE into `grantId`'s inbox. `nextLifetimeMs`: how long the
- * registration lasts into the next slice, or null on the last one; `advanceId` (or ''): registered
- * in advance for the caller's next wait, for `advanceLifetimeMs`, if others wait too.
+ * claim-10.lua, right behind the BLMOVE into `registrationId`'s inbox; a token it finds is recorded
+ * as grant `grantId`. `nextLifetimeMs`: how long the registration lasts into the next slice, or null
+ * on the last one; `keep`: after a grant while others wait (no token free, other registrations), the
+ * registration stays for the caller's next wait.
  */
 export function claim(
   t: ScriptTarget,
-  grantId: string,
-  { nextLifetimeMs, advanceId, advanceLifetimeMs }: { nextLifetimeMs: number | null; advanceId: string; advanceLifetimeMs: number },
+  registrationId: string,
+  { grantId, nextLifetimeMs, keep }: { grantId: string; nextLifetimeMs: number | null; keep: boolean },
 ): ScriptCall<ClaimReply> {
   return define(
     scripts.claim,
-    [...t.keys.scriptKeys, t.keys.inbox(grantId)],
+    [...t.keys.scriptKeys, t.keys.inbox(registrationId)],
     [
-      grantId,
+      registrationId,
       now(t),
       expiration(t),
       String(t.resources),
       lease(t),
       nextLifetimeMs === null ? '' : toSeconds(nextLifetimeMs),
       t.options.owner,
-      advanceId,
-      toSeconds(advanceLifetimeMs),
+      grantId,
+      keep ? '1' : '',
     ],
     (raw) => {
       const s = scripts.claim;
@@ -280,7 +284,7 @@ export function claim(
         token: tokenField(s, reply, 0, true),
         renewed: integerField(s, reply, 1) === CLAIM_REGISTRATION.RENEWED,
         fence: integerField(s, reply, 2),
-        others: integerField(s, reply, 3),
+        others: integerField(s, reply, 3) > 0,
         expired: idsFrom(s, reply, 5),
       };
     },
@@ -294,12 +298,20 @@ export interface RecoverReply {
   readonly ageMs: number;
 }
 
-/** recover-10.lua: adopts `grantId`'s grant, or claims its inbox, or marks it abandoned for `abandonedMs` (null). */
-export function recover(t: ScriptTarget, grantId: string, abandonedMs: number): ScriptCall<RecoverReply | null> {
+/**
+ * recover-10.lua: adopts `grantId`'s grant, or claims the token in `registrationId`'s inbox as it, or
+ * marks that registration abandoned for `abandonedMs` (null).
+ */
+export function recover(
+  t: ScriptTarget,
+  grantId: string,
+  registrationId: string,
+  abandonedMs: number,
+): ScriptCall<RecoverReply | null> {
   return define(
     scripts.recover,
-    [...t.keys.scriptKeys, t.keys.inbox(grantId)],
-    [grantId, now(t), expiration(t), toSeconds(abandonedMs), t.options.owner, lease(t)],
+    [...t.keys.scriptKeys, t.keys.inbox(registrationId)],
+    [grantId, now(t), expiration(t), toSeconds(abandonedMs), t.options.owner, lease(t), registrationId],
     (raw) => {
       const s = scripts.recover;
       // Abandoned: { nil, grant id }; adopted or claimed: { token, fence, age, grant id }.
@@ -389,23 +401,16 @@ export interface StatusReply {
   readonly available: number;
   readonly waiting: number;
   readonly waiterIds: string[];
-  /** Each held token: its GRABBED value and OWNERS value. */
-  readonly held: ReadonlyArray<{ token: string; record: string | null; owner: string | null }>;
+  /** Each held token and its GRABBED value (a grant record, or a Ruby holder's plain stamp). */
+  readonly held: ReadonlyArray<{ token: string; record: string }>;
 }
 
 /** status-9.lua's raw reply by field. */
 function decodeStatusReply(reply: unknown): StatusReply {
-  const [exists, now, available, waiting, waiterIds, ...flat] = reply as [
-    number,
-    string,
-    number,
-    number,
-    string[],
-    ...Array<string | null>,
-  ];
-  const held: Array<{ token: string; record: string | null; owner: string | null }> = [];
-  for (let i = 0; i < flat.length; i += 3) {
-    held.push({ token: flat[i] as string, record: flat[i + 1] ?? null, owner: flat[i + 2] ?? null });
+  const [exists, now, available, waiting, waiterIds, flat = []] = reply as [number, string, number, number, string[], string[]?];
+  const held: Array<{ token: string; record: string }> = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    held.push({ token: flat[i] as string, record: flat[i + 1] as string });
   }
   return { exists: exists === EXISTS, now, available, waiting, waiterIds, held };
 }

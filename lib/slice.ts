@@ -8,11 +8,11 @@ import type { Grant } from './holdings';
 import { ANSWER_MS, recover, type RecoverParts } from './recover';
 import { disconnectQuietly, type Connection } from './client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForNow } from './client/errors';
+import { newId } from './ids';
 import { endRegistrations, type Registration } from './registration';
 import { callBySha, callScript, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts } from './scripts';
 import { debug } from './telemetry';
 import type { Interrupts } from './unblock';
-import { nanoid } from 'nanoid';
 
 /** What a blocking wait works with. */
 export interface WaitParts extends RecoverParts {
@@ -55,10 +55,11 @@ export async function blockOnce(
       ? undefined
       : connection.sendCommand(evalCommand(prepareWait(ctx, id, lifetime)));
   const moved = connection.sendCommand(['BLMOVE', ctx.keys.available, ctx.keys.inbox(id), 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
-  // An advance registration for this caller's next wait, made by the claim if others wait too; not
-  // with `expiration`, whose deadlines it would stretch to its expiry.
-  const advanceId = ctx.options.expiration === null ? nanoid() : '';
-  const claimCall = () => claimScript(ctx, id, { nextLifetimeMs: lastSlice ? null : lifetime, advanceId, advanceLifetimeMs: lifetime });
+  // A grant keeps the registration for this caller's next wait while no token is left free (an
+  // advance registration); not with `expiration`, whose deadlines it would stretch to its expiry.
+  const grantId = newId();
+  const keep = ctx.options.expiration === null;
+  const claimCall = () => claimScript(ctx, id, { grantId, nextLifetimeMs: lastSlice ? null : lifetime, keep });
   // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
   const claimed = ctx.options.useLocalTime
     ? moved.then(() => callScript(connection, claimCall()))
@@ -83,13 +84,10 @@ export async function blockOnce(
       result.status === 'rejected' &&
       (isConnectionError(result.reason) || wasRefusedForNow(result.reason) || isMisattributedReply(result.reason)),
   );
-  // The claim may have run and made an advance registration that this client never heard of: remove it (a ZREM of
-  // a missing member does nothing).
-  if (failure) void endRegistrations(ctx, [advanceId]);
   if (failure && (signal?.aborted || ctx.closing)) {
     // Its caller has gone: recover settles the attempt, giving back a token the pipeline may have
-    // claimed (close() waits for it).
-    const grant = await recover(parts, id, sent + sliceMs).catch(() => null);
+    // claimed (close() waits for it). A registration the claim kept goes too.
+    const grant = await recover(parts, grantId, id, sent + sliceMs).catch(() => null);
     if (grant) await holdings.giveBack(grant);
     return { grant: null, registration: null, failure: failure.reason };
   }
@@ -97,7 +95,7 @@ export async function blockOnce(
     // Redis may not answer (an outage, with an offline queue): past the caller's deadline (at least
     // a moment, at most ANSWER_MS) the attempt counts as failed, and a late answer settles itself.
     const wait = Math.max(250, Math.min(ANSWER_MS, deadline - performance.now()));
-    const grant = await recover(parts, id, sent + sliceMs, wait).catch((error: unknown) => {
+    const grant = await recover(parts, grantId, id, sent + sliceMs, wait).catch((error: unknown) => {
       if ((error as { cause?: unknown }).cause instanceof DeadlineExceeded) return null;
       throw error;
     });
@@ -109,20 +107,21 @@ export async function blockOnce(
     reclaim.reapInBackground(expired);
     // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
     // (Holdings.granted refreshes the grant first when that leaves too little of it).
-    const grant = token === null ? null : { token, id, fence, anchor: sent };
-    const until = sent + ctx.registrationLifetimeMs();
-    const registration = renewed ? { id, until } : null;
-    // The claim registered the advance id (claim-10.lua) when it granted while others waited.
-    const madeAdvance = grant !== null && others > 0 && advanceId !== '';
+    const grant = token === null ? null : { token, id: grantId, fence, anchor: sent };
+    // Renewed by the claim after an empty slice, or by this slice's prepareWait: from `sent` on.
+    const until = grant === null || prepared !== undefined ? sent + lifetime : registration.until;
+    const kept = renewed ? { id, until } : null;
     if (!error) {
-      if (grant !== null) contention.contended = others > 0;
-      if (madeAdvance) contention.keepAdvanceRegistration({ id: advanceId, until });
-      return { grant, registration };
+      if (grant === null) return { grant, registration: kept };
+      contention.contended = others;
+      // Kept for this caller's next wait (claim-10.lua), while no token was left free.
+      if (kept !== null) contention.keepAdvanceRegistration(kept);
+      return { grant, registration: null };
     }
     // prepareWait or BLMOVE was refused (OOM, NOPERM, WRONGTYPE…) on a healthy connection. The claim
     // ran after it and settled the inbox, so no recover is needed: undo what the claim kept, report.
     if (grant !== null) await holdings.giveBack(grant);
-    void endRegistrations(ctx, [registration?.id, madeAdvance ? advanceId : undefined]);
+    void endRegistrations(ctx, [kept?.id]);
     throw new SemaphoreRedisError(ctx.name, 'lock', error.reason);
   }
   // The claim failed (NOSCRIPT, OOM…): settle what BLMOVE may have moved, then report the first
@@ -130,7 +129,7 @@ export async function blockOnce(
   if (replyErrorCode(claim.reason) === 'NOSCRIPT') {
     await loadClaimScript(connection).catch(() => undefined);
   }
-  const grant = await recover(parts, id);
+  const grant = await recover(parts, grantId, id);
   if (error) {
     if (grant !== null) await holdings.giveBack(grant);
     throw new SemaphoreRedisError(ctx.name, 'lock', error.reason);

@@ -1,11 +1,11 @@
 // The blocking wait: slices on a dedicated connection until a token comes, the deadline passes, the caller aborts or the semaphore closes.
 import type { Connection } from './client/connection';
-import { nanoid } from 'nanoid';
 import { raceAbort, sleep, backoffMs } from './deadline';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import type { Attempt } from './holdings';
 import type { Holding } from './holding';
 import { MAX_CONNECTION_FAILURES } from './recover';
+import { newId } from './ids';
 import { endRegistrations, type Registration } from './registration';
 import { checkReplicated, waitOn } from './replication';
 import { explainConnectionFailure } from './server-checks';
@@ -83,7 +83,7 @@ export class BlockingWait {
           if (remaining <= 0 && registration === null) return null;
           const longest = registration?.advance ? Math.min(ADVANCE_FIRST_SLICE_MS, ctx.options.waitSlice) : ctx.options.waitSlice;
           const slice = Math.min(Math.max(remaining, 1), longest);
-          registration ??= { id: nanoid(), until: 0 };
+          registration ??= { id: newId(), until: 0 };
           broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
           const lastSlice = remaining <= ctx.options.waitSlice;
           const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, signal, deadline);

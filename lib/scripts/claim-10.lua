@@ -1,27 +1,28 @@
 --[[
-  Sent right after BLMOVE AVAILABLE -> INBOX:<grant id> in the same pipeline, so Redis runs it the
-  moment BLMOVE returns. With a token in the inbox: records it as this grant's and ends the
-  registration, and when others are registered too, registers the advance registration id it was given (see
-  DESIGN "Contended mode"); but a token that reaches an inbox whose registration is gone (reaped, or abandoned
-  by recover-10.lua after a lost reply) goes back to AVAILABLE instead. With an empty inbox (the
-  slice ended): creates the semaphore if it vanished and reclaims stale holders, then renews the
-  registration for the next slice, or ends it on the last slice.
+  Sent right after BLMOVE AVAILABLE -> INBOX:<registration id> in the same pipeline, so Redis runs it
+  the moment BLMOVE returns. With a token in the inbox: records it as this grant's and, when no token
+  is left free and the caller asked, keeps the registration for the caller's next wait (an advance
+  registration: see DESIGN "Contended mode"), else ends it; but a token that reaches an inbox whose
+  registration is gone (reaped, or abandoned by recover-10.lua after a lost reply) goes back to
+  AVAILABLE instead. With an empty inbox (the slice ended): creates the semaphore if it vanished and
+  reclaims stale holders, then renews the registration for the next slice, or ends it on the last slice.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8] LEASES  KEYS[9] CREATING
-    KEYS[10] INBOX:<grant id>
-    ARGV[1] grant id
+    KEYS[10] INBOX:<registration id>
+    ARGV[1] registration id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
     ARGV[4] resources
     ARGV[5] the caller's lease in ms ('0' for none): recorded with a grant; Ruby holders' stale timeout
     ARGV[6] the registration's expiry for the next slice, in seconds from now, or '' on the last slice
     ARGV[7] owner label recorded with the grant
-    ARGV[8] a fresh id to register for the caller's next wait if others wait too, or '' for none
-    ARGV[9] that registration's expiry, in seconds from now
+    ARGV[8] the grant id to record with a token (unique per grant; names the call this reply answers),
+            or '' (or absent) for the registration id
+    ARGV[9] '1' to keep the registration after a grant while no token is free, '' (or absent) to end it
   Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
-            after a grant, how many registrations remain while no token is free (else 0), the grant
-            id (ARGV[1]: names the call this reply answers), expired waiter registration... }
+            after a grant, how many other registrations remain while no token is free (else 0), the grant id,
+            expired waiter registration... }
 ]]
 --- @include keys
 --- @include clock
@@ -30,11 +31,15 @@
 --- @include expiry
 --- @include grant
 --- @include reclaim
-local inbox, grant, expiry, advance, advance_expiry = KEYS[10], ARGV[1], ARGV[6], ARGV[8] or '', ARGV[9] or ''
+local inbox, registration, expiry, keep = KEYS[10], ARGV[1], ARGV[6], ARGV[9]
+local grant = ARGV[8] or ''
+if grant == '' then
+  grant = registration
+end
 local now, stamp = clock(ARGV[2])
-local registered = redis.call('ZSCORE', K_WAITING, grant) ~= false
+local registered = redis.call('ZSCORE', K_WAITING, registration) ~= false
 if not registered then
-  redis.call('ZREM', K_WAITING, '~' .. grant)
+  redis.call('ZREM', K_WAITING, '~' .. registration)
 end
 local token = redis.call('LPOP', inbox)
 if token then
@@ -47,20 +52,25 @@ if token then
 end
 local renewed, fence, others = 0, 0, 0
 if token then
-  redis.call('ZREM', K_WAITING, grant)
   fence = record_grant(token, grant, stamp, ARGV[5], ARGV[7])
   -- Others wait if no token is left free (a free token means nobody is blocked) and registrations
-  -- remain. ZCARD also counts abandoned '~' marks and lapsed registrations: telling them apart costs
-  -- a scan (ZRANGE) or float arguments (ZCOUNT), 7-20% more Redis work per contended cycle.
+  -- other than this one remain. ZCARD also counts abandoned '~' marks and lapsed registrations:
+  -- telling them apart costs a scan (ZRANGE) or float arguments (ZCOUNT).
   if redis.call('LLEN', K_AVAILABLE) == 0 then
-    others = redis.call('ZCARD', K_WAITING)
+    others = redis.call('ZCARD', K_WAITING) - 1
   end
-  if others > 0 and advance ~= '' then
-    -- Others wait, so this caller's next lock would miss its tryLock: it is registered now instead
-    -- (an advance registration, used by its next wait or removed), and stale holders are reclaimed as tryLock would.
-    -- (Ruby holders, which need a scan, are left to empty slices, misses and the watchdog.)
+  -- Then this caller's next lock would miss its tryLock: its registration stays for that next wait
+  -- (an advance registration, used by it or removed by the caller when idle), which saves ending it
+  -- now and making another then.
+  if others > 0 and keep == '1' then
+    renewed = 1
+  else
+    redis.call('ZREM', K_WAITING, registration)
+  end
+  -- Waits that skip tryLock do not reclaim: one grant in 16 (fencing numbers count grants) does.
+  -- (Ruby holders, which need a scan, are left to empty slices, misses and the watchdog.)
+  if fence % 16 == 0 then
     reclaim_stale(now, ruby_stale(ARGV[5]), 'never')
-    redis.call('ZADD', K_WAITING, redis_now() + tonumber(advance_expiry), advance)
   end
 else
   if expiry ~= '' then
@@ -68,10 +78,10 @@ else
     reclaim_stale(now, ruby_stale(ARGV[5]), 'unindexed')
   end
   if registered and expiry ~= '' then
-    redis.call('ZADD', K_WAITING, redis_now() + tonumber(expiry), grant)
+    redis.call('ZADD', K_WAITING, redis_now() + tonumber(expiry), registration)
     renewed = 1
   else
-    redis.call('ZREM', K_WAITING, grant)
+    redis.call('ZREM', K_WAITING, registration)
   end
 end
 touch_expiry(ARGV[3])

@@ -153,8 +153,8 @@ describe('each script’s decoder, fed the real replies of the others', () => {
       hit2: tryLock(target, 'b', lifetime),
       miss: tryLock(target, 'c', lifetime),
       refresh: refresh(target, '0', 'a'),
-      claim: claim(target, 'c', { nextLifetimeMs: lifetime, advanceId: '', advanceLifetimeMs: lifetime }),
-      recover: recover(target, 'c', 1000),
+      claim: claim(target, 'c', { grantId: 'c', nextLifetimeMs: lifetime, keep: false }),
+      recover: recover(target, 'c', 'c', 1000),
       release: release(target, '0', 'a', true),
       signal: signal(target, 'job'),
     };
@@ -164,7 +164,7 @@ describe('each script’s decoder, fed the real replies of the others', () => {
     expect(made.hit!.decode(replies.hit)).toEqual({ token: '0', fence: expect.any(Number), expired: [] });
     expect(made.miss!.decode(replies.miss)).toEqual({ token: null, fence: 0, expired: [] });
     expect(made.refresh!.decode(replies.refresh)).toBe(true);
-    expect(made.claim!.decode(replies.claim)).toEqual({ token: null, renewed: true, fence: 0, others: 0, expired: [] });
+    expect(made.claim!.decode(replies.claim)).toEqual({ token: null, renewed: true, fence: 0, others: false, expired: [] });
     expect(made.recover!.decode(replies.recover)).toBeNull();
     expect(made.release!.decode(replies.release)).toEqual({ ended: true, available: 1 });
     // …and refuses every other one, even its own script's reply to another grant (signal's reply

@@ -16,9 +16,9 @@ async function serverSeconds(): Promise<number> {
   return Number(seconds) + Number(micros) / 1e6;
 }
 
-/** OWNERS values are "<grant id> <fence> <acquired stamp> <owner label>": the grant ids alone. */
-function grantIds(owners: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(owners).map(([token, record]) => [token, record.split(' ')[0] ?? '']));
+/** GRABBED values are "<stamp> <grant id> <fence> <lease ms> <acquired stamp> <owner label>": the grant ids alone. */
+function grantIds(grabbed: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(grabbed).map(([token, record]) => [token, record.split(' ')[1] ?? '']));
 }
 
 function setup() {
@@ -36,7 +36,8 @@ describe('tryLock-9.lua', () => {
     expect(await run('tryLock', ['2', 'g1', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number), 'g1']);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['1']);
-    expect(grantIds(state.owners)).toEqual({ '0': 'g1' });
+    expect(grantIds(state.grabbed)).toEqual({ '0': 'g1' });
+    expect(state.owners).toEqual({}); // one record per grant: nothing writes OWNERS
     expect(await run('tryLock', ['2', 'g2', '', '', '', '', 'me'])).toEqual(['1', expect.any(Number), 'g2']);
     expect(await run('tryLock', ['2', 'g3', '', '', '', '', 'me'])).toEqual([null, 0, 'g3']);
   });
@@ -46,8 +47,10 @@ describe('tryLock-9.lua', () => {
     const [, first] = (await run('tryLock', ['2', 'g1', '', '', '', '', 'host:1 worker a'])) as [string, number];
     const [, second] = (await run('tryLock', ['2', 'g2', '', '', '', '', ''])) as [string, number];
     expect(second).toBe(first + 1);
-    expect(await redis.hGet(keys.owners, '0')).toMatch(new RegExp(`^g1 ${first} \\d+\\.\\d{6} host:1 worker a$`));
-    expect(await redis.hGet(keys.grabbed, '0')).toMatch(new RegExp(`^\\d+\\.\\d{6} g1 ${first} 0$`));
+    // One record: stamp, grant id, fence, lease, acquired stamp (the stamp, at first), the label last.
+    expect(await redis.hGet(keys.grabbed, '0')).toMatch(new RegExp(`^(\\d+\\.\\d{6}) g1 ${first} 0 \\1 host:1 worker a$`));
+    expect(await redis.hGet(keys.grabbed, '1')).toMatch(new RegExp(`^\\d+\\.\\d{6} g2 ${second} 0 \\d+\\.\\d{6} $`)); // an empty label
+    expect(await redis.exists(keys.owners)).toBe(0);
     await redis.del([...keys.scriptKeys]); // expired, deleted, or lost in a restart without persistence
     const [token, afterReset] = (await run('tryLock', ['2', 'g3', '', '', '', '', ''])) as [string, number];
     expect(token).toBe('0');
@@ -86,10 +89,9 @@ describe('claim-10.lua', () => {
     await run('prepareWait', ['w', '', '10', '1', '', '']);
     await run('tryLock', ['1', 'other', '', '', '', '', 'me']); // take "0" so we can place it by hand
     await redis.hDel(keys.grabbed, '0');
-    await redis.hDel(keys.owners, '0');
     await redis.rPush(keys.inbox('w'), '0');
     expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0, 'w']);
-    expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
+    expect(grantIds(await redis.hGetAll(keys.grabbed))).toEqual({ '0': 'w' });
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 
@@ -109,7 +111,7 @@ describe('claim-10.lua', () => {
     await run('tryLock', ['1', 'w', '100.000000', '', '', '25', 'me']);
     expect(await run('claim', ['w', '200.000000', '', '1', '5', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
-    expect(await redis.hGetAll(keys.owners)).toEqual({});
+    expect(await redis.hGetAll(keys.grabbed)).toEqual({});
   });
 
   test('reports how many others are registered after a grant (the next lock of a contended semaphore skips tryLock)', async () => {
@@ -130,28 +132,44 @@ describe('claim-10.lua', () => {
     expect(await run('claim', ['w3', '', '', '1', '', '25', 'me'], [keys.inbox('w3')])).toEqual(['extra', 0, expect.any(Number), 0, 'w3']);
   });
 
-  test('with others registered, registers the spare id for the caller\'s next wait and reclaims stale holders', async () => {
+  test('keeps the registration for the caller\'s next wait when asked while others wait, and reclaims stale holders one grant in 16', async () => {
     const { keys, run } = setup();
     await run('create', ['2', '']);
     await run('tryLock', ['2', 'dead', '100.000000', '5000', '', '', 'me']); // takes "0"; stale by t=200
     // Local time (useLocalTime) keeps the dead holder's lease running until the claim at t=200.
     await run('prepareWait', ['w', '', '10', '2', '', '100.000000']);
     await run('prepareWait', ['other', '', '10', '2', '', '100.000000']);
+    const before = await redis.zScore(keys.waiting, 'w');
+    await redis.set(keys.fence, '15'); // the next grant is number 16: it reclaims
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    const claimed = await run('claim', ['w', '200.000000', '', '2', '5', '25', 'me', 'spare', '30'], [keys.inbox('w')]);
-    expect(claimed).toEqual(['1', 0, expect.any(Number), 1, 'w']);
-    const registered = await redis.zRangeWithScores(keys.waiting, 0, -1);
-    expect(registered.map((entry) => entry.value).sort()).toEqual(['other', 'spare']);
-    const spare = registered.find((entry) => entry.value === 'spare')!;
-    expect(Math.abs(spare.score - (await serverSeconds()) - 30)).toBeLessThan(2);
+    const claimed = await run('claim', ['w', '200.000000', '', '2', '0', '25', 'me', 'g1', '1'], [keys.inbox('w')]);
+    expect(claimed).toEqual(['1', 1, 16, 1, 'g1']);
+    // Kept as it was (its expiry unchanged), and the grant recorded under its own id.
+    expect(await redis.zScore(keys.waiting, 'w')).toBe(before);
+    expect((await redis.zRange(keys.waiting, 0, -1)).sort()).toEqual(['other', 'w']);
+    expect((await redis.hGet(keys.grabbed, '1'))?.split(' ')[1]).toBe('g1');
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']); // the stale holder's token
-    expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '1': 'w' });
-    // Alone, no spare: the next lock of that caller tries first.
-    await redis.zRem(keys.waiting, ['other', 'spare']);
+    // Not asked to keep it: the registration ends with the grant.
+    await redis.zRem(keys.waiting, 'w');
     await run('prepareWait', ['w2', '', '10', '2', '', '200.000000']);
     await redis.lMove(keys.available, keys.inbox('w2'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w2', '', '', '2', '', '25', 'me', 'spare2', '30'], [keys.inbox('w2')])).toEqual(['0', 0, expect.any(Number), 0, 'w2']);
+    expect(await run('claim', ['w2', '', '', '2', '', '25', 'me', 'g2', ''], [keys.inbox('w2')])).toEqual(['0', 0, 17, 1, 'g2']);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
+    // Nobody else registered: not kept even when asked.
+    await redis.zRem(keys.waiting, 'other');
+    await run('release', ['0', 'g2', '1', '']);
+    await run('prepareWait', ['w4', '', '10', '2', '', '']);
+    await redis.lMove(keys.available, keys.inbox('w4'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['w4', '', '', '2', '', '25', 'me', 'g4', '1'], [keys.inbox('w4')])).toEqual(['0', 0, 18, 0, 'g4']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
+    // A token left free: not kept even when others are registered.
+    await run('release', ['0', 'g4', '1', '']);
+    await run('signal', ['job', '2', '']);
+    await run('prepareWait', ['other', '', '10', '2', '', '']);
+    await run('prepareWait', ['w3', '', '10', '2', '', '']);
+    await redis.lMove(keys.available, keys.inbox('w3'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['w3', '', '', '2', '', '25', 'me', 'g3', '1'], [keys.inbox('w3')])).toEqual(['job', 0, 19, 0, 'g3']);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
   });
 
   test('on a grant, looks for expired registrations once in 16 grants (by fencing number)', async () => {
@@ -177,7 +195,7 @@ describe('claim-10.lua', () => {
     expect(await run('claim', ['gone', '', '', '1', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0, 0, 'gone']);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['0']);
-    expect(state.owners).toEqual({});
+    expect(state.grabbed).toEqual({});
     expect(await redis.exists(keys.inbox('gone'))).toBe(0);
   });
 });
@@ -195,7 +213,7 @@ describe('recover-10.lua', () => {
     await run('prepareWait', ['w', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toEqual(['0', expect.any(Number), 0, 'w']);
-    expect(grantIds(await redis.hGetAll(keys.owners))).toEqual({ '0': 'w' });
+    expect(grantIds(await redis.hGetAll(keys.grabbed))).toEqual({ '0': 'w' });
   });
 
   test('with nothing delivered yet, marks the grant id abandoned for the longer of its lease and the mark', async () => {
@@ -223,7 +241,7 @@ describe('prepareWait-9.lua', () => {
     expect(await run('prepareWait', ['w2', '', '10', '2', '5', '200.000000'])).toBe(1);
     const state = await snapshot(redis, name);
     expect(state.available.sort()).toEqual(['0', '1']);
-    expect(state.owners).toEqual({});
+    expect(state.grabbed).toEqual({});
     expect((await redis.zRange(keys.waiting, 0, -1)).sort()).toEqual(['w', 'w2']);
   });
 
@@ -237,7 +255,7 @@ describe('prepareWait-9.lua', () => {
     await redis.lMove(keys.available, keys.inbox('late'), 'LEFT', 'RIGHT'); // its BLMOVE
     expect(await run('claim', ['late', '', '', '1', '', '25', 'me'], [keys.inbox('late')])).toEqual([null, 0, 0, 0, 'late']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
-    expect(await redis.hGetAll(keys.owners)).toEqual({});
+    expect(await redis.hGetAll(keys.grabbed)).toEqual({});
   });
 });
 
@@ -355,10 +373,10 @@ describe('release-9.lua and refresh-9.lua', () => {
     expect(await run('refresh', ['0', 'intruder', ''])).toEqual([0, 'intruder']);
     expect(await run('release', ['0', 'intruder', '1', ''])).toEqual([0, 0, 'intruder']);
     expect(await run('refresh', ['0', 'g1', '150.000000'])).toEqual([1, 'g1']);
-    // The refresh restamps the lease; the acquisition time stays in OWNERS.
+    // The refresh restamps the lease and keeps the rest of the record: the acquisition time, the label.
     const { grabbed, owners } = await snapshot(redis, name);
-    expect(grabbed).toEqual({ '0': expect.stringMatching(/^150\.000000 g1 \d+ 0$/) });
-    expect(owners['0']).toMatch(/^g1 \d+ 100\.000000 me$/);
+    expect(grabbed).toEqual({ '0': expect.stringMatching(/^150\.000000 g1 \d+ 0 100\.000000 me$/) });
+    expect(owners).toEqual({});
     expect(await run('release', ['0', 'g1', '1', ''])).toEqual([1, 1, 'g1']);
     expect(await run('release', ['0', 'g1', '1', ''])).toEqual([0, 1, 'g1']); // a second release pushes nothing
     expect((await snapshot(redis, name)).available).toEqual(['0']);
@@ -369,7 +387,7 @@ describe('release-9.lua and refresh-9.lua', () => {
 });
 
 describe('releaseStale-9.lua', () => {
-  test('reclaims by each holder\'s own lease, Ruby holders and unreadable stamps by the caller\'s, and forgets owners', async () => {
+  test('reclaims by each holder\'s own lease, Ruby holders and unreadable stamps by the caller\'s, and forgets their records', async () => {
     const { name, keys, run } = setup();
     await run('create', ['5', '']);
     await run('tryLock', ['5', 'a', '100.000000', '5000', '', '', 'me']); // "0": lease over at 105
@@ -382,12 +400,55 @@ describe('releaseStale-9.lua', () => {
     expect(await run('releaseStale', ['110.000000', '5000', ''])).toEqual([3]);
     const state = await snapshot(redis, name);
     expect(Object.keys(state.grabbed).sort()).toEqual(['1', '2']);
-    expect(grantIds(state.owners)).toEqual({ '1': 'b', '2': 'c' });
+    expect(grantIds(state.grabbed)).toEqual({ '1': 'b', '2': 'c' });
     expect([...state.available].sort()).toEqual(['0', '3', '4']);
     // Without a stale timeout of its own, a caller still honours leases, and leaves Ruby holders alone.
     await redis.hSet(keys.grabbed, '4', '104.5');
     await redis.lRem(keys.available, 1, '4');
     expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([2]);
     expect(Object.keys((await snapshot(redis, name)).grabbed)).toEqual(['4']);
+  });
+});
+
+describe('the grant record (includes/grant.lua)', () => {
+  test('one HSET per grant: the label stays last and whole, with spaces or empty, through refreshes', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['2', 'g1', '100.000000', '5000', '', '', ' two  spaces ']);
+    expect(await run('refresh', ['0', 'g1', '101.500000'])).toEqual([1, 'g1']);
+    expect(await redis.hGet(keys.grabbed, '0')).toMatch(/^101\.500000 g1 \d+ 5000 100\.000000 {2}two {2}spaces $/);
+    expect(await redis.zScore(keys.leases, '0')).toBe(106.5);
+    expect(await run('release', ['0', 'g1', '1', ''])).toEqual([1, 2, 'g1']);
+    expect(await redis.exists([keys.grabbed, keys.owners])).toBe(0);
+  });
+
+  test('a four-field record of an earlier version is refreshed, reclaimed and released; its OWNERS entry is left alone', async () => {
+    const { keys, run } = setup();
+    await run('create', ['2', '']);
+    const [a, b] = [await redis.lPop(keys.available), await redis.lPop(keys.available)];
+    expect([a, b]).toEqual(['0', '1']);
+    await redis.hSet(keys.grabbed, { '0': '100.000000 old-a 7 5000', '1': '100.000000 old-b 8 0' });
+    await redis.hSet(keys.owners, { '0': 'old-a 7 100.000000 label a', '1': 'old-b 8 100.000000 label b' });
+    await redis.zAdd(keys.leases, [{ score: 105, value: '0' }]);
+    expect(await run('refresh', ['0', 'old-a', '102.000000'])).toEqual([1, 'old-a']);
+    expect(await redis.hGet(keys.grabbed, '0')).toBe('102.000000 old-a 7 5000');
+    expect(await redis.zScore(keys.leases, '0')).toBe(107);
+    expect(await run('releaseStale', ['106.000000', '0', ''])).toEqual([0]);
+    expect(await run('releaseStale', ['108.000000', '0', ''])).toEqual([1]);
+    expect(await run('release', ['1', 'intruder', '1', ''])).toEqual([0, 1, 'intruder']);
+    expect(await run('release', ['1', 'old-b', '1', ''])).toEqual([1, 2, 'old-b']);
+    expect(await redis.hGetAll(keys.grabbed)).toEqual({});
+    // Nothing reads OWNERS any more: its old entries go with delete() or the keys' expiry.
+    expect(Object.keys(await redis.hGetAll(keys.owners)).sort()).toEqual(['0', '1']);
+  });
+
+  test('with expiration, old OWNERS data expires with the other keys, and is never made persistent', async () => {
+    const { keys, run } = setup();
+    await redis.hSet(keys.owners, '0', 'old 1 100.000000 label');
+    await run('tryLock', ['1', 'g1', '', '', '60000', '', 'me']);
+    expect(await redis.pTTL(keys.exists)).toBe(-1); // held: no TTL on the semaphore's keys
+    expect(await run('release', ['0', 'g1', '1', '60000'])).toEqual([1, 1, 'g1']);
+    const ttl = await redis.pTTL(keys.owners);
+    expect(ttl).toBeGreaterThan(50_000);
+    expect(Math.abs(ttl - (await redis.pTTL(keys.exists)))).toBeLessThan(1000);
   });
 });
