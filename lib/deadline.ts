@@ -8,16 +8,33 @@ export class DeadlineExceeded extends Error {
 }
 
 /**
- * Settles as `promise` does, or rejects with `DeadlineExceeded` after `ms`. The promise itself runs
- * on (a command queued offline may still run later): callers that care settle it in the background.
+ * Settles as `promise` does, or rejects with `DeadlineExceeded` after `ms` (or what `expired` makes
+ * of it). The promise itself runs on (a command queued offline may still run later): callers that
+ * care settle it in the background. One promise and one timer, cleared as soon as `promise` settles.
  */
-export function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DeadlineExceeded(what, ms)), ms);
+export function withDeadline<T>(
+  promise: Promise<T>,
+  ms: number,
+  what: string,
+  expired?: (error: DeadlineExceeded) => Error,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      const error = new DeadlineExceeded(what, ms);
+      reject(expired ? expired(error) : error);
+    }, ms);
     timer.unref();
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
   });
-  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
 }
 
 /** Settles as `promise` does, or rejects with `signal`'s reason as soon as it aborts. */

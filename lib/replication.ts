@@ -3,24 +3,35 @@ import type { SemaphoreContext } from './context';
 import { ReplicationError, SemaphoreRedisError } from './errors';
 import { sendPinned, type Connection } from './client/connection';
 import { replyErrorCode } from './client/errors';
+import type { ResolvedOptions } from './options';
 import { evalCommand, evalshaCommand, type ScriptCall } from './scripts';
 
 /**
  * `ctx.call`, and with `waitReplicas` (unless `wait` is false) a `WAIT` right behind the script on the
  * same connection: resolves the script's reply and how many replicas acknowledged (null: no WAIT).
  */
-export async function callAndWait<R>(
+export function callAndWait<R>(
   ctx: SemaphoreContext,
   operation: string,
   call: ScriptCall<R>,
-  {
-    whileClosing = false,
-    wait = true,
-    via,
-  }: { whileClosing?: boolean; wait?: boolean; via?: Connection | undefined } = {},
+  options: { whileClosing?: boolean; wait?: boolean; via?: Connection | undefined } = {},
 ): Promise<[R, number | null]> {
   const replicas = ctx.options.waitReplicas;
-  if (!replicas || !wait || via) return [await ctx.call(operation, call, { whileClosing, via }), null];
+  if (!replicas || options.wait === false || options.via) return ctx.call(operation, call, options).then(unacknowledged);
+  return callThenWait(ctx, operation, call, replicas, options.whileClosing ?? false);
+}
+
+function unacknowledged<R>(reply: R): [R, null] {
+  return [reply, null];
+}
+
+async function callThenWait<R>(
+  ctx: SemaphoreContext,
+  operation: string,
+  call: ScriptCall<R>,
+  replicas: NonNullable<ResolvedOptions['waitReplicas']>,
+  whileClosing: boolean,
+): Promise<[R, number | null]> {
   const client = await ctx.ready(whileClosing);
   const waitCommand = ['WAIT', String(replicas.replicas), String(replicas.timeoutMs)];
   try {
@@ -49,17 +60,31 @@ export async function waitOn(ctx: SemaphoreContext, connection: Connection): Pro
 /**
  * A shortfall of acknowledging replicas (`waitReplicas`) rejects with ReplicationError, after
  * `giveBack` (a lock's grant goes back); with `onShortfall: 'warn'` it only emits a warning.
+ * Without `waitReplicas` (`acknowledged` null) it resolves at once, without an async frame.
  */
-export async function checkReplicated(
+export function checkReplicated(
   ctx: SemaphoreContext,
   operation: string,
   acknowledged: number | null,
   giveBack?: () => Promise<void>,
 ): Promise<void> {
   const wanted = ctx.options.waitReplicas;
-  if (!wanted || acknowledged === null || acknowledged >= wanted.replicas) return;
-  const error = new ReplicationError(ctx.name, operation, wanted.replicas, acknowledged);
-  if (wanted.onShortfall === 'warn') {
+  if (!wanted || acknowledged === null || acknowledged >= wanted.replicas) return RESOLVED;
+  return reportShortfall(ctx, operation, wanted.replicas, acknowledged, wanted.onShortfall, giveBack);
+}
+
+const RESOLVED = Promise.resolve();
+
+async function reportShortfall(
+  ctx: SemaphoreContext,
+  operation: string,
+  wanted: number,
+  acknowledged: number,
+  onShortfall: NonNullable<ResolvedOptions['waitReplicas']>['onShortfall'],
+  giveBack: (() => Promise<void>) | undefined,
+): Promise<void> {
+  const error = new ReplicationError(ctx.name, operation, wanted, acknowledged);
+  if (onShortfall === 'warn') {
     // By message and name: an Error from another realm (a VM context) is not accepted as is.
     process.emitWarning(error.message, error.name);
     return;
