@@ -8,10 +8,9 @@ import { adaptClient, topologyOf } from './client/adapt';
 import { createOwnClient } from './client/standalone';
 import { callScript, type ScriptCall } from './scripts';
 import { checkEvictionPolicy } from './server-checks';
-import { Telemetry, type SemaphoreEvents } from './telemetry';
+import { Telemetry, type Emit, type Hears } from './telemetry';
 
-/** Emits one of the semaphore's events; never throws (see `Semaphore#emit`). */
-export type Emit = <E extends keyof SemaphoreEvents>(event: E, ...args: SemaphoreEvents[E]) => void;
+export type { Emit, Hears } from './telemetry';
 
 export class SemaphoreContext {
   readonly name: string;
@@ -23,6 +22,8 @@ export class SemaphoreContext {
   readonly pool: BlockingPool;
   readonly telemetry: Telemetry;
   readonly emit: Emit;
+  /** Whether the semaphore has a listener for an event: events nobody hears are not built. */
+  readonly hears: Hears;
   /** Calls and background settling steps that close() waits for. */
   readonly inFlight = new Set<Promise<unknown>>();
   /** Aborted when close() starts: settling steps stop waiting for a Redis that does not answer. */
@@ -32,27 +33,46 @@ export class SemaphoreContext {
   #connecting: Promise<void> | undefined;
   /** The eviction-policy check runs at first use, not on every command. */
   #evictionChecked = false;
+  /** Connected (when the semaphore made the client) and checked once: `ready()` need not wait. */
+  #connected = false;
+  /** What `ready()` resolves once nothing is left to wait for. */
+  #readyClient: Promise<Connection> | undefined;
 
   constructor(
     name: string,
     options: ResolvedOptions,
     emit: Emit,
     prepareConnection: (connection: Connection) => Promise<string | undefined>,
+    hears: Hears = () => true,
   ) {
     this.name = name;
     this.options = options;
     this.resources = options.resources;
     this.emit = emit;
+    this.hears = hears;
     const given = options.redis;
     this.keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster' });
     this.ownsClient = given === undefined;
     this.client = given === undefined ? createOwnClient(options.url) : adaptClient(given, this.keys.available);
     this.pool = new BlockingPool(this.client, options.maxBlockingConnections, prepareConnection);
-    this.telemetry = new Telemetry(name);
+    this.telemetry = new Telemetry(name, emit, hears);
   }
 
   /** The main client, connected on first use when the semaphore made it. `whileClosing` lets waiters settle. */
-  async ready(whileClosing = false): Promise<Connection> {
+  ready(whileClosing = false): Promise<Connection> {
+    return this.#readyNow() !== undefined ? (this.#readyClient ??= Promise.resolve(this.client)) : this.#connect(whileClosing);
+  }
+
+  /**
+   * The main client when it is usable without waiting: connected (or the caller's), checked, and the
+   * semaphore not closing. Otherwise undefined, and `ready()` says what to wait for or why not.
+   */
+  #readyNow(): Connection | undefined {
+    if (!this.#connected || this.closing !== undefined || (this.ownsClient && !this.client.isOpen)) return undefined;
+    return this.client;
+  }
+
+  async #connect(whileClosing: boolean): Promise<Connection> {
     if (this.closing && (!whileClosing || (this.ownsClient && !this.client.isOpen))) {
       throw new SemaphoreClosedError(this.name);
     }
@@ -70,6 +90,7 @@ export class SemaphoreContext {
       this.#evictionChecked = true;
       checkEvictionPolicy(this.client, this.options.redis ?? this.client, this.name, this.options.expiration !== null);
     }
+    this.#connected = true;
     return this.client;
   }
 
@@ -79,7 +100,7 @@ export class SemaphoreContext {
     call: ScriptCall<R>,
     { whileClosing = false, via }: { whileClosing?: boolean; via?: Connection | undefined } = {},
   ): Promise<R> {
-    const client = via ?? (await this.ready(whileClosing));
+    const client = via ?? this.#readyNow() ?? (await this.#connect(whileClosing));
     try {
       return await callScript(client, call);
     } catch (error) {

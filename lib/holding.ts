@@ -8,11 +8,18 @@ export interface HoldingHost {
   refreshHolding(holding: Holding): Promise<boolean>;
   /** Tells the user (callback, events) that the holding was lost. */
   holdingLost(holding: Holding, reason: LockLostReason): void;
+  /**
+   * The holding has something due at `at` (`performance.now()`): its lease ends or a refresh is
+   * due. The host's timer calls `tick` no later than that (one timer for all of a semaphore's holdings).
+   */
+  wake(at: number): void;
 }
 
 export interface LeaseTerms {
   /** How long a confirmed acquisition or refresh keeps the token: `staleClientTimeout`. */
   readonly ms: number;
+  /** The lease as this process counts it: `holderLeaseMs(ms)`. */
+  readonly holderMs: number;
   /** Refresh every third of the lease while held. */
   readonly autoRefresh: boolean;
 }
@@ -28,12 +35,21 @@ export function holderLeaseMs(staleMs: number): number {
   return Math.max(1, staleMs * 0.99 - 2);
 }
 
+/** The terms of every holding of a semaphore with this `staleClientTimeout` (null: no lease). */
+export function leaseTerms(staleMs: number | null, autoRefresh: boolean): LeaseTerms | null {
+  return staleMs === null ? null : { ms: staleMs, holderMs: holderLeaseMs(staleMs), autoRefresh };
+}
+
 /**
  * One acquisition this process holds: its token, the grant id Redis records as its owner, its
  * fencing number, and its lease as this process sees it. The lease is counted on this process's
  * monotonic clock from when the acquiring (or last confirmed refreshing) request was *sent*, which is
  * no later than when Redis stamped it, so the holder gives the token up in its own mind no later than
  * any other client may reclaim it (clock rates assumed equal).
+ *
+ * A holding arms no timer of its own: its host runs one timer for all its holdings and calls `tick`
+ * when the earliest lease end or refresh is due, so a grant released within the lease (the usual
+ * case) costs no timer at all. Nothing is allocated for the signal until someone reads it.
  */
 export class Holding {
   readonly token: string;
@@ -49,17 +65,20 @@ export class Holding {
   /** Made when `signal` is first read: most holdings are released without anyone looking. */
   #controller: AbortController | undefined;
   #lostReason: LockLostError | undefined;
-  #leaseTimer: NodeJS.Timeout | undefined;
-  #refreshTimer: NodeJS.Timeout | undefined;
   #leaseEnd = Infinity;
+  /** When the next automatic refresh is due (while `#refreshing`). */
+  #refreshAt = Infinity;
   #refreshing: boolean;
+  /** An automatic refresh is on its way: the next one is due a third of the lease after it settles. */
+  #refreshInFlight = false;
   #ended = false;
   /** A release is on its way (see `beginRelease`). */
   #releasing = false;
 
   constructor(
     host: HoldingHost,
-    grant: { token: string; id: string; fence: number; scoped: boolean },
+    grant: { readonly token: string; readonly id: string; readonly fence: number },
+    scoped: boolean,
     terms: LeaseTerms | null,
     sentAt: number,
   ) {
@@ -67,11 +86,14 @@ export class Holding {
     this.token = grant.token;
     this.id = grant.id;
     this.fence = grant.fence;
-    this.scoped = grant.scoped;
+    this.scoped = scoped;
     this.#terms = terms;
     this.#refreshing = terms?.autoRefresh ?? false;
-    this.confirm(sentAt);
-    this.#scheduleRefresh();
+    if (terms !== null) {
+      this.#leaseEnd = sentAt + terms.holderMs;
+      if (this.#refreshing) this.#refreshAt = this.acquiredAt + terms.ms / REFRESHES_PER_LEASE;
+      host.wake(this.#nextDue());
+    }
   }
 
   /** Whether the token was lost (the signal aborted). */
@@ -106,9 +128,22 @@ export class Holding {
   /** Redis confirmed the acquisition at a request sent at `sentAt` (`performance.now()`): the lease runs from there. */
   confirm(sentAt: number): void {
     if (this.#ended || this.#terms === null) return;
-    clearTimeout(this.#leaseTimer);
-    this.#leaseEnd = sentAt + holderLeaseMs(this.#terms.ms);
-    this.#armLeaseTimer();
+    this.#leaseEnd = sentAt + this.#terms.holderMs;
+    this.#host.wake(this.#nextDue());
+  }
+
+  /**
+   * Called by the host's timer: ends the holding if its lease is over (`'expired'`), or starts the
+   * refresh that is due. Resolves when it next has something due (`Infinity`: nothing).
+   */
+  tick(now: number): number {
+    if (this.#ended || this.#releasing) return Infinity;
+    if (this.#leaseEnd <= now) {
+      this.lose('expired');
+      return Infinity;
+    }
+    if (this.#refreshing && !this.#refreshInFlight && this.#refreshAt <= now) this.#refresh();
+    return this.#nextDue();
   }
 
   /** Ends the holding at once if its lease is already over (a slow grant): the caller must not start work believing it holds. */
@@ -122,17 +157,15 @@ export class Holding {
    */
   stopRefreshing(): void {
     this.#refreshing = false;
-    clearTimeout(this.#refreshTimer);
   }
 
   /**
    * Its holder is giving the token back: refreshes stop, and what a refresh that crosses the release
-   * answers ("not held", since the release ran first) or the lease timer says is no news: a holder
-   * never hears "lost" because of its own release. Until `end()`, or `releaseFailed()`.
+   * answers ("not held", since the release ran first) or the lease says is no news: a holder never
+   * hears "lost" because of its own release. Until `end()`, or `releaseFailed()`.
    */
   beginRelease(): void {
     this.#releasing = true;
-    clearTimeout(this.#refreshTimer);
   }
 
   /**
@@ -143,6 +176,7 @@ export class Holding {
     this.#releasing = false;
     this.stopRefreshing();
     this.loseIfExpired();
+    if (!this.#ended) this.#host.wake(this.#nextDue());
   }
 
   /** The token is gone: aborts the signal and tells the user, once. */
@@ -154,32 +188,31 @@ export class Holding {
     this.#host.holdingLost(this, reason);
   }
 
-  /** Released, or lost: stops the timers. */
+  /** Released, or lost: nothing is due any more. */
   end(): void {
     this.#ended = true;
-    clearTimeout(this.#leaseTimer);
-    clearTimeout(this.#refreshTimer);
   }
 
-  /** setTimeout's range is 2^31-1 ms (`staleClientTimeout` is validated below it). */
-  #armLeaseTimer(): void {
-    this.#leaseTimer = setTimeout(() => this.lose('expired'), Math.max(0, this.remainingMs));
-    this.#leaseTimer.unref();
+  /** When `tick` next has something to do: the lease's end, or the next refresh. */
+  #nextDue(): number {
+    if (this.#ended || this.#releasing) return Infinity;
+    return this.#refreshing && !this.#refreshInFlight ? Math.min(this.#leaseEnd, this.#refreshAt) : this.#leaseEnd;
   }
 
-  #scheduleRefresh(): void {
-    if (this.#ended || this.#releasing || !this.#refreshing || this.#terms === null) return;
-    this.#refreshTimer = setTimeout(() => {
-      if (this.#ended || this.#releasing || !this.#refreshing) return;
-      const sentAt = performance.now();
-      this.#host
-        .refreshHolding(this)
-        .then(
-          (held) => (held ? this.confirm(sentAt) : this.lose('reclaimed')),
-          () => undefined, // unconfirmed: the next refresh tries again, and the lease timer decides
-        )
-        .finally(() => this.#scheduleRefresh());
-    }, this.#terms.ms / REFRESHES_PER_LEASE);
-    this.#refreshTimer.unref();
+  #refresh(): void {
+    this.#refreshInFlight = true;
+    const sentAt = performance.now();
+    this.#host
+      .refreshHolding(this)
+      .then(
+        (held) => (held ? this.confirm(sentAt) : this.lose('reclaimed')),
+        () => undefined, // unconfirmed: the next refresh tries again, and the lease decides
+      )
+      .finally(() => {
+        this.#refreshInFlight = false;
+        this.#refreshAt = performance.now() + (this.#terms?.ms ?? Infinity) / REFRESHES_PER_LEASE;
+        const due = this.#nextDue();
+        if (due !== Infinity) this.#host.wake(due);
+      });
   }
 }

@@ -3,9 +3,10 @@ import type { Connection } from './client/connection';
 import { checkpoint } from './checkpoint';
 import type { SemaphoreContext } from './context';
 import { backoffMs, DeadlineExceeded, sleep, withDeadline } from './deadline';
+import { MAX_TIMER_MS } from './durations';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { grantIdOf } from './holder-info';
-import { Holding, holderLeaseMs, type HoldingHost } from './holding';
+import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holding';
 import type { LockLostReason } from './options';
 import { replyErrorCode, wasNeverSent } from './client/errors';
 import { callAndWait, checkReplicated } from './replication';
@@ -48,13 +49,20 @@ export class Holdings {
   /** This instance's held tokens, oldest first. */
   readonly #holdings: Holding[] = [];
   readonly #host: HoldingHost;
+  /** Every holding's lease terms (the options do not change). */
+  readonly #terms: LeaseTerms | null;
+  /** The one timer of all the holdings (see `Holding.tick`), and when it fires (`performance.now()`). */
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Infinity;
 
   constructor(ctx: SemaphoreContext) {
     this.#ctx = ctx;
+    this.#terms = leaseTerms(ctx.options.staleClientTimeout, ctx.options.autoRefresh);
     this.#host = {
       name: ctx.name,
       refreshHolding: (holding) => this.refreshGrant(holding),
       holdingLost: (holding, reason) => this.#holdingLost(holding, reason),
+      wake: (at) => this.#wake(at),
     };
   }
 
@@ -81,41 +89,55 @@ export class Holdings {
     for (const holding of this.#holdings) holding.stopRefreshing();
   }
 
-  async granted(grant: Grant, attempt: Attempt, via?: Connection): Promise<Holding> {
-    const ctx = this.#ctx;
+  /**
+   * A grant Redis made for `attempt` becomes a holding. Without a test hook, a lease still fresh, and
+   * a caller still there, it all happens at once: no await, no timer, no event built that nobody hears.
+   */
+  granted(grant: Grant, attempt: Attempt, via?: Connection): Promise<Holding> {
     // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
     // to the next waiter. `via`: the waiter's connection, still ours until the wait returns it.
-    if (ctx.closing) {
-      await this.giveBack(grant, via);
-      throw new SemaphoreClosedError(ctx.name);
-    }
-    if (attempt.signal?.aborted) {
-      // The caller is told at once; the release runs on (close() waits for it).
-      void ctx.track(this.giveBack(grant));
-      attempt.signal.throwIfAborted();
-    }
-    const stale = ctx.options.staleClientTimeout;
-    const terms = stale === null ? null : { ms: stale, autoRefresh: ctx.options.autoRefresh };
+    if (this.#ctx.closing || attempt.signal?.aborted) return this.#refuse(grant, attempt.signal, via);
+    const terms = this.#terms;
     // A grant whose lease is mostly spent (a long blocking wait counts from when the pipeline was
     // sent; see DESIGN "Leases") is refreshed once before it is handed out, which restarts its
     // lease from a known send time, or finds it already reclaimed.
-    let anchor = grant.anchor;
-    let renewed: boolean | null = null;
-    const lease = terms === null ? 0 : holderLeaseMs(terms.ms);
-    if (terms !== null && anchor + lease - performance.now() < (2 / 3) * lease) {
-      const sentAt = performance.now();
-      renewed = await this.refreshGrant(grant).catch(() => null);
-      if (renewed) anchor = sentAt;
+    if (terms !== null && grant.anchor + terms.holderMs - performance.now() < (2 / 3) * terms.holderMs) {
+      return this.#renewThenHold(grant, attempt);
     }
-    const holding = new Holding(this.#host, { ...grant, scoped: attempt.scoped }, terms, anchor);
+    try {
+      return this.#hold(grant, attempt, grant.anchor, null);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  }
+
+  /** A grant for a caller who has gone: closed (the token goes back first), or aborted (told at once). */
+  async #refuse(grant: Grant, signal: AbortSignal | undefined, via: Connection | undefined): Promise<never> {
+    const ctx = this.#ctx;
+    if (!ctx.closing && signal) {
+      // The release runs on (close() waits for it).
+      void ctx.track(this.giveBack(grant));
+      signal.throwIfAborted();
+    }
+    await this.giveBack(grant, via);
+    throw new SemaphoreClosedError(ctx.name);
+  }
+
+  async #renewThenHold(grant: Grant, attempt: Attempt): Promise<Holding> {
+    const sentAt = performance.now();
+    const renewed = await this.refreshGrant(grant).catch(() => null);
+    return this.#hold(grant, attempt, renewed ? sentAt : grant.anchor, renewed);
+  }
+
+  /** The holding, its `acquired` event, and the `lock:granted` checkpoint. `renewed`: false if the refresh found the grant ended. */
+  #hold(grant: Grant, attempt: Attempt, anchor: number, renewed: boolean | null): Promise<Holding> {
+    const holding = new Holding(this.#host, grant, attempt.scoped, this.#terms, anchor);
     this.#holdings.push(holding);
-    const acquired = { token: holding.token, fence: holding.fence, waitedMs: performance.now() - attempt.startedAt };
-    ctx.telemetry.acquired(acquired);
-    ctx.emit('acquired', acquired);
+    this.#ctx.telemetry.acquired(holding.token, holding.fence, holding.acquiredAt - attempt.startedAt);
     if (renewed === false) holding.lose('reclaimed');
     else holding.loseIfExpired();
-    await checkpoint('lock:granted');
-    return holding;
+    const hook = checkpoint('lock:granted');
+    return hook ? Promise.resolve(hook).then(() => holding) : Promise.resolve(holding);
   }
 
   async release(holding: Holding, putBack: boolean): Promise<number | false> {
@@ -130,7 +152,7 @@ export class Holdings {
     let available: number | false;
     let acknowledged: number | null;
     try {
-      [available, acknowledged] = await this.releaseGrant(holding, putBack, { replicated: true });
+      [available, acknowledged] = await this.releaseGrant(holding, putBack, REPLICATED);
     } catch (error) {
       // The token may still be held in Redis: it goes stale (no more refreshes), and the holding
       // stays, so a later unlock can try again.
@@ -141,11 +163,9 @@ export class Holdings {
     holding.end();
     this.#forget(holding);
     if (available !== false) {
-      const released = { token: holding.token, fence: holding.fence, heldMs: performance.now() - holding.acquiredAt };
-      ctx.telemetry.released(released);
-      ctx.emit('released', released);
+      ctx.telemetry.released(holding.token, holding.fence, performance.now() - holding.acquiredAt);
       // waitReplicas: the release took effect on the primary either way; a shortfall is reported.
-      await checkReplicated(ctx, putBack ? 'unlock' : 'consume', acknowledged);
+      if (acknowledged !== null) await checkReplicated(ctx, putBack ? 'unlock' : 'consume', acknowledged);
     }
     return available;
   }
@@ -195,9 +215,8 @@ export class Holdings {
           }),
           RELEASE_ANSWER_MS,
           operation,
-        ).catch((error: unknown) => {
-          throw error instanceof DeadlineExceeded ? new SemaphoreRedisError(ctx.name, operation, error) : error;
-        });
+          (expired) => new SemaphoreRedisError(ctx.name, operation, expired),
+        );
         return [ended || mayHaveRun ? available : false, acknowledged];
       } catch (error) {
         // Retrying is safe, since the script only ever ends this grant (idempotent by grant id), and
@@ -222,11 +241,25 @@ export class Holdings {
    * another caller), the ones Redis no longer records come first, newest first: a call can then only
    * ever end a grant that is already over, never another caller's live one.
    */
-  async find(token: string | undefined, operation: string): Promise<Holding | undefined> {
-    if (token === undefined) return this.#holdings.findLast((holding) => !holding.scoped);
+  find(token: string | undefined, operation: string): Holding | undefined | Promise<Holding | undefined> {
+    const holdings = this.#holdings;
+    if (token === undefined) {
+      for (let i = holdings.length - 1; i >= 0; i--) if (!holdings[i]!.scoped) return holdings[i];
+      return undefined;
+    }
     // A holding whose release is on its way is its releaser's, not this caller's.
+    let found: Holding | undefined;
+    for (const holding of holdings) {
+      if (holding.token !== token || holding.releasing) continue;
+      if (found !== undefined) return this.#findAmong(token, operation);
+      found = holding;
+    }
+    return found;
+  }
+
+  /** `find` when this instance holds `token` under several acquisitions. */
+  async #findAmong(token: string, operation: string): Promise<Holding | undefined> {
     const candidates = this.#holdings.filter((holding) => holding.token === token && !holding.releasing);
-    if (candidates.length <= 1) return candidates[0];
     const known = candidates.findLast((holding) => holding.lostReason === 'reclaimed');
     if (known) return known;
     // A grant id never holds again once it stopped, so this read needs no atomicity with the call.
@@ -239,9 +272,7 @@ export class Holdings {
     // A lost holding stays in the registry until its holder releases it: an expired lease may still
     // be held in Redis (unlock() then gives the token back), and a reclaimed one must be what its
     // holder's unlock(token) finds, never a later acquisition of the same token (see `find`).
-    const lost = { token: holding.token, fence: holding.fence, reason };
-    ctx.telemetry.lost(lost);
-    ctx.emit('lost', lost);
+    ctx.telemetry.lost(holding.token, holding.fence, reason);
     const { onLockLost } = ctx.options;
     if (!onLockLost) return;
     const report = (error: unknown) => warn(`onLockLost of semaphore "${ctx.name}" threw`, error);
@@ -257,7 +288,30 @@ export class Holdings {
     const index = this.#holdings.lastIndexOf(holding);
     if (index >= 0) this.#holdings.splice(index, 1);
   }
+
+  /** Makes the holdings' one timer fire by `at` (see `Holding.tick`). */
+  #wake(at: number): void {
+    if (at >= this.#timerAt) return;
+    clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(this.#onTimer, Math.min(MAX_TIMER_MS, Math.max(0, at - performance.now())));
+    this.#timer.unref();
+  }
+
+  /** Ends the leases that are over and starts the refreshes that are due, then waits for the next. */
+  readonly #onTimer = (): void => {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    const now = performance.now();
+    let next = Infinity;
+    // A copy: a lost holding's callback may release (and so remove) holdings.
+    for (const holding of [...this.#holdings]) next = Math.min(next, holding.tick(now));
+    if (next !== Infinity) this.#wake(next);
+  };
 }
+
+/** `release` waits for `waitReplicas` (the grant's own release, not a give-back). */
+const REPLICATED = { replicated: true } as const;
 
 /**
  * Failures a retry would meet again: the ACL, a wrong key type, too few replicas, no memory, or a

@@ -94,41 +94,67 @@ type Published = keyof typeof CHANNELS;
 
 const WAIT_SAMPLES = 1000;
 
-/** `NODE_DEBUG=redis-token-semaphore` prints each step. */
-export const debug = debuglog('redis-token-semaphore');
+const logger = debuglog('redis-token-semaphore');
+
+/** Whether `NODE_DEBUG=redis-token-semaphore` was set when the process started (Node reads it once). */
+export const debugEnabled = logger.enabled;
+
+/**
+ * `NODE_DEBUG=redis-token-semaphore` prints each step. Without it, a function that does nothing:
+ * `debuglog`'s own logger spreads its arguments on every call even when it prints nothing.
+ */
+export const debug: (format: string, ...args: unknown[]) => void = debugEnabled ? logger : () => undefined;
 
 const channels = Object.fromEntries(
   Object.entries(CHANNELS).map(([event, name]) => [event, channel(name)]),
 ) as Record<Published, Channel>;
 
-/** Counts what a semaphore does and publishes it on diagnostics channels; the semaphore emits the events. */
+/** Whether anyone listens to one of the semaphore's events (its `listenerCount`). */
+export type Hears = (event: keyof SemaphoreEvents) => boolean;
+
+/** Emits one of the semaphore's events; never throws (see `Semaphore#emit`). */
+export type Emit = <E extends keyof SemaphoreEvents>(event: E, ...args: SemaphoreEvents[E]) => void;
+
+/**
+ * Counts what a semaphore does, publishes it on diagnostics channels and `NODE_DEBUG`, and emits
+ * the acquisition events. An event object is built only when something will see it: a listener, a
+ * channel subscriber or `NODE_DEBUG`; otherwise an acquisition or release only counts.
+ */
 export class Telemetry {
   readonly #semaphore: string;
+  readonly #emit: Emit;
+  readonly #hears: Hears;
   readonly #counters = { acquisitions: 0, releases: 0, timeouts: 0, aborts: 0, losses: 0, reclaims: 0 };
   readonly #waits: number[] = [];
   #nextWait = 0;
 
-  constructor(semaphore: string) {
+  constructor(semaphore: string, emit: Emit = () => undefined, hears: Hears = () => true) {
     this.#semaphore = semaphore;
+    this.#emit = emit;
+    this.#hears = hears;
   }
 
-  acquired(event: AcquiredEvent): void {
+  /** A token was acquired `waitedMs` after the call: counted, and the `acquired` event. */
+  acquired(token: string, fence: number, waitedMs: number): void {
     this.#counters.acquisitions++;
-    this.#waits[this.#nextWait] = event.waitedMs;
+    this.#waits[this.#nextWait] = waitedMs;
     this.#nextWait = (this.#nextWait + 1) % WAIT_SAMPLES;
-    this.#publish('acquired', event);
+    if (this.#observed('acquired')) this.#report('acquired', { token, fence, waitedMs });
   }
 
-  released(event: ReleasedEvent): void {
+  /** A held token was released after `heldMs`: counted, and the `released` event. */
+  released(token: string, fence: number, heldMs: number): void {
     this.#counters.releases++;
-    this.#publish('released', event);
+    if (this.#observed('released')) this.#report('released', { token, fence, heldMs });
   }
 
-  lost(event: LostEvent): void {
+  /** A held token was lost: counted, and the `lost` event. */
+  lost(token: string, fence: number, reason: LockLostReason): void {
     this.#counters.losses++;
-    this.#publish('lost', event);
+    this.#report('lost', { token, fence, reason });
   }
 
+  /** Counts a reclaim and publishes it; the caller emits the `reclaimed` event. */
   reclaimed(event: ReclaimedEvent): void {
     this.#counters.reclaims += event.count;
     this.#publish('reclaimed', event);
@@ -149,6 +175,16 @@ export class Telemetry {
       ...this.#counters,
       waits: { count: waits.length, p50: at(0.5), p99: at(0.99), max: waits.at(-1) ?? 0 },
     };
+  }
+
+  /** Whether anything sees `event`: NODE_DEBUG, a diagnostics subscriber, or a listener. */
+  #observed(event: Published): boolean {
+    return debugEnabled || channels[event].hasSubscribers || this.#hears(event);
+  }
+
+  #report<E extends 'acquired' | 'released' | 'lost'>(event: E, payload: SemaphoreEvents[E][0]): void {
+    this.#publish(event, payload);
+    (this.#emit as (event: E, payload: SemaphoreEvents[E][0]) => void)(event, payload);
   }
 
   #publish(event: Published, payload: object): void {
