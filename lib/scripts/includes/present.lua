@@ -2,21 +2,24 @@
 -- and CREATING is a scan's header (HEADER bytes) and bitmap, bit HEADER * 8 + n marks token n.
 local HEADER = 64
 
--- An initial token's number below target, or nil: only canonical names ("0", "17") are initial
--- tokens; "007" or "1e3" are jobs.
-local function token_number(token, target)
-  local n = tonumber(token)
-  if n and n >= 0 and n < target and n % 1 == 0 and tostring(n) == token then
-    return n
+-- Returns mark(tokens, target, step), which sets the bits of the initial tokens among tokens[1],
+-- tokens[1 + step], … (only canonical names below target, "0" or "17", are initial tokens; "007" or
+-- "1e3" are jobs). Made on demand: only a re-creation marks, and defining functions on every run
+-- costs Redis instructions (npm run bench:instructions).
+local function marker()
+  local function token_number(token, target)
+    local n = tonumber(token)
+    if n and n >= 0 and n < target and n % 1 == 0 and tostring(n) == token then
+      return n
+    end
+    return nil
   end
-  return nil
-end
-
-local function mark(tokens, target, step)
-  for i = 1, #tokens, step do
-    local n = token_number(tokens[i], target)
-    if n then
-      redis.call('SETBIT', K_CREATING, HEADER * 8 + n, 1)
+  return function(tokens, target, step)
+    for i = 1, #tokens, step do
+      local n = token_number(tokens[i], target)
+      if n then
+        redis.call('SETBIT', K_CREATING, HEADER * 8 + n, 1)
+      end
     end
   end
 end
@@ -33,7 +36,7 @@ local function mark_present(token)
   end
   local target = string.match(redis.call('GETRANGE', K_CREATING, 0, HEADER - 1), '^[GAP] (%d+) ')
   if target then
-    mark({ token }, tonumber(target), 1)
+    marker()({ token }, tonumber(target), 1)
   end
 end
 

@@ -1,23 +1,3 @@
--- Reclaims one holder's token if it is stale by its own lease (a grant of this library) or, for a
--- Ruby holder's plain stamp (or an unreadable entry), by RUBY_STALE_S; returns 1 if it did.
-local function reclaim_if_stale(token, value, now, ruby_stale_s)
-  local stamp, _, _, lease = parse_grant(value)
-  local stale
-  if stamp then
-    lease = tonumber(lease)
-    stale = lease > 0 and now - (tonumber(stamp) or 0) > lease / 1000
-  elseif value then
-    local since = tonumber(value)
-    stale = ruby_stale_s ~= nil and (since == nil or now - since > ruby_stale_s)
-  end
-  if not stale then
-    return 0
-  end
-  forget_holder(token)
-  redis.call('LPUSH', K_AVAILABLE, token)
-  return 1
-end
-
 -- Returns to AVAILABLE held tokens whose holder's lease is over, and forgets their holders, so a
 -- holder's later unlock or refresh finds nothing and pushes nothing. A grant of this library carries
 -- its own lease (GRABBED, see grant.lua; 0 never goes stale), whoever reclaims: they are found
@@ -30,6 +10,26 @@ end
 -- behind can hide a Ruby holder from this until that entry falls due), or 'never'.
 -- Returns how many tokens it returned.
 local function reclaim_stale(now, ruby_stale_s, ruby_scan)
+  -- (Nested: only a reclaim defines it, not every run of every script.)
+  -- Reclaims one holder's token if it is stale by its own lease (a grant of this library) or, for a
+  -- Ruby holder's plain stamp (or an unreadable entry), by RUBY_STALE_S; returns 1 if it did.
+  local function reclaim_if_stale(token, value, now, ruby_stale_s)
+    local stamp, _, _, lease = parse_grant(value)
+    local stale
+    if stamp then
+      lease = tonumber(lease)
+      stale = lease > 0 and now - (tonumber(stamp) or 0) > lease / 1000
+    elseif value then
+      local since = tonumber(value)
+      stale = ruby_stale_s ~= nil and (since == nil or now - since > ruby_stale_s)
+    end
+    if not stale then
+      return 0
+    end
+    forget_holder(token)
+    redis.call('LPUSH', K_AVAILABLE, token)
+    return 1
+  end
   local reclaimed = 0
   for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. string.format('%.6f', now), 'LIMIT', 0, 100)) do
     local value = redis.call('HGET', K_GRABBED, token)
