@@ -48,13 +48,17 @@ export interface StatusSnapshot {
 /** `status-9.lua`'s reply (see lib/scripts.ts), with each holder read. */
 export function snapshotOf({ exists, now, available, waiting, waiterIds, held }: StatusReply): StatusSnapshot {
   const nowSeconds = Number(now);
-  const holders = held.map(({ token, record, owner }) => decodeHolder(token, record, owner, nowSeconds));
+  const holders = held.map(({ token, record }) => decodeHolder(token, record, nowSeconds));
   holders.sort((a, b) => (a.since?.getTime() ?? 0) - (b.since?.getTime() ?? 0));
   return { exists, nowSeconds, available, waiting, waiterIds, holders };
 }
 
-/** A GRABBED value's parts (see includes/grant.lua): `"<stamp> <grant id> <fence> <lease ms>"`. */
-const GRANT_RECORD = /^(\S+) (\S+) (\d+) (\d+)$/;
+/**
+ * A GRABBED value's parts (see includes/grant.lua):
+ * `"<stamp> <grant id> <fence> <lease ms> <acquired stamp> <owner label>"`, the label free text and
+ * last; or the first four fields alone, as versions before the single record wrote them.
+ */
+const GRANT_RECORD = /^(\S+) (\S+) (\d+) (\d+)(?: (\S+) ([\s\S]*))?$/;
 
 /** The grant id a GRABBED value names, or `undefined` (a Ruby holder's plain stamp, or nothing). */
 export function grantIdOf(record: string | null | undefined): string | undefined {
@@ -68,21 +72,20 @@ function stampToDate(stamp: string | undefined): Date | null {
 }
 
 /**
- * A GRABBED entry and its OWNERS value (`"<grant id> <fence> <acquired stamp> <owner label>"`, see
- * includes/grant.lua), which describes the grant only while the grant ids agree.
+ * A GRABBED entry. A four-field record (written by an earlier version, whose acquisition time and
+ * label were in OWNERS, no longer read) counts as acquired at its stamp, with the label ''.
  */
-function decodeHolder(token: string, record: string | null, owner: string | null, nowSeconds: number): HolderInfo {
-  const parts = record === null ? null : GRANT_RECORD.exec(record);
-  const [ownerGrant, , acquired, ...label] = (owner ?? '').split(' ');
+function decodeHolder(token: string, record: string, nowSeconds: number): HolderInfo {
+  const parts = GRANT_RECORD.exec(record);
   if (parts === null) {
     // A holder this library did not record (the Ruby gem): a plain stamp.
-    const since = stampToDate(record ?? undefined);
+    const since = stampToDate(record);
     const held = heldMs(since, nowSeconds);
     return { token, since, heldMs: held, refreshedAt: since, refreshedMs: held, leaseMs: undefined, fence: undefined, owner: undefined, grantId: undefined };
   }
-  const [, stamp, grantId, fence, lease] = parts;
+  const [, stamp, grantId, fence, lease, acquired, label = ''] = parts;
   const refreshedAt = stampToDate(stamp);
-  const since = ownerGrant === grantId ? stampToDate(acquired) ?? refreshedAt : refreshedAt;
+  const since = stampToDate(acquired) ?? refreshedAt;
   return {
     token,
     since,
@@ -91,7 +94,7 @@ function decodeHolder(token: string, record: string | null, owner: string | null
     refreshedMs: heldMs(refreshedAt, nowSeconds),
     leaseMs: Number(lease),
     fence: Number(fence),
-    owner: ownerGrant === grantId ? label.join(' ') : '',
+    owner: label,
     grantId,
   };
 }

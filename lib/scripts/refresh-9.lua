@@ -1,6 +1,8 @@
 --[[
   Renews a held token's GRABBED stamp (the start of its lease), so a live holder is not reclaimed,
-  if, and only if, this grant still holds the token. The acquisition time (OWNERS) is kept.
+  if, and only if, this grant still holds the token. Only the stamp is rewritten: the rest of the
+  grant record (grant id, fence, lease, acquisition time, owner label; see includes/grant.lua) is
+  kept as it is.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8] LEASES  KEYS[9] CREATING
@@ -13,11 +15,12 @@
 --- @include keys
 --- @include grant
 --- @include clock
-local _, grant, fence, lease = parse_grant(redis.call('HGET', K_GRABBED, ARGV[1]))
+local record = redis.call('HGET', K_GRABBED, ARGV[1])
+local old, grant, _, lease = parse_grant(record)
 if grant ~= ARGV[2] then
   return { 0, ARGV[2] }
 end
 local _, stamp = clock(ARGV[3])
-redis.call('HSET', K_GRABBED, ARGV[1], stamp .. ' ' .. grant .. ' ' .. fence .. ' ' .. lease)
+redis.call('HSET', K_GRABBED, ARGV[1], stamp .. string.sub(record, #old + 1))
 index_lease(ARGV[1], stamp, lease)
 return { 1, ARGV[2] }

@@ -8,7 +8,7 @@
   Output: { exists (0 or 1), Redis TIME as "sec.usec", free tokens (LLEN AVAILABLE),
             registered waiters not yet expired (abandoned '~' marks excluded),
             { up to ARGV[1] of their grant ids, earliest expiry first },
-            then for each held token: token, GRABBED value, OWNERS value or false }
+            GRABBED whole: { token, grant record (see includes/grant.lua), token, record, ... } }
 ]]
 --- @include keys
 --- @include clock
@@ -23,11 +23,4 @@ for _, registration in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, now, '+inf'
     end
   end
 end
-local reply = { redis.call('EXISTS', K_EXISTS), stamp, redis.call('LLEN', K_AVAILABLE), waiters, ids }
-local grabbed = redis.call('HGETALL', K_GRABBED)
-for i = 1, #grabbed, 2 do
-  reply[#reply + 1] = grabbed[i]
-  reply[#reply + 1] = grabbed[i + 1]
-  reply[#reply + 1] = redis.call('HGET', K_OWNERS, grabbed[i])
-end
-return reply
+return { redis.call('EXISTS', K_EXISTS), stamp, redis.call('LLEN', K_AVAILABLE), waiters, ids, redis.call('HGETALL', K_GRABBED) }

@@ -28,9 +28,9 @@ function gemKeys(name: string) {
   };
 }
 
-/** A Node grant's GRABBED value: "<stamp seconds.micro> <grant id> <fence> <lease ms>". */
+/** A Node grant's GRABBED value: "<stamp seconds.micro> <grant id> <fence> <lease ms> <acquired stamp> <owner label>". */
 function nodeGrant(leaseMs: number): RegExp {
-  return new RegExp(`^\\d+\\.\\d{6} \\S+ \\d+ ${leaseMs}$`);
+  return new RegExp(`^\\d+\\.\\d{6} \\S+ \\d+ ${leaseMs} \\d+\\.\\d{6} [\\s\\S]*$`);
 }
 /** A Ruby holder's GRABBED value: `Time#to_f`, a plain float. */
 const RUBY_STAMP = /^\d+\.\d+$/;

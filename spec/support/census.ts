@@ -1,4 +1,5 @@
 /** The one reader of a semaphore's state in Redis for the specs: where every token is (a census), and what is wrong with it. */
+import { grantIdOf } from '../../lib/holder-info';
 import { grantIdOfInboxKey, inboxKeyPattern, semaphoreKeys } from '../../lib/keys';
 import type { Client } from './redis';
 
@@ -6,11 +7,17 @@ import type { Client } from './redis';
 export interface Census {
   /** AVAILABLE, head first. */
   readonly available: string[];
-  /** GRABBED: token → acquisition time. */
+  /**
+   * GRABBED as stored: token → its grant record
+   * `"<stamp> <grant id> <fence> <lease ms> <acquired stamp> <owner label>"` (a Ruby holder's: a plain stamp).
+   */
   readonly grabbed: Record<string, string>;
-  /** OWNERS: token → grant id (the first field of `"<grant id> <fence> <acquired stamp> <owner label>"`). */
+  /** The holders this library recorded: token → the grant id its GRABBED record names. */
   readonly owners: Record<string, string>;
-  /** OWNERS as stored: token → `"<grant id> <fence> <acquired stamp> <owner label>"`. */
+  /**
+   * OWNERS as stored. No script writes it any more (earlier versions kept the acquisition time and
+   * label there), so any entry is old data or a bug.
+   */
   readonly ownerRecords: Record<string, string>;
   /** WAITING: registration (`<grant id>` or `~<grant id>`) and its expiry in seconds, earliest first. */
   readonly waiting: Array<{ registration: string; expiry: number }>;
@@ -30,8 +37,11 @@ export interface Tally {
   readonly inInboxes: string[];
   /** Tokens in an inbox with no registration left: nothing will ever return them. */
   readonly stranded: string[];
-  /** Tokens in GRABBED without an owner in OWNERS, or the other way round. */
-  readonly unpaired: string[];
+  /**
+   * Held tokens without a whole grant record of this library (a Ruby holder's plain stamp, a record
+   * cut short, or one as earlier versions wrote it), and tokens with an OWNERS entry, which nothing writes.
+   */
+  readonly unrecorded: string[];
 }
 
 /**
@@ -76,11 +86,28 @@ export async function takeCensus(redis: Client, name: string, { scanInboxes = tr
   return {
     available,
     grabbed: { ...grabbed },
-    owners: Object.fromEntries(Object.entries(owners).map(([token, record]) => [token, record.split(' ')[0] ?? ''])),
+    owners: Object.fromEntries(
+      Object.entries(grabbed).flatMap(([token, record]) => {
+        const grantId = grantIdOf(record);
+        return grantId === undefined ? [] : [[token, grantId]];
+      }),
+    ),
     ownerRecords: { ...owners },
     waiting: waiting.map((entry) => ({ registration: entry.value, expiry: entry.score })),
     inboxes,
   };
+}
+
+/**
+ * A whole grant record as this version writes it (includes/grant.lua): stamp, grant id, fence,
+ * lease ms, acquired stamp, then the owner label (any text, possibly empty).
+ */
+const WHOLE_RECORD = /^\S+ \S+ \d+ \d+ \S+ [\s\S]*$/;
+
+/** A token's GRABBED and OWNERS values, for a problem report. */
+function describeRecord(census: Census, token: string): string {
+  const owners = census.ownerRecords[token];
+  return `${token} GRABBED ${JSON.stringify(census.grabbed[token] ?? null)}${owners === undefined ? '' : ` OWNERS ${JSON.stringify(owners)}`}`;
 }
 
 /** Counts every token across AVAILABLE, GRABBED and the inboxes against "0".."resources-1". */
@@ -92,15 +119,20 @@ export function tally(census: Census, resources: number): Tally {
   const inInboxes = census.inboxes.flatMap((inbox) => inbox.tokens);
   inInboxes.forEach(count);
   const initial = Array.from({ length: resources }, (_, i) => String(i));
-  const grabbed = new Set(Object.keys(census.grabbed));
-  const owned = new Set(Object.keys(census.owners));
   return {
     lost: initial.filter((token) => !counts.has(token)),
     duplicated: [...counts].filter(([, n]) => n > 1).map(([token]) => token),
     unknown: [...counts.keys()].filter((token) => !initial.includes(token)),
     inInboxes,
     stranded: census.inboxes.filter((inbox) => !inbox.registered).flatMap((inbox) => inbox.tokens),
-    unpaired: [...grabbed].filter((t) => !owned.has(t)).concat([...owned].filter((t) => !grabbed.has(t))),
+    unrecorded: [
+      ...new Set([
+        ...Object.entries(census.grabbed)
+          .filter(([, record]) => !WHOLE_RECORD.test(record))
+          .map(([token]) => token),
+        ...Object.keys(census.ownerRecords),
+      ]),
+    ],
   };
 }
 
@@ -115,7 +147,8 @@ export interface CensusExpectation {
 
 /**
  * What is wrong with a census, as readable sentences (empty when the count is exact): every initial
- * token exactly once, none unknown, GRABBED and OWNERS paired, no token stranded in an inbox.
+ * token exactly once, none unknown, every holder with a whole grant record (and nothing in OWNERS),
+ * no token stranded in an inbox.
  */
 export function censusProblems(census: Census, resources: number, expectation: CensusExpectation = {}): string[] {
   const t = tally(census, resources);
@@ -123,7 +156,9 @@ export function censusProblems(census: Census, resources: number, expectation: C
   if (t.lost.length > 0) problems.push(`lost tokens ${t.lost.join(',')}`);
   if (t.duplicated.length > 0) problems.push(`duplicated tokens ${t.duplicated.join(',')}`);
   if (t.unknown.length > 0) problems.push(`unknown tokens ${t.unknown.join(',')}`);
-  if (t.unpaired.length > 0) problems.push(`GRABBED and OWNERS disagree on ${t.unpaired.join(',')}`);
+  if (t.unrecorded.length > 0) {
+    problems.push(`held without a grant record, or in OWNERS: ${t.unrecorded.map((token) => describeRecord(census, token)).join(', ')}`);
+  }
   if (t.stranded.length > 0) problems.push(`tokens stranded in unregistered inboxes ${t.stranded.join(',')}`);
   if (!expectation.inboxesAllowed && t.inInboxes.length > 0) {
     problems.push(`tokens in inboxes ${t.inInboxes.join(',')}`);
@@ -143,7 +178,8 @@ export function describeCensus(census: Census): string {
   const inboxes = census.inboxes.map((inbox) => `${inbox.registered ? '' : '!'}${inbox.grantId}=[${inbox.tokens}]`);
   return (
     `AVAILABLE=[${census.available}] GRABBED=[${Object.keys(census.grabbed)}] ` +
-    `OWNERS=[${Object.entries(census.owners).map(([t, g]) => `${t}:${g}`)}] ` +
+    `holders=[${Object.entries(census.owners).map(([t, g]) => `${t}:${g}`)}] ` +
+    (Object.keys(census.ownerRecords).length > 0 ? `OWNERS=[${Object.keys(census.ownerRecords)}] ` : '') +
     `WAITING=[${census.waiting.map((w) => w.registration)}] INBOXES=[${inboxes}]`
   );
 }

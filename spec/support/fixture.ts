@@ -37,8 +37,9 @@ export function useFixture(): Fixture {
 
 /**
  * Every key and value of a semaphore, for asserting exact Redis state: the census (support/census.ts)
- * as stored — OWNERS records whole, the registrations in WAITING, their inboxes by key — and
- * the semaphore's key names.
+ * as stored — GRABBED's grant records whole, OWNERS (which nothing writes any more: `{}` unless a
+ * test put old data there), the registrations in WAITING, their inboxes by key — and the
+ * semaphore's key names.
  */
 export async function snapshot(redis: Client, name: string) {
   const census = await takeCensus(redis, name, { scanInboxes: false });

@@ -36,7 +36,7 @@ function setup() {
 }
 
 describe('forceRelease-9.lua', () => {
-  test('frees a held token (GRABBED and OWNERS gone, token pushed); refuses one that is not held', async () => {
+  test('frees a held token (its GRABBED record gone, token pushed); refuses one that is not held', async () => {
     const { name, run } = setup();
     const sem = fx.semaphore({ resources: 2 }, name);
     const token = (await sem.lock(0)) as string;
@@ -61,7 +61,7 @@ describe('forceRelease-9.lua', () => {
     expect(await run('forceRelease', ['0', second])).toBe(1);
   });
 
-  test('a held token of a Ruby holder (GRABBED without OWNERS) is freed too', async () => {
+  test('a held token of a Ruby holder (a plain stamp in GRABBED) is freed too', async () => {
     const { name, keys, run } = setup();
     await fx.semaphore({ resources: 1 }, name).existsOrCreate();
     await fx.redis.lPop(keys.available);
@@ -93,7 +93,7 @@ describe('resize-9.lua', () => {
 });
 
 describe('status-9.lua', () => {
-  test('exists, free tokens, live waiters (not abandoned marks) and every holder with its owner record', async () => {
+  test('exists, free tokens, live waiters (not abandoned marks) and every holder with its grant record', async () => {
     const { name, keys, run } = setup();
     const sem = fx.semaphore({ resources: 1, owner: 'me on host' }, name);
     await sem.lock(0);
@@ -101,14 +101,46 @@ describe('status-9.lua', () => {
     const waiter = sem.lock(10_000);
     await until(async () => (await blockedClients(fx.redis)) > before);
     await fx.redis.zAdd(keys.waiting, { score: 1e12, value: '~abandoned' });
-    const [exists, now, available, waiting, ids, token, stamp, owner] = (await run('status', ['10'])) as unknown[];
-    expect([exists, available, waiting, token]).toEqual([1, 0, 1, '0']);
+    const [exists, now, available, waiting, ids, held] = (await run('status', ['10'])) as [number, string, number, number, string[], string[]];
+    expect([exists, available, waiting]).toEqual([1, 0, 1]);
     expect(ids).toEqual([expect.any(String)]);
-    expect(Number(now)).toBeGreaterThanOrEqual(parseFloat(String(stamp)));
-    expect(owner).toMatch(/^\S+ \d+ \d+\.\d{6} me on host$/);
-    expect(await run('status', ['0'])).toEqual([1, expect.any(String), 0, 1, [], '0', stamp, owner]);
+    expect(held).toEqual(['0', expect.stringMatching(/^(\d+\.\d{6}) \S+ \d+ 30000 \1 me on host$/)]);
+    expect(Number(now)).toBeGreaterThanOrEqual(parseFloat(held[1]!));
+    expect(await run('status', ['0'])).toEqual([1, expect.any(String), 0, 1, [], held]);
     await sem.unlock('0');
     await waiter;
+  });
+
+  test('holders read the one record: acquisition, last refresh, lease, fence and a label with spaces, or none', async () => {
+    const { name } = setup();
+    const sem = fx.semaphore({ resources: 2, owner: ' two  spaces ', autoRefresh: false }, name);
+    await sem.lock(0);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sem.refresh();
+    await fx.semaphore({ resources: 2, owner: '' }, name).lock(0);
+    const holders = (await readStatus(client(), name)).holders as unknown as Array<Record<string, unknown>>;
+    expect(holders.map((h) => [h.token, h.owner, h.leaseMs])).toEqual([
+      ['0', ' two  spaces ', 30000],
+      ['1', '', 30000],
+    ]);
+    const first = holders[0] as { since: Date; refreshedAt: Date; fence: number; grantId: string };
+    expect(first.refreshedAt.getTime() - first.since.getTime()).toBeGreaterThanOrEqual(40);
+    expect(first.fence).toBeGreaterThan(0);
+    expect(first.grantId).toMatch(/^\S+$/);
+  });
+
+  test('a record as earlier versions wrote it (four fields, OWNERS beside it) reads as acquired at its stamp, with no label', async () => {
+    const { name, keys } = setup();
+    await fx.semaphore({ resources: 1 }, name).existsOrCreate();
+    await fx.redis.lPop(keys.available);
+    const [seconds] = (await fx.redis.sendCommand(['TIME'])) as [string, string];
+    await fx.redis.hSet(keys.grabbed, '0', `${Number(seconds) - 5}.000000 old-grant 7 30000`);
+    await fx.redis.hSet(keys.owners, '0', `old-grant 7 ${Number(seconds) - 60}.000000 old label`); // no longer read
+    const [holder] = (await readStatus(client(), name)).holders as unknown as Array<Record<string, unknown>>;
+    expect(holder).toMatchObject({ token: '0', grantId: 'old-grant', fence: 7, leaseMs: 30000, owner: '' });
+    expect(holder?.since).toEqual(holder?.refreshedAt);
+    expect(holder?.heldMs).toBeGreaterThanOrEqual(4000);
+    expect(holder?.heldMs).toBeLessThan(10_000);
   });
 });
 

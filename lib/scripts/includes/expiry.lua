@@ -4,18 +4,21 @@
 -- from now, or the last waiter registration's expiry if later (both on Redis TIME), so
 -- the keys never expire under a registered waiter, and a dead waiter's registration cannot keep them
 -- forever. Inbox keys get no TTL: they are empty but for the instant between BLMOVE and claim.
+-- OWNERS (old data: no script writes or reads it any more, see grant.lua) gets the deadline too,
+-- so it goes with the rest, but is never made persistent.
 -- EXPIRATION_MS is '' when the option is off.
 local function touch_expiry(expiration_ms)
   if expiration_ms == '' then
     return
   end
-  local keys = { K_AVAILABLE, K_GRABBED, K_EXISTS, K_VERSION, K_OWNERS, K_WAITING, K_FENCE, K_LEASES, K_CREATING }
+  local keys = { K_AVAILABLE, K_GRABBED, K_EXISTS, K_VERSION, K_WAITING, K_FENCE, K_LEASES, K_CREATING }
   if redis.call('HLEN', K_GRABBED) > 0 then
     for _, key in ipairs(keys) do
       redis.call('PERSIST', key)
     end
     return
   end
+  keys[#keys + 1] = K_OWNERS
   local t = redis.call('TIME')
   local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(expiration_ms)
   local last = redis.call('ZRANGE', K_WAITING, -1, -1, 'WITHSCORES')

@@ -1,11 +1,15 @@
--- Holder records. GRABBED[token] is "<stamp> <grant id> <fence> <lease ms>": the gem's float stamp
--- first (Ruby's `to_f` reads it and ignores the rest), renewed by every refresh; the grant id that
--- ownership checks compare; the fencing number; and the holder's own lease (its staleClientTimeout;
--- 0 never goes stale), which every reclaimer honours. A Ruby holder's value is a plain stamp.
--- OWNERS[token] is "<grant id> <fence> <acquired stamp> <owner label>", written once per grant (the
--- label, the `owner` option, free text, last); it describes GRABBED's grant only while the grant ids
--- agree (the gem's reclaim deletes GRABBED alone). GRABBED is the one source of truth for "is this
--- grant still the holder".
+-- Holder records. GRABBED[token] is the grant record
+-- "<stamp> <grant id> <fence> <lease ms> <acquired stamp> <owner label>": the gem's float stamp first
+-- (Ruby's `to_f` reads it and ignores the rest), the start of the holder's lease, renewed by every
+-- refresh; the grant id that ownership checks compare; the fencing number; the holder's own lease
+-- (its staleClientTimeout; 0 never goes stale), which every reclaimer honours; when the grant was
+-- made (a refresh keeps it); and the holder's `owner` label (free text, last: it may be empty or
+-- hold spaces). One HSET records a grant and one HDEL forgets it. A Ruby holder's value is a plain
+-- stamp. GRABBED is the one source of truth for "is this grant still the holder".
+-- OWNERS is no longer written: versions before this one kept the acquired stamp and the label
+-- there, and wrote GRABBED as the first four fields only. Readers take such a record's acquired
+-- stamp to be its stamp and its label to be ''; scripts that delete the semaphore still delete
+-- OWNERS, and its old entries expire with the other keys.
 
 -- The next fencing number: FENCE is INCRed for every grant. Created (or re-created after the keys
 -- expired, were deleted, or lost in a restart) at Redis TIME in microseconds, so numbers keep
@@ -34,31 +38,39 @@ local function index_lease(token, stamp, lease)
   redis.call('ZADD', K_LEASES, score, token)
 end
 
--- Records TOKEN as held by GRANT since STAMP with a lease of LEASE_MS; returns its fencing number.
+-- Records TOKEN as held by GRANT since STAMP with a lease of LEASE_MS for the owner LABEL; returns
+-- its fencing number.
 local function record_grant(token, grant, stamp, lease_ms, label)
   local fence = next_fence()
   local f = string.format('%d', fence)
   local lease = string.format('%d', tonumber(lease_ms) or 0)
-  redis.call('HSET', K_GRABBED, token, stamp .. ' ' .. grant .. ' ' .. f .. ' ' .. lease)
-  redis.call('HSET', K_OWNERS, token, grant .. ' ' .. f .. ' ' .. stamp .. ' ' .. label)
+  redis.call('HSET', K_GRABBED, token, stamp .. ' ' .. grant .. ' ' .. f .. ' ' .. lease .. ' ' .. stamp .. ' ' .. (label or ''))
   index_lease(token, stamp, lease)
   return fence
 end
 
--- Forgets TOKEN's holder: its record, owner and lease (the caller pushes or drops the token).
+-- Forgets TOKEN's holder: its record and lease (the caller pushes or drops the token).
 local function forget_holder(token)
   redis.call('HDEL', K_GRABBED, token)
-  redis.call('HDEL', K_OWNERS, token)
   redis.call('ZREM', K_LEASES, token)
 end
 
--- A GRABBED value's parts: stamp, grant id, fence, lease ms (strings); nil for a Ruby holder's
+-- A GRABBED value's parts: stamp, grant id, fence, lease ms, acquired stamp, owner label (strings;
+-- a four-field record from an earlier version gives its stamp and ''); nil for a Ruby holder's
 -- plain stamp (or anything else this library did not write).
 local function parse_grant(value)
   if not value then
     return nil
   end
-  return string.match(value, '^(%S+) (%S+) (%d+) (%d+)$')
+  local stamp, grant, fence, lease, acquired, label = string.match(value, '^(%S+) (%S+) (%d+) (%d+) (%S+) (.*)$')
+  if stamp then
+    return stamp, grant, fence, lease, acquired, label
+  end
+  stamp, grant, fence, lease = string.match(value, '^(%S+) (%S+) (%d+) (%d+)$')
+  if stamp then
+    return stamp, grant, fence, lease, stamp, ''
+  end
+  return nil
 end
 
 -- The grant id a GRABBED value names, or nil.
