@@ -6,9 +6,13 @@ import { isUnreadable, listSemaphores, readStatus, unreadable, type SemaphoreSta
  * A hand-off: a grant the dashboard saw appear, with how long its holder had waited for it.
  *
  * Measured from polling, so honest about its resolution: the wait counts from the first snapshot
- * that saw the holder's grant id registered as a waiter (WAITING) to its grant's Redis timestamp
- * (GRABBED). It is a lower bound, short by up to one sampling interval; a grant never seen waiting
- * (it took a free token, or waited less than an interval) has `waitedMs: 0` and `seenWaiting: false`.
+ * that saw the holder's registration as a waiter (WAITING) to its grant's acquisition time (its
+ * GRABBED record). A grant's id is not its registration's (lib/ids.ts), but both start with their
+ * process's prefix: the registration taken is the longest-registered one of the grant's process
+ * (Redis serves waiters in that order), preferring one that ended as the grant appeared (a claim
+ * may keep the registration for the process's next wait). So it is an estimate when a process has
+ * several waiters, short by up to one sampling interval otherwise; a grant never seen waiting (it
+ * took a free token, or waited less than an interval) has `waitedMs: 0` and `seenWaiting: false`.
  */
 export interface HandOff {
   /** When the grant was made (Redis' clock), ISO 8601. */
@@ -21,7 +25,7 @@ export interface HandOff {
 interface History {
   /** Grant id of each held token at the last snapshot. */
   holders: Map<string, string | undefined>;
-  /** Waiter grant id → Redis time (seconds) of the first snapshot that saw it. */
+  /** Waiter registration id → Redis time (seconds) of the first snapshot that saw it. */
   firstSeen: Map<string, number>;
   handOffs: HandOff[];
 }
@@ -93,10 +97,13 @@ export class Sampler {
     history ??= { holders: new Map(), firstSeen: new Map(), handOffs: [] };
     this.#histories.set(name, history);
     for (const id of status.waiterIds) if (!history.firstSeen.has(id)) history.firstSeen.set(id, nowSeconds);
+    const waiting = new Set(status.waiterIds);
     for (const holder of status.holders) {
       const isNew = !history.holders.has(holder.token) || history.holders.get(holder.token) !== holder.grantId;
       if (first || !isNew || holder.since === null) continue;
-      const seen = holder.grantId === undefined ? undefined : history.firstSeen.get(holder.grantId);
+      const registration = registrationOf(holder.grantId, history.firstSeen, waiting);
+      const seen = registration === undefined ? undefined : history.firstSeen.get(registration);
+      if (registration !== undefined) history.firstSeen.delete(registration);
       history.handOffs.push({
         at: holder.since.toISOString(),
         token: holder.token,
@@ -107,8 +114,35 @@ export class Sampler {
     history.handOffs.sort((a, b) => a.at.localeCompare(b.at));
     history.handOffs.splice(0, Math.max(0, history.handOffs.length - HAND_OFFS));
     history.holders = new Map(status.holders.map((h) => [h.token, h.grantId]));
-    const waiting = new Set(status.waiterIds);
     for (const id of history.firstSeen.keys()) if (!waiting.has(id)) history.firstSeen.delete(id);
     return status;
   }
+}
+
+/** The process prefix of an id (`<prefix>.<counter>`, lib/ids.ts), or `undefined`. */
+function processOf(id: string): string | undefined {
+  const dot = id.lastIndexOf('.');
+  return dot > 0 ? id.slice(0, dot) : undefined;
+}
+
+/**
+ * The registration a new grant waited under, among those seen waiting (`firstSeen`): one named by
+ * the grant id itself; else the longest-registered one of the grant's process that has just ended
+ * (no longer in `waiting`); else, as a claim may keep the registration for the process's next wait,
+ * the longest-registered one of the process still there.
+ */
+function registrationOf(grantId: string | undefined, firstSeen: ReadonlyMap<string, number>, waiting: ReadonlySet<string>): string | undefined {
+  if (grantId === undefined) return undefined;
+  if (firstSeen.has(grantId)) return grantId;
+  const process = processOf(grantId);
+  if (process === undefined) return undefined;
+  let ended: string | undefined;
+  let kept: string | undefined;
+  const earlier = (id: string, than: string | undefined) => than === undefined || (firstSeen.get(id) ?? 0) < (firstSeen.get(than) ?? 0);
+  for (const id of firstSeen.keys()) {
+    if (processOf(id) !== process) continue;
+    if (!waiting.has(id) && earlier(id, ended)) ended = id;
+    if (waiting.has(id) && earlier(id, kept)) kept = id;
+  }
+  return ended ?? kept;
 }
