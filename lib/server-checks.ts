@@ -24,7 +24,7 @@ export const EVICTION_WARNING_CODE = 'RTS_EVICTION_POLICY';
 /**
  * Warns (process.emitWarning, once per client and policy) when the server may evict this semaphore's
  * keys: any `allkeys-*` policy, or a `volatile-*` policy when the semaphore sets TTLs (`expiration`).
- * Evicting AVAILABLE loses free tokens; evicting GRABBED or OWNERS forgets holders. Never throws and
+ * Evicting AVAILABLE loses free tokens; evicting GRABBED forgets holders. Never throws and
  * never delays the caller: INFO runs in the background, and where it is denied (an ACL) nothing is said.
  * `identity` is the client as the user knows it (once per it); `client` is what the INFO goes through.
  */
@@ -52,7 +52,7 @@ export function checkEvictionPolicy(
       : 'it can evict keys with a TTL, and `expiration` gives the semaphore keys one';
     process.emitWarning(
       `Redis runs with maxmemory-policy ${found.policy} (maxmemory ${found.maxmemory} bytes): ${why}. ` +
-        `An evicted AVAILABLE list loses free tokens and an evicted GRABBED/OWNERS hash forgets holders ` +
+        `An evicted AVAILABLE list loses free tokens and an evicted GRABBED hash forgets holders ` +
         `(first seen on semaphore "${semaphore}"). Use maxmemory-policy noeviction, or a volatile-* policy ` +
         `without \`expiration\`.`,
       { type: 'RedisTokenSemaphoreWarning', code: EVICTION_WARNING_CODE },
