@@ -14,7 +14,7 @@ import { refresh, release } from './scripts';
 import { debug } from './telemetry';
 import { warn } from './warn';
 
-/** A grant Redis made: the token, the id it records as the owner (OWNERS), and the fencing number. */
+/** A grant Redis made: the token, the grant id its GRABBED record names, and the fencing number. */
 export interface Grant {
   readonly token: string;
   readonly id: string;

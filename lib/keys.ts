@@ -14,9 +14,9 @@ export interface SemaphoreKeys {
   readonly exists: string;
   /** `"1"`, the gem's format version. */
   readonly version: string;
-  /** Hash token → `"<grant id> <fence> <owner label>"`: the acquisition that holds it (see includes/grant.lua). */
+  /** Written by versions before the one grant record (see includes/grant.lua); now only deleted, and given the keys' expiry. */
   readonly owners: string;
-  /** Sorted set of waiter registrations, scored by lease end (seconds). */
+  /** Sorted set of waiter registrations, scored by expiry (seconds of Redis TIME). */
   readonly waiting: string;
   /** Counter of fencing numbers, INCRed by every grant. */
   readonly fence: string;
