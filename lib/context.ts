@@ -51,7 +51,7 @@ export class SemaphoreContext {
     this.emit = emit;
     this.hears = hears;
     const given = options.redis;
-    this.keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster' });
+    this.keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster', keyPrefix: options.keyPrefix });
     this.ownsClient = given === undefined;
     this.client = given === undefined ? createOwnClient(options.url) : adaptClient(given, this.keys.available);
     this.pool = new BlockingPool(this.client, options.maxBlockingConnections, prepareConnection);
@@ -60,14 +60,15 @@ export class SemaphoreContext {
 
   /** The main client, connected on first use when the semaphore made it. `whileClosing` lets waiters settle. */
   ready(whileClosing = false): Promise<Connection> {
-    return this.#readyNow() !== undefined ? (this.#readyClient ??= Promise.resolve(this.client)) : this.#connect(whileClosing);
+    return this.readyNow() !== undefined ? (this.#readyClient ??= Promise.resolve(this.client)) : this.#connect(whileClosing);
   }
 
   /**
    * The main client when it is usable without waiting: connected (or the caller's), checked, and the
-   * semaphore not closing. Otherwise undefined, and `ready()` says what to wait for or why not.
+   * semaphore not closing. Otherwise undefined, and `ready()` says what to wait for or why not. A hot
+   * path writes `ctx.readyNow() ?? (await ctx.ready())` and so skips a microtask.
    */
-  #readyNow(): Connection | undefined {
+  readyNow(): Connection | undefined {
     if (!this.#connected || this.closing !== undefined || (this.ownsClient && !this.client.isOpen)) return undefined;
     return this.client;
   }
@@ -100,7 +101,7 @@ export class SemaphoreContext {
     call: ScriptCall<R>,
     { whileClosing = false, via }: { whileClosing?: boolean; via?: Connection | undefined } = {},
   ): Promise<R> {
-    const client = via ?? this.#readyNow() ?? (await this.#connect(whileClosing));
+    const client = via ?? this.readyNow() ?? (await this.#connect(whileClosing));
     try {
       return await callScript(client, call);
     } catch (error) {
