@@ -31,7 +31,15 @@ export {
 } from './telemetry';
 export { Mutex, type MutexOptions } from './mutex';
 export type { LockLostReason, SemaphoreOptions, WaitReplicasOptions } from './options';
-export type { RedisClientLike, RedisClusterLike, RedisSentinelLike, SupportedRedisClient } from './client/types';
+export type {
+  IoRedisClusterLike,
+  IoRedisLike,
+  IoRedisOptionsLike,
+  RedisClientLike,
+  RedisClusterLike,
+  RedisSentinelLike,
+  SupportedRedisClient,
+} from './client/types';
 export {
   SemaphoreError,
   LockTimeoutError,

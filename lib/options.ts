@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { assertSupportedClient } from './client/adapt';
 import type { SupportedRedisClient } from './client/types';
 import { describe } from './describe';
 import { assertDuration, MAX_TIMER_MS } from './durations';
@@ -33,9 +34,10 @@ export interface WaitReplicasOptions {
 export interface SemaphoreOptions {
   /**
    * A connected node-redis client, v4, v5 or v6: a standalone client (`createClient()`), a cluster
-   * client (`createCluster()`) or (v5+) a Sentinel client (`createSentinel()`). It runs every
-   * non-blocking step; blocking waits run on connections duplicated from it. The semaphore never
-   * closes it.
+   * client (`createCluster()`) or (v5+) a Sentinel client (`createSentinel()`); or an ioredis client,
+   * v5 or v6 (`new Redis()` with `autoResendUnfulfilledCommands: false`, `new Cluster()` with
+   * `retryDelayOnFailover: 0`; no `keyPrefix`). It runs every non-blocking step; blocking waits run
+   * on connections duplicated from it. The semaphore never closes it. Anything else throws a `TypeError`.
    * When absent, the semaphore creates its own from `url`, and `close()` quits it.
    */
   readonly redis?: SupportedRedisClient;
@@ -197,9 +199,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     onLockLost,
     waitReplicas = null,
   } = options;
-  if (redis !== undefined && (typeof redis !== 'object' || redis === null || typeof redis.sendCommand !== 'function')) {
-    throw new TypeError(`Expected \`redis\` to be a node-redis client, got ${describe(redis)}`);
-  }
+  if (redis !== undefined) assertSupportedClient(redis);
   if (redis === undefined && (typeof url !== 'string' || url.length === 0)) {
     throw new TypeError(`Expected \`url\` to be a Redis URL string, got ${describe(url)}`);
   }

@@ -18,11 +18,27 @@ export async function retryRefused<T>(send: () => Promise<T>): Promise<T> {
   }
 }
 
+/** What the ioredis Cluster adapter says when it knows no connection to the semaphore's slot master (never sent). */
+export const NO_SLOT_MASTER = 'No connection to the master of slot';
+
 // node-redis' messages for SocketClosedUnexpectedlyError, ClientClosedError, ClientOfflineError,
 // DisconnectsClientError, ConnectionTimeoutError and (v5+) SocketTimeoutError, the socket errors
 // behind them, and the Sentinel adapter's own (SENTINEL_RECONFIGURATION). The messages are the same in v4, v5 and v6.
-const CONNECTION_ERROR =
-  /Socket closed unexpectedly|client is closed|client is offline|Disconnects client|Connection timeout|Socket timeout|Sentinel reconfiguration|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT/i;
+// ioredis' (v5, v6): "Connection is closed." (also the ioredis adapter's for a reply lost with its
+// connection), its offline refusal ("Stream isn't writeable…"), MaxRetriesPerRequestError ("Reached
+// the max retries per request limit"), "Command timed out" (`commandTimeout`), "Command aborted due
+// to connection close", a Cluster's "Cluster is ended.", "Failed to refresh slots cache.", "None of
+// startup nodes is available", and the ioredis Cluster adapter's own (NO_SLOT_MASTER).
+const CONNECTION_ERROR = new RegExp(
+  [
+    'Socket closed unexpectedly|client is closed|client is offline|Disconnects client|Connection timeout|Socket timeout',
+    'Sentinel reconfiguration|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT',
+    "Connection is closed|Stream isn't writeable|max retries per request|Command timed out|Command aborted due to connection close",
+    'Cluster is ended|Failed to refresh slots cache|None of startup nodes is available',
+    NO_SLOT_MASTER,
+  ].join('|'),
+  'i',
+);
 
 /** Errors that say the connection failed, not the command: the command may or may not have run. */
 export function isConnectionError(error: unknown): boolean {
@@ -55,10 +71,15 @@ export function isMisattributedReply(error: unknown): boolean {
   return MISATTRIBUTED.test(String((error as { message?: unknown } | null)?.message));
 }
 
-/** A command node-redis rejected before sending it (the client was offline or closed): it did not run. */
+// node-redis: offline or closed; ioredis: offline with no offline queue, or closed for good; the
+// ioredis Cluster adapter: no connection to the slot's master. ("Connection is closed." is not here:
+// ioredis also fails written commands with it.)
+const NEVER_SENT = new RegExp(`client is offline|client is closed|Stream isn't writeable|Cluster is ended|${NO_SLOT_MASTER}`, 'i');
+
+/** A command the client rejected before sending it (offline, or closed): it did not run. */
 export function wasNeverSent(error: unknown): boolean {
   const { cause, message } = (error ?? {}) as { cause?: unknown; message?: unknown };
-  return /client is offline|client is closed/i.test(String(message)) || (cause !== undefined && wasNeverSent(cause));
+  return NEVER_SENT.test(String(message)) || (cause !== undefined && wasNeverSent(cause));
 }
 
 /**

@@ -1,4 +1,4 @@
-// The client types the `redis` option accepts: node-redis v4, v5 and v6 standalone, cluster and Sentinel clients, by shape.
+// The client types the `redis` option accepts, by shape: node-redis v4, v5 and v6 standalone, cluster and Sentinel clients; ioredis v5 and v6 clients and clusters.
 
 /**
  * A node-redis standalone client (`createClient()`, v4, v5 or v6), by the narrow shape this library
@@ -74,5 +74,66 @@ export interface RedisSentinelLike {
   readonly isReady: boolean;
 }
 
+/** The options of an ioredis client this library reads (lib/client/ioredis.ts checks them). */
+export interface IoRedisOptionsLike {
+  /** Must be empty: the library names every key itself, also inside its scripts. */
+  readonly keyPrefix?: string | undefined;
+  /** Must be `false`: a resent script could run twice. */
+  readonly autoResendUnfulfilledCommands?: boolean | undefined;
+}
+
+/**
+ * An ioredis client (`new Redis()`, v5 or v6; also in Sentinel mode), by the shape this library
+ * uses: commands go through `call`, and only raw RESP2-shaped replies are relied on.
+ */
+export interface IoRedisLike {
+  /** Sends one command (`call('EVALSHA', …)`) and resolves Redis' reply. */
+  call(command: string, ...args: string[]): Promise<unknown>;
+  /** A new client with these options and `override`; used for the connections blocking waits run on. */
+  duplicate(override?: object): IoRedisLike;
+  /** The options the client was made with. */
+  readonly options: IoRedisOptionsLike;
+  /** `wait`, `connecting`, `connect`, `ready`, `reconnecting`, `close` or `end`. */
+  readonly status: string;
+  /** Opens the connection (duplicates are made with `lazyConnect`). */
+  connect(): Promise<unknown>;
+  /** Closes the connection once pending replies arrive. */
+  quit(): Promise<unknown>;
+  /** Closes the connection at once. */
+  disconnect(): unknown;
+  /** Listens for errors; the semaphore adds a listener so a dropped connection cannot crash the process. */
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  /** Listens for `close`: a connection that dropped, so the replies it owed are lost. */
+  on(event: 'close', listener: () => void): unknown;
+}
+
+/** An ioredis cluster client (`new Cluster()`, v5 or v6): commands routed by their keys. */
+export interface IoRedisClusterLike {
+  /** Sends one command to the node that owns its keys' slot (a keyless one to any node). */
+  call(command: string, ...args: string[]): Promise<unknown>;
+  /** The connections to the cluster's nodes: `nodes('master')`. */
+  nodes(role?: 'all' | 'master' | 'slave'): IoRedisLike[];
+  /** Each slot's nodes as `host:port`, its master first. */
+  readonly slots: ReadonlyArray<ReadonlyArray<string> | undefined>;
+  /** The cluster's options; `redisOptions` are every node connection's. */
+  readonly options: IoRedisOptionsLike & {
+    /** Must be `0`: a command whose connection closed would be sent again, and could run twice. */
+    readonly retryDelayOnFailover?: number | undefined;
+    readonly redisOptions?: IoRedisOptionsLike | undefined;
+  };
+  /** `wait`, `connecting`, `connect`, `ready`, `reconnecting`, `disconnecting`, `close` or `end`. */
+  readonly status: string;
+  /** Reloads the slot map (after a connection to a node failed). */
+  refreshSlotsCache(callback?: (error?: Error) => void): unknown;
+  /** Connects to the cluster. */
+  connect(): Promise<unknown>;
+  /** Closes after pending replies. */
+  quit(): Promise<unknown>;
+  /** Closes at once. */
+  disconnect(): unknown;
+  /** Listens for errors; the semaphore adds a listener so a dropped node cannot crash the process. */
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}
+
 /** Any client the `redis` option accepts. */
-export type SupportedRedisClient = RedisClientLike | RedisClusterLike | RedisSentinelLike;
+export type SupportedRedisClient = RedisClientLike | RedisClusterLike | RedisSentinelLike | IoRedisLike | IoRedisClusterLike;
