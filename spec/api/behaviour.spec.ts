@@ -1,4 +1,4 @@
-import { LockTimeoutError, Mutex, Semaphore, type MutexOptions } from '../../lib';
+import { LockTimeoutError, Mutex, Semaphore, type MutexOptions, type SupportedRedisClient } from '../../lib';
 import { useFixture } from '../support/fixture';
 import { blockedClients, until, uniqueName, type Client } from '../support/redis';
 
@@ -9,8 +9,11 @@ import { blockedClients, until, uniqueName, type Client } from '../support/redis
  */
 const fixture = useFixture();
 let redis: Client;
+/** The semaphores' client: ioredis on an ioredis run (spec/support/redis.ts), else `redis`. */
+let semaphoreRedis: SupportedRedisClient;
 beforeAll(() => {
   redis = fixture.redis;
+  semaphoreRedis = fixture.semaphoreRedis;
 });
 
 const opened: Semaphore[] = [];
@@ -20,8 +23,8 @@ afterEach(async () => {
 
 type Make = (name: string, options?: MutexOptions) => Semaphore;
 const kinds: [string, Make][] = [
-  ['Mutex', (name, options = {}) => new Mutex(name, { redis, ...options })],
-  ['Semaphore of one resource', (name, options = {}) => new Semaphore(name, { redis, ...options, resources: 1 })],
+  ['Mutex', (name, options = {}) => new Mutex(name, { redis: semaphoreRedis, ...options })],
+  ['Semaphore of one resource', (name, options = {}) => new Semaphore(name, { redis: semaphoreRedis, ...options, resources: 1 })],
 ];
 
 describe.each(kinds)('%s', (_kind, make) => {

@@ -133,7 +133,7 @@ describe('connections', () => {
 
   test('close() ends blocked waits with SemaphoreClosedError and strands no token', async () => {
     const holder = fixture.semaphore();
-    const sem = new Semaphore(holder.name, { redis: fixture.redis });
+    const sem = new Semaphore(holder.name, { redis: fixture.semaphoreRedis });
     await holder.lock();
     const waits = [sem.lock(), sem.lock(10_000)];
     await until(async () => (await blockedClients(fixture.redis)) >= 2, 5000, 'both waiters to block');
@@ -147,7 +147,7 @@ describe('connections', () => {
   });
 
   test('close() while a callback runs: the callback finishes, then its token goes back', async () => {
-    const sem = new Semaphore(uniqueName(), { redis: fixture.redis });
+    const sem = new Semaphore(uniqueName(), { redis: fixture.semaphoreRedis });
     let closing: Promise<void> | undefined;
     const result = await sem.lock(async () => {
       closing = sem.close();

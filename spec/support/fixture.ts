@@ -2,11 +2,14 @@
 import { Semaphore, type SemaphoreOptions } from '../../lib';
 import { keyPattern, semaphoreKeys } from '../../lib/keys';
 import { takeCensus } from './census';
-import { closeAll, connectClient, uniqueName, type Client } from './redis';
+import { closeAll, connectClient, connectSemaphoreClient, ioredisPackage, uniqueName, type Client } from './redis';
+import type { SupportedRedisClient } from '../../lib';
 
 export interface Fixture {
   /** A client on the run's Redis, for inspecting keys directly. */
   readonly redis: Client;
+  /** The client semaphores get: `redis` itself, or an ioredis client when REDIS_CLIENT names ioredis. */
+  readonly semaphoreRedis: SupportedRedisClient;
   /** A semaphore on that client (a fresh unique name unless given), closed after each test. */
   semaphore(options?: SemaphoreOptions, name?: string): Semaphore;
 }
@@ -15,8 +18,10 @@ export interface Fixture {
 export function useFixture(): Fixture {
   const opened: Semaphore[] = [];
   let redis: Client | undefined;
+  let semaphoreRedis: SupportedRedisClient | undefined;
   beforeAll(async () => {
     redis = await connectClient();
+    semaphoreRedis = ioredisPackage() ? await connectSemaphoreClient() : redis;
   });
   afterEach(async () => {
     await Promise.all(opened.splice(0).map((sem) => sem.close()));
@@ -27,8 +32,12 @@ export function useFixture(): Fixture {
       if (!redis) throw new Error('the fixture connects in beforeAll');
       return redis;
     },
+    get semaphoreRedis() {
+      if (!semaphoreRedis) throw new Error('the fixture connects in beforeAll');
+      return semaphoreRedis;
+    },
     semaphore(options = {}, name = uniqueName()) {
-      const sem = new Semaphore(name, { redis: this.redis, ...options });
+      const sem = new Semaphore(name, { redis: this.semaphoreRedis, ...options });
       opened.push(sem);
       return sem;
     },

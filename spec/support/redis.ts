@@ -1,13 +1,46 @@
 import { createClient } from 'redis';
+import { Redis as IoRedis5 } from 'ioredis';
+import { Redis as IoRedis6 } from 'ioredis6';
 import { nanoid } from 'nanoid';
+import type { SupportedRedisClient } from '../../lib';
 
 export type Client = ReturnType<typeof createClient>;
 
-/** The node-redis package this run uses (REDIS_CLIENT; jest.config.js maps `redis` to it). */
+const IOREDIS = { ioredis: IoRedis5, ioredis6: IoRedis6 } as const;
+
+/**
+ * The node-redis package this run uses (REDIS_CLIENT; jest.config.js maps `redis` to it). An ioredis
+ * run (REDIS_CLIENT=ioredis or ioredis6) uses node-redis v4 for everything but the semaphores' client.
+ */
 export function redisClientPackage(): 'redis' | 'redis5' | 'redis6' {
   const name = process.env['REDIS_CLIENT'] || 'redis';
+  if (name in IOREDIS) return 'redis';
   if (name !== 'redis' && name !== 'redis5' && name !== 'redis6') throw new Error(`unknown REDIS_CLIENT ${name}`);
   return name;
+}
+
+/** The ioredis package the specs hand their semaphores (REDIS_CLIENT=ioredis: v5, ioredis6: v6), or undefined: node-redis. */
+export function ioredisPackage(): keyof typeof IOREDIS | undefined {
+  const name = process.env['REDIS_CLIENT'] || 'redis';
+  return name === 'ioredis' || name === 'ioredis6' ? name : undefined;
+}
+
+/** A connected ioredis client (v5, or v6 with `major` 6) made as a semaphore needs it; closed by `closeAll()`. */
+export async function connectIoRedis(url = redisUrl(), major: 5 | 6 = ioredisPackage() === 'ioredis' ? 5 : 6) {
+  const options = { autoResendUnfulfilledCommands: false, lazyConnect: true };
+  const client = major === 5 ? new IoRedis5(url, options) : new IoRedis6(url, options);
+  client.on('error', () => undefined);
+  await client.connect();
+  closers.add(() => (client.status === 'ready' ? client.quit().catch(() => client.disconnect()) : client.disconnect()));
+  return client;
+}
+
+/**
+ * A connected client for semaphores (not for inspecting keys): ioredis when REDIS_CLIENT names it,
+ * otherwise a node-redis client as `connectClient` makes.
+ */
+export async function connectSemaphoreClient(url = redisUrl()): Promise<SupportedRedisClient> {
+  return ioredisPackage() === undefined ? connectClient(url) : connectIoRedis(url);
 }
 
 /** The run's Redis (REDIS_URL, set by the global setup). */
@@ -19,6 +52,8 @@ export function redisUrl(): string {
 
 /** A connected client; `closeAll()` quits every client made here. */
 const clients = new Set<Client>();
+/** How to close the ioredis clients made here. */
+const closers = new Set<() => unknown>();
 export async function connectClient(url = redisUrl()): Promise<Client> {
   const client = createClient({ url });
   client.on('error', () => undefined);
@@ -28,8 +63,12 @@ export async function connectClient(url = redisUrl()): Promise<Client> {
 }
 
 export async function closeAll(): Promise<void> {
-  await Promise.all([...clients].map((client) => (client.isOpen ? client.quit().catch(() => client.disconnect()) : undefined)));
+  await Promise.all([
+    ...[...clients].map((client) => (client.isOpen ? client.quit().catch(() => client.disconnect()) : undefined)),
+    ...[...closers].map((close) => close()),
+  ]);
   clients.clear();
+  closers.clear();
 }
 
 /** A semaphore name no other test uses (tests never FLUSHALL). */

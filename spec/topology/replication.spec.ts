@@ -135,7 +135,8 @@ test('an unlock the replica does not acknowledge (replica frozen) rejects, with 
 });
 
 test('waitReplicas is validated', () => {
-  const redis = { sendCommand: () => Promise.resolve(null) } as never;
+  // The shape of a node-redis client (anything else is refused first): the checks run before any command.
+  const redis = { sendCommand: () => Promise.resolve(null), duplicate() {}, connect() {}, on() {} } as never;
   const options = (waitReplicas: unknown) => () => new Semaphore('x', { redis, waitReplicas: waitReplicas as never });
   expect(options({ replicas: 0, timeoutMs: 10 })).toThrow(RangeError);
   expect(options({ replicas: 1, timeoutMs: 0 })).toThrow(RangeError);
