@@ -51,7 +51,7 @@ export class SemaphoreContext {
     this.emit = emit;
     this.hears = hears;
     const given = options.redis;
-    this.keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster' });
+    this.keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster', keyPrefix: options.keyPrefix });
     this.ownsClient = given === undefined;
     this.client = given === undefined ? createOwnClient(options.url) : adaptClient(given, this.keys.available);
     this.pool = new BlockingPool(this.client, options.maxBlockingConnections, prepareConnection);

@@ -1,4 +1,5 @@
 /** Every Redis key name and key pattern of a semaphore: built here and nowhere else. */
+import { describe } from './describe';
 
 /**
  * Key names. The first four are the Ruby gem's (redis-semaphore 0.3.x), so Ruby and Node processes
@@ -34,20 +35,28 @@ export interface SemaphoreKeys {
   inboxOfRegistration(registration: string): string;
 }
 
-/** What every key of every semaphore starts with (the gem's). */
-const PREFIX = 'SEMAPHORE:';
+/**
+ * What every key of every semaphore starts with by default (the gem's): the `keyPrefix` option. Ruby
+ * and Node processes share a semaphore only under this prefix (the gem's is fixed).
+ */
+export const DEFAULT_KEY_PREFIX = 'SEMAPHORE:';
 /** The last part of the key that says a semaphore exists. */
 const EXISTS = 'EXISTS';
 /** What an inbox key has between the semaphore's prefix and the grant id. */
 const INBOX = 'INBOX:';
 
 /**
- * The keys of semaphore `name`. With `cluster`, a name without a hash tag gets one, so every key
- * lands in one slot: `SEMAPHORE:{<name>}:AVAILABLE`…; a name that has one (`{jobs}`, `crawl:{eu}`)
- * is kept as is, so the keys stay the gem's and Ruby clients can share the semaphore.
+ * The keys of semaphore `name` under `keyPrefix` (`<keyPrefix><name>:AVAILABLE`…, see
+ * {@link assertKeyPrefix}). With `cluster`, a name without a hash tag gets one, so every key lands
+ * in one slot: `SEMAPHORE:{<name>}:AVAILABLE`…; a name that has one (`{jobs}`, `crawl:{eu}`) is kept
+ * as is, so the keys stay the gem's and Ruby clients can share the semaphore. The prefix never has a
+ * brace, so the hash tag is always the name's.
  */
-export function semaphoreKeys(name: string, { cluster = false }: { cluster?: boolean } = {}): SemaphoreKeys {
-  const prefix = `${PREFIX}${cluster && !hasHashTag(name) ? `{${tagSafe(name)}}` : name}:`;
+export function semaphoreKeys(
+  name: string,
+  { cluster = false, keyPrefix = DEFAULT_KEY_PREFIX }: { cluster?: boolean; keyPrefix?: string } = {},
+): SemaphoreKeys {
+  const prefix = `${keyPrefix}${cluster && !hasHashTag(name) ? `{${tagSafe(name)}}` : name}:`;
   const available = `${prefix}AVAILABLE`;
   const grabbed = `${prefix}GRABBED`;
   const exists = `${prefix}${EXISTS}`;
@@ -75,19 +84,58 @@ export function semaphoreKeys(name: string, { cluster = false }: { cluster?: boo
   };
 }
 
-/** SCAN MATCH pattern of every semaphore's `exists` key on a server (`SEMAPHORE:*:EXISTS`): how operators list them. */
-export const EXISTS_KEY_PATTERN = `${PREFIX}*:${EXISTS}`;
+/**
+ * SCAN MATCH pattern of every semaphore's `exists` key under `keyPrefix` (`SEMAPHORE:*:EXISTS`): how
+ * operators list them. It also matches the semaphores of a longer prefix that starts with this one
+ * (`APP:EU:` under `APP:`, listed as `EU:<name>`), whose keys are those names' under `APP:` too.
+ */
+export function existsKeyPattern(keyPrefix = DEFAULT_KEY_PREFIX): string {
+  return `${escapeGlob(keyPrefix)}*:${EXISTS}`;
+}
 
 /**
- * The name whose `exists` key is `key` (`SEMAPHORE:<name>:EXISTS` → `<name>`), or `undefined` for any
- * other key. A cluster semaphore's key (`SEMAPHORE:{jobs}:EXISTS`) gives the tagged name `{jobs}`,
- * whose keys are the same with or without `cluster`.
+ * The name whose `exists` key is `key` under `keyPrefix` (`SEMAPHORE:<name>:EXISTS` → `<name>`), or
+ * `undefined` for any other key. A cluster semaphore's key (`SEMAPHORE:{jobs}:EXISTS`) gives the
+ * tagged name `{jobs}`, whose keys are the same with or without `cluster`.
  */
-export function nameOfExistsKey(key: string): string | undefined {
+export function nameOfExistsKey(key: string, keyPrefix = DEFAULT_KEY_PREFIX): string | undefined {
   const suffix = `:${EXISTS}`;
-  if (!key.startsWith(PREFIX) || !key.endsWith(suffix) || key.length <= PREFIX.length + suffix.length) return undefined;
-  return key.slice(PREFIX.length, -suffix.length);
+  if (!key.startsWith(keyPrefix) || !key.endsWith(suffix) || key.length <= keyPrefix.length + suffix.length) return undefined;
+  return key.slice(keyPrefix.length, -suffix.length);
 }
+
+/** Longest `keyPrefix`: it is part of every key, and of every key of every call. */
+const MAX_KEY_PREFIX_LENGTH = 256;
+
+/**
+ * Throws unless `keyPrefix` is a usable key prefix: a non-empty string that ends with `:` and has no
+ * whitespace or control character, no lone surrogate, none of `{`, `}` (Redis Cluster hashes a key
+ * on what lies between its first `{` and the next `}`: a brace in the prefix would take the hash tag
+ * from the name, and `{}` would spread one semaphore's keys over slots) and none of `*`, `?`, `[`,
+ * `]`, `\` (glob characters: the ACL rule `~<prefix>*` and the operators' `SCAN MATCH <prefix>*`
+ * must match exactly the keys under it). The `:` keeps `~APP1:*` from matching the keys of `APP10:`.
+ */
+export function assertKeyPrefix(what: string, keyPrefix: unknown): asserts keyPrefix is string {
+  if (typeof keyPrefix !== 'string') {
+    throw new TypeError(`Expected ${what} to be a string ending with ':' (such as 'APP1:'), got ${describe(keyPrefix)}`);
+  }
+  if (keyPrefix.length > MAX_KEY_PREFIX_LENGTH) {
+    throw new RangeError(`Expected ${what} to be at most ${MAX_KEY_PREFIX_LENGTH} characters, got ${keyPrefix.length}`);
+  }
+  const problem =
+    keyPrefix.length < 2 || !keyPrefix.endsWith(':')
+      ? "to end with ':' after at least one character (such as 'APP1:')"
+      : /[{}]/.test(keyPrefix)
+        ? 'to have no `{` or `}` (on Redis Cluster the hash tag is the name\'s)'
+        : /[*?[\]\\]/.test(keyPrefix)
+          ? 'to have no glob character (`*`, `?`, `[`, `]`, `\\`): ACL rules and SCAN patterns are `<prefix>*`'
+          : /[\s\p{Cc}]/u.test(keyPrefix) || LONE_SURROGATE.test(keyPrefix)
+            ? 'to have no whitespace, control character or lone surrogate'
+            : undefined;
+  if (problem !== undefined) throw new TypeError(`Expected ${what} ${problem}, got ${describe(keyPrefix)}`);
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
  * SCAN/KEYS MATCH pattern of every key of a semaphore, its name escaped. It also matches the keys of
@@ -123,8 +171,8 @@ function tagSafe(name: string): string {
 }
 
 /**
- * Whether Redis Cluster would hash only part of a key made from `name` (after the `SEMAPHORE:`
- * prefix, which has no brace): the first `{` is followed, later, by a `}` with something between.
+ * Whether Redis Cluster would hash only part of a key made from `name` (after the key prefix, which
+ * has no brace): the first `{` is followed, later, by a `}` with something between.
  */
 export function hasHashTag(name: string): boolean {
   return hashTag(name) !== undefined;

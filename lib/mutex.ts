@@ -19,7 +19,7 @@ export type MutexOptions = Omit<SemaphoreOptions, 'resources'>;
  */
 export class Mutex extends Semaphore {
   /**
-   * @param name - any non-empty string; the keys are `SEMAPHORE:<name>:…`.
+   * @param name - any non-empty string; the keys are `<keyPrefix><name>:…` (`SEMAPHORE:<name>:…` by default).
    * @param options - as for {@link Semaphore}, without `resources`.
    * @throws TypeError if `options` has a `resources` field, or for a bad name or option.
    */

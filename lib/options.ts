@@ -3,6 +3,7 @@ import { assertSupportedClient } from './client/adapt';
 import type { SupportedRedisClient } from './client/types';
 import { describe } from './describe';
 import { assertDuration, MAX_TIMER_MS } from './durations';
+import { assertKeyPrefix, DEFAULT_KEY_PREFIX } from './keys';
 
 /**
  * Why a holder lost its token:
@@ -114,6 +115,15 @@ export interface SemaphoreOptions {
    * @default null
    */
   readonly waitReplicas?: WaitReplicasOptions | null;
+  /**
+   * What every key of the semaphore starts with: `<keyPrefix><name>:AVAILABLE`…. The default is the
+   * Ruby gem's, so Ruby and Node processes share a semaphore by name; another prefix (`'APP1:'`) gives
+   * an application a namespace of its own, which a Redis ACL can confine it to (`~APP1:*`). It must
+   * end with `:` and have no `{`, `}`, glob character (`*?[]\`), whitespace or control character; a
+   * bad one throws a `TypeError`. Every process sharing a semaphore must use the same prefix.
+   * @default 'SEMAPHORE:'
+   */
+  readonly keyPrefix?: string;
 }
 
 export interface ResolvedOptions {
@@ -129,6 +139,7 @@ export interface ResolvedOptions {
   readonly autoRefresh: boolean;
   readonly onLockLost: ((token: string, reason: LockLostReason) => void) | undefined;
   readonly waitReplicas: Required<WaitReplicasOptions> | null;
+  readonly keyPrefix: string;
 }
 
 /** The default lease: long enough for GC pauses and slow event loops, short enough for a crash. */
@@ -172,6 +183,7 @@ const OPTION_NAMES: ReadonlySet<string> = new Set<keyof SemaphoreOptions>([
   'autoRefresh',
   'onLockLost',
   'waitReplicas',
+  'keyPrefix',
 ]);
 
 export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
@@ -198,6 +210,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     autoRefresh = staleClientTimeout !== null,
     onLockLost,
     waitReplicas = null,
+    keyPrefix = DEFAULT_KEY_PREFIX,
   } = options;
   if (redis !== undefined) assertSupportedClient(redis);
   if (redis === undefined && (typeof url !== 'string' || url.length === 0)) {
@@ -246,6 +259,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   if (onLockLost !== undefined && typeof onLockLost !== 'function') {
     throw new TypeError(`Expected \`onLockLost\` to be a function, got ${describe(onLockLost)}`);
   }
+  assertKeyPrefix('`keyPrefix`', keyPrefix);
   return {
     redis,
     url,
@@ -259,6 +273,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     autoRefresh,
     onLockLost,
     waitReplicas: resolveWaitReplicas(waitReplicas),
+    keyPrefix,
   };
 }
 

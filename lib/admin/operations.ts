@@ -1,5 +1,5 @@
 /** What an operator does to a semaphore by name (CLI, dashboard): read it, list them, free a token, resize, delete. */
-import { EXISTS_KEY_PATTERN, nameOfExistsKey, semaphoreKeys, type SemaphoreKeys } from '../keys';
+import { existsKeyPattern, nameOfExistsKey, semaphoreKeys, type SemaphoreKeys } from '../keys';
 import { adaptClient, topologyOf } from '../client/adapt';
 import { isConnectionError } from '../client/errors';
 import type { RedisClientLike, SupportedRedisClient } from '../client/types';
@@ -15,9 +15,18 @@ import { MAX_RESOURCES } from '../options';
  * hash tag gets one (see lib/keys.ts), and every command goes to the node that owns their slot.
  */
 
-/** The keys of `name` as a `Semaphore` on `client` names them, and `client` routed to their slot. */
-function target(client: SupportedRedisClient, name: string): { keys: SemaphoreKeys; redis: RedisClientLike } {
-  const keys = semaphoreKeys(name, { cluster: topologyOf(client) === 'cluster' });
+/**
+ * The semaphores an operator works on: those on `redis` whose keys start with `keyPrefix` (the
+ * `keyPrefix` option of their `Semaphore`s, `'SEMAPHORE:'` by default). Every operation takes one.
+ */
+export interface Scope<Client = SupportedRedisClient> {
+  readonly redis: Client;
+  readonly keyPrefix: string;
+}
+
+/** The keys of `name` as a `Semaphore` in `scope` names them, and its client routed to their slot. */
+function target({ redis: client, keyPrefix }: Scope, name: string): { keys: SemaphoreKeys; redis: RedisClientLike } {
+  const keys = semaphoreKeys(name, { cluster: topologyOf(client) === 'cluster', keyPrefix });
   return { keys, redis: adaptClient(client, keys.available) };
 }
 
@@ -46,8 +55,8 @@ type ScanReply = [cursor: string, keys: string[]];
 /** How many waiter ids a status lists by default (the count is always complete). */
 const WAITER_IDS = 100;
 
-export async function readStatus(client: SupportedRedisClient, name: string, waiterIds = WAITER_IDS): Promise<SemaphoreStatus> {
-  const { keys, redis } = target(client, name);
+export async function readStatus(scope: Scope, name: string, waiterIds = WAITER_IDS): Promise<SemaphoreStatus> {
+  const { keys, redis } = target(scope, name);
   const { exists, nowSeconds, available, waiting, waiterIds: ids, holders } = snapshotOf(
     await callScript(redis, status({ keys }, waiterIds)),
   );
@@ -74,11 +83,11 @@ export interface UnreadableSemaphore {
  * reported with its error instead of failing the others; a connection failure still rejects.
  */
 export async function readStatuses(
-  client: SupportedRedisClient,
+  scope: Scope,
   names: readonly string[],
   waiterIds = WAITER_IDS,
 ): Promise<Array<SemaphoreStatus | UnreadableSemaphore>> {
-  return Promise.all(names.map((name) => readStatus(client, name, waiterIds).catch((error: unknown) => unreadable(name, error))));
+  return Promise.all(names.map((name) => readStatus(scope, name, waiterIds).catch((error: unknown) => unreadable(name, error))));
 }
 
 /** The semaphore Redis refused to read with `error`; a connection failure is thrown again instead. */
@@ -92,21 +101,22 @@ export function isUnreadable(status: SemaphoreStatus | UnreadableSemaphore): sta
 }
 
 /**
- * Names of the semaphores on this Redis (SCAN of every `exists` key), sorted. Stops after `limit`
- * names (then `truncated`). On a cluster it sees only the node `client` talks to, and a semaphore
- * made on a cluster client is listed by its tagged name (`{jobs}`), which names the same keys.
+ * Names of the semaphores on this Redis under the scope's prefix (SCAN of every `exists` key),
+ * sorted. Stops after `limit` names (then `truncated`). On a cluster it sees only the node the
+ * client talks to, and a semaphore made on a cluster client is listed by its tagged name (`{jobs}`),
+ * which names the same keys.
  */
 export async function listSemaphores(
-  client: RedisClientLike,
+  { redis: client, keyPrefix }: Scope<RedisClientLike>,
   limit = 10_000,
 ): Promise<{ names: string[]; truncated: boolean }> {
   const names = new Set<string>();
   let cursor = '0';
   do {
-    const reply: unknown = await client.sendCommand(['SCAN', cursor, 'MATCH', EXISTS_KEY_PATTERN, 'COUNT', '1000']);
+    const reply: unknown = await client.sendCommand(['SCAN', cursor, 'MATCH', existsKeyPattern(keyPrefix), 'COUNT', '1000']);
     const [next, keys] = reply as ScanReply;
     for (const key of keys) {
-      const name = nameOfExistsKey(key);
+      const name = nameOfExistsKey(key, keyPrefix);
       if (name !== undefined) names.add(name);
     }
     cursor = next;
@@ -123,13 +133,8 @@ export type ReleaseOutcome =
  * Frees a held token whoever holds it (or only if `grantId` still holds it): its holder's later
  * `unlock` and `refresh` find nothing, and a blocked waiter gets the token at once.
  */
-export async function releaseToken(
-  client: SupportedRedisClient,
-  name: string,
-  token: string,
-  grantId = '',
-): Promise<ReleaseOutcome> {
-  const { keys, redis } = target(client, name);
+export async function releaseToken(scope: Scope, name: string, token: string, grantId = ''): Promise<ReleaseOutcome> {
+  const { keys, redis } = target(scope, name);
   const result = await callScript(redis, forceRelease({ keys }, token, grantId));
   if (result >= 0) return { status: 'released', available: result };
   if (result === FORCE_RELEASE_RESULT.OTHER_GRANT) return { status: 'holder-changed' };
@@ -137,8 +142,8 @@ export async function releaseToken(
 }
 
 /** Whether the semaphore exists (its `exists` key is set). */
-export async function semaphoreExists(client: SupportedRedisClient, name: string): Promise<boolean> {
-  const { keys, redis } = target(client, name);
+export async function semaphoreExists(scope: Scope, name: string): Promise<boolean> {
+  const { keys, redis } = target(scope, name);
   return (await redis.sendCommand(['EXISTS', keys.exists])) === 1;
 }
 
@@ -148,8 +153,8 @@ export async function semaphoreExists(client: SupportedRedisClient, name: string
  * `olderThanMs` (on Redis' clock), and tokens stranded by waiters that died mid-hand-off: what
  * `releaseStaleLocks()` does with `staleClientTimeout: olderThanMs`. Resolves how many tokens went back.
  */
-export async function releaseStale(client: SupportedRedisClient, name: string, olderThanMs: number): Promise<number> {
-  const semaphore = new Semaphore(name, { redis: client, staleClientTimeout: olderThanMs, autoRefresh: false });
+export async function releaseStale({ redis, keyPrefix }: Scope, name: string, olderThanMs: number): Promise<number> {
+  const semaphore = new Semaphore(name, { redis, keyPrefix, staleClientTimeout: olderThanMs, autoRefresh: false });
   try {
     return await semaphore.releaseStaleLocks();
   } finally {
@@ -158,8 +163,8 @@ export async function releaseStale(client: SupportedRedisClient, name: string, o
 }
 
 /** Deletes every key of the semaphore (its holders' later `unlock` resolves `false`). */
-export async function deleteSemaphore(client: SupportedRedisClient, name: string): Promise<void> {
-  const semaphore = new Semaphore(name, { redis: client });
+export async function deleteSemaphore({ redis, keyPrefix }: Scope, name: string): Promise<void> {
+  const semaphore = new Semaphore(name, { redis, keyPrefix });
   try {
     await semaphore.delete();
   } finally {
@@ -173,11 +178,11 @@ export type ResizeOutcome =
   | { readonly status: 'not-found' };
 
 /** Sets the number of tokens: adds new ones, or retires free ones; never below what is held. */
-export async function resizeSemaphore(client: SupportedRedisClient, name: string, tokens: number): Promise<ResizeOutcome> {
+export async function resizeSemaphore(scope: Scope, name: string, tokens: number): Promise<ResizeOutcome> {
   if (!Number.isSafeInteger(tokens) || tokens < 1 || tokens > MAX_RESOURCES) {
     throw new RangeError(`Expected the number of tokens to be an integer from 1 to ${MAX_RESOURCES}, got ${tokens}`);
   }
-  const { keys, redis } = target(client, name);
+  const { keys, redis } = target(scope, name);
   const outcome = await callScript(redis, resize({ keys }, tokens));
   if (outcome.status === RESIZE_STATUS.MISSING) return { status: 'not-found' };
   if (outcome.status === RESIZE_STATUS.BELOW_HELD) return { status: 'below-held', before: outcome.before, held: outcome.held };

@@ -18,7 +18,7 @@ export class CliError extends Error {
 export const usage = (message: string) => new CliError(EXIT.usage, 'usage', message);
 export const notFound = (message: string) => new CliError(EXIT.notFound, 'not_found', message);
 
-/** The semaphore has no EXISTS key. */
-export function missing(name: string): CliError {
-  return notFound(`semaphore "${printable(name)}" does not exist (no ${printable(semaphoreKeys(name).exists)} key)`);
+/** The semaphore has no EXISTS key (under `keyPrefix`). */
+export function missing(name: string, keyPrefix: string): CliError {
+  return notFound(`semaphore "${printable(name)}" does not exist (no ${printable(semaphoreKeys(name, { keyPrefix }).exists)} key)`);
 }

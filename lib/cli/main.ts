@@ -13,8 +13,9 @@ import {
   releaseToken,
   resizeSemaphore,
   semaphoreExists,
+  type Scope,
 } from '../admin/operations';
-import { EXISTS_KEY_PATTERN, semaphoreKeys } from '../keys';
+import { assertKeyPrefix, DEFAULT_KEY_PREFIX, existsKeyPattern, semaphoreKeys } from '../keys';
 import type { RedisClientLike } from '../client/types';
 import { MAX_RESOURCES } from '../options';
 import { CliError, EXIT, missing, notFound, usage } from './errors';
@@ -41,6 +42,7 @@ Commands:
 
 Options:
   --url <url>          Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379)
+  --prefix <prefix>    the semaphores' key prefix, their keyPrefix option (default ${DEFAULT_KEY_PREFIX})
   --json               machine-readable output on stdout (errors too: {"error":{code,message}})
   --older-than <d>     release-stale: a duration with a unit: 500ms, 30s, 5m, 2h
   --interval <d>       watch: time between refreshes (default 1s)
@@ -60,7 +62,7 @@ Exit codes:
   3  not found: the semaphore does not exist (no ${semaphoreKeys('<name>').exists}), or the token is not held
 `;
 
-/** Which options each command takes (beyond --url, --json, --help). */
+/** Which options each command takes (beyond --url, --prefix, --json, --help). */
 const COMMANDS: Record<string, { readonly positionals: readonly string[]; readonly options: readonly string[] }> = {
   status: { positionals: ['name'], options: [] },
   list: { positionals: [], options: [] },
@@ -74,6 +76,7 @@ const COMMANDS: Record<string, { readonly positionals: readonly string[]; readon
 
 type Values = {
   url?: string;
+  prefix?: string;
   json?: boolean;
   help?: boolean;
   'older-than'?: string;
@@ -97,6 +100,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         strict: true,
         options: {
           url: { type: 'string' },
+          prefix: { type: 'string' },
           json: { type: 'boolean' },
           help: { type: 'boolean', short: 'h' },
           'older-than': { type: 'string' },
@@ -125,22 +129,23 @@ export async function main(argv: readonly string[]): Promise<number> {
       throw usage(`${command} takes ${expected || 'no arguments'}, got ${args.length} argument${args.length === 1 ? '' : 's'}`);
     }
     for (const option of Object.keys(values)) {
-      if (!['url', 'json', 'help', ...spec.options].includes(option)) {
+      if (!['url', 'prefix', 'json', 'help', ...spec.options].includes(option)) {
         throw usage(`--${option} does not apply to ${command}`);
       }
     }
     if (args[0] === '') throw usage('the semaphore name must not be empty');
     const url = values.url ?? process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+    const keyPrefix = prefixOption(values.prefix);
 
     if (command === 'dashboard') {
       const { serveDashboard } = await import('./serve-dashboard');
-      return await serveDashboard({ url, ...dashboardOptions(values) });
+      return await serveDashboard({ url, keyPrefix, ...dashboardOptions(values) });
     }
     // Validate everything before connecting.
     const run = prepare(command, args, values);
     const client = await connect(url);
     try {
-      return await run(client, io);
+      return await run({ redis: client, keyPrefix }, io);
     } finally {
       await client.quit().catch(() => client.disconnect());
     }
@@ -157,28 +162,28 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-type Run = (client: RedisClientLike, io: Io) => Promise<number>;
+type Run = (scope: Scope<RedisClientLike>, io: Io) => Promise<number>;
 
 function prepare(command: string, args: readonly string[], values: Values): Run {
   const name = args[0] as string;
   switch (command) {
     case 'status':
-      return async (client, io) => {
-        const status = await readStatus(client, name);
-        if (!status.exists) throw missing(name);
+      return async (scope, io) => {
+        const status = await readStatus(scope, name);
+        if (!status.exists) throw missing(name, scope.keyPrefix);
         io.out(io.json ? JSON.stringify(statusJson(status)) : formatStatus(status));
         return EXIT.ok;
       };
     case 'list':
-      return async (client, io) => {
-        const { names, truncated } = await listSemaphores(client);
-        const statuses = await readStatuses(client, names, 0);
+      return async (scope, io) => {
+        const { names, truncated } = await listSemaphores(scope);
+        const statuses = await readStatuses(scope, names, 0);
         const present = statuses.filter((s) => isUnreadable(s) || s.exists);
         if (io.json) {
           const summaries = present.map((s) => (isUnreadable(s) ? unreadableJson(s) : summaryJson(s)));
           io.out(JSON.stringify({ semaphores: summaries, truncated }));
         } else if (present.length === 0) {
-          io.out(`No semaphores (no ${EXISTS_KEY_PATTERN} key on this Redis).`);
+          io.out(`No semaphores (no ${printable(existsKeyPattern(scope.keyPrefix))} key on this Redis).`);
         } else {
           const rows = present.map((s) =>
             isUnreadable(s)
@@ -201,13 +206,13 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       const interval = values.interval === undefined ? 1000 : durationOption('interval', values.interval);
       if (interval < 100) throw usage('--interval must be at least 100ms');
       const count = values.count === undefined ? Infinity : positiveInteger('--count', values.count);
-      return (client, io) => watch(client, io, name, interval, count);
+      return (scope, io) => watch(scope, io, name, interval, count);
     }
     case 'release': {
       const token = args[1] as string;
-      return async (client, io) => {
-        const outcome = await releaseToken(client, name, token);
-        if (outcome.status === 'not-found') throw missing(name);
+      return async (scope, io) => {
+        const outcome = await releaseToken(scope, name, token);
+        if (outcome.status === 'not-found') throw missing(name, scope.keyPrefix);
         if (outcome.status !== 'released') {
           throw notFound(`token "${printable(token)}" of semaphore "${printable(name)}" is not held; nothing released`);
         }
@@ -220,9 +225,9 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       if (values['older-than'] === undefined) throw usage('release-stale needs --older-than <duration>, e.g. --older-than 30s');
       const olderThan = durationOption('older-than', values['older-than']);
       if (olderThan <= 0) throw usage('--older-than must be more than 0');
-      return async (client, io) => {
-        await assertExists(client, name);
-        const released = await releaseStale(client, name, olderThan);
+      return async (scope, io) => {
+        await assertExists(scope, name);
+        const released = await releaseStale(scope, name, olderThan);
         if (io.json) io.out(JSON.stringify({ name, olderThanMs: olderThan, released }));
         else io.out(`Released ${released} token${released === 1 ? '' : 's'} of "${printable(name)}" whose holder's lease was over (Ruby holders: held longer than ${formatDuration(olderThan)}).`);
         return EXIT.ok;
@@ -231,9 +236,9 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
     case 'resize': {
       const tokens = positiveInteger('<tokens>', args[1] as string);
       if (tokens > MAX_RESOURCES) throw usage(`<tokens> must be at most ${MAX_RESOURCES}`);
-      return async (client, io) => {
-        const outcome = await resizeSemaphore(client, name, tokens);
-        if (outcome.status === 'not-found') throw missing(name);
+      return async (scope, io) => {
+        const outcome = await resizeSemaphore(scope, name, tokens);
+        if (outcome.status === 'not-found') throw missing(name, scope.keyPrefix);
         if (outcome.status === 'below-held') {
           throw new CliError(
             EXIT.error,
@@ -247,9 +252,9 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       };
     }
     case 'delete':
-      return async (client, io) => {
-        await assertExists(client, name);
-        await deleteSemaphore(client, name);
+      return async (scope, io) => {
+        await assertExists(scope, name);
+        await deleteSemaphore(scope, name);
         io.out(io.json ? JSON.stringify({ name, deleted: true }) : `Deleted semaphore "${printable(name)}".`);
         return EXIT.ok;
       };
@@ -258,8 +263,8 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
   }
 }
 
-async function assertExists(client: RedisClientLike, name: string): Promise<void> {
-  if (!(await semaphoreExists(client, name))) throw missing(name);
+async function assertExists(scope: Scope<RedisClientLike>, name: string): Promise<void> {
+  if (!(await semaphoreExists(scope, name))) throw missing(name, scope.keyPrefix);
 }
 
 function durationOption(option: string, text: string): number {
@@ -273,6 +278,16 @@ function positiveInteger(what: string, text: string): number {
     throw usage(`${what} must be a positive integer, got "${printable(text)}"`);
   }
   return Number(text);
+}
+
+function prefixOption(text: string | undefined): string {
+  if (text === undefined) return DEFAULT_KEY_PREFIX;
+  try {
+    assertKeyPrefix('--prefix', text);
+  } catch (error) {
+    throw usage((error as Error).message);
+  }
+  return text;
 }
 
 function dashboardOptions(values: Values) {

@@ -5,10 +5,13 @@ import { isIP } from 'node:net';
 import { createClient } from 'redis';
 import type { RedisClientLike } from '../client/types';
 import { createDashboard } from '../dashboard/handler';
+import { DEFAULT_KEY_PREFIX } from '../keys';
 import { redactUrl } from './format';
 
 export interface ServeOptions {
   readonly url: string;
+  /** The semaphores' key prefix (`--prefix`). */
+  readonly keyPrefix: string;
   readonly port: number;
   readonly host: string;
   /** The bearer token; a random one is made (and printed) when absent, unless `readOnly`. */
@@ -23,7 +26,7 @@ const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
  * code. The Redis client reconnects by itself; while Redis is down the page shows why.
  */
 export async function serveDashboard(options: ServeOptions): Promise<number> {
-  const { url, port, host, readOnly } = options;
+  const { url, keyPrefix, port, host, readOnly } = options;
   const generated = !readOnly && options.token === undefined;
   const token = readOnly ? undefined : (options.token ?? randomBytes(18).toString('base64url'));
   const client = createClient({
@@ -39,7 +42,7 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
     process.stderr.write(`redis-token-semaphore: cannot connect to ${redactUrl(url)}: ${(error as Error).message}\n`);
     return 1;
   }
-  const handler = createDashboard({ redis: client as unknown as RedisClientLike, token, readOnly });
+  const handler = createDashboard({ redis: client as unknown as RedisClientLike, token, readOnly, keyPrefix });
   const loopback = LOOPBACK.has(host);
   const server = createServer((request, response) => {
     // Bound to loopback, answer only requests addressed to loopback: a web page elsewhere cannot reach
@@ -65,7 +68,8 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
   const boundPort = typeof address === 'object' && address ? address.port : port;
   const shownHost = isIP(host) === 6 ? `[${host}]` : host;
   const link = `http://${shownHost}:${boundPort}/`;
-  process.stdout.write(`Dashboard for ${redactUrl(url)} on ${link}${generated ? `#token=${token}` : ''}\n`);
+  const scope = keyPrefix === DEFAULT_KEY_PREFIX ? '' : ` (keys ${keyPrefix}*)`;
+  process.stdout.write(`Dashboard for ${redactUrl(url)}${scope} on ${link}${generated ? `#token=${token}` : ''}\n`);
   process.stdout.write(
     readOnly
       ? 'Read-only: no release buttons.\n'

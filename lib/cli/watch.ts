@@ -1,7 +1,7 @@
 /** `watch <name>`: the CLI's refreshing status. */
 import type { RedisClientLike } from '../client/types';
 import { statusJson } from '../admin/json';
-import { readStatus } from '../admin/operations';
+import { readStatus, type Scope } from '../admin/operations';
 import { EXIT, missing } from './errors';
 import { formatDuration, formatStatus, formatTime, printable } from './format';
 
@@ -15,7 +15,7 @@ export interface Io {
  * `watch <name>`: the status every `interval` ms, `count` times or until SIGINT/SIGTERM (exit 0).
  * On a terminal each refresh replaces the screen; otherwise frames follow each other.
  */
-export async function watch(client: RedisClientLike, io: Io, name: string, interval: number, count: number): Promise<number> {
+export async function watch(scope: Scope<RedisClientLike>, io: Io, name: string, interval: number, count: number): Promise<number> {
   let stopped = false;
   let wake: () => void = () => undefined;
   const stop = () => {
@@ -27,8 +27,8 @@ export async function watch(client: RedisClientLike, io: Io, name: string, inter
   const tty = process.stdout.isTTY === true && !io.json;
   try {
     for (let frame = 1; frame <= count && !stopped; frame++) {
-      const status = await readStatus(client, name);
-      if (frame === 1 && !status.exists) throw missing(name);
+      const status = await readStatus(scope, name);
+      if (frame === 1 && !status.exists) throw missing(name, scope.keyPrefix);
       if (io.json) {
         io.out(JSON.stringify(statusJson(status)));
       } else {

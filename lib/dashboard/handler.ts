@@ -4,9 +4,10 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { statusJson, unreadableJson, type StatusJson } from '../admin/json';
-import { isUnreadable, releaseStale, releaseToken, semaphoreExists, type SemaphoreStatus } from '../admin/operations';
+import { isUnreadable, releaseStale, releaseToken, semaphoreExists, type Scope, type SemaphoreStatus } from '../admin/operations';
 import type { RedisClientLike } from '../client/types';
 import { describe } from '../describe';
+import { assertKeyPrefix, DEFAULT_KEY_PREFIX } from '../keys';
 import { notFoundPage, page } from './page';
 import { Sampler, type HandOff } from './sampler';
 
@@ -35,6 +36,12 @@ export interface DashboardOptions {
    * @default 1000
    */
   readonly refreshMs?: number;
+  /**
+   * The key prefix of the semaphores to show (their `keyPrefix` option): the dashboard lists, reads
+   * and releases only semaphores under it.
+   * @default 'SEMAPHORE:'
+   */
+  readonly keyPrefix?: string;
 }
 
 /** A node:http request handler (`http.createServer(createDashboard({ redis }))`). */
@@ -80,7 +87,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`Expected options to be an object, got ${describe(options)}`);
   }
-  const { redis, token, basePath = '', refreshMs = 1000 } = options;
+  const { redis, token, basePath = '', refreshMs = 1000, keyPrefix = DEFAULT_KEY_PREFIX } = options;
   if (typeof redis?.sendCommand !== 'function') {
     throw new TypeError('Expected `redis` to be a connected node-redis v4 client');
   }
@@ -98,10 +105,12 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   if (typeof refreshMs !== 'number' || !Number.isFinite(refreshMs) || refreshMs < 100) {
     throw new RangeError(`Expected \`refreshMs\` to be a number of milliseconds ≥ 100, got ${describe(refreshMs)}`);
   }
+  assertKeyPrefix('`keyPrefix`', keyPrefix);
+  const scope: Scope<RedisClientLike> = { redis, keyPrefix };
   const expected = token === undefined ? undefined : digest(token);
-  const sampler = new Sampler(redis);
+  const sampler = new Sampler(scope);
   const assets = new Map<string, Buffer>();
-  const config = { basePath, readOnly, refreshMs };
+  const config = { basePath, readOnly, refreshMs, keyPrefix };
 
   const authorize = (request: IncomingMessage) => {
     if (readOnly) throw new HttpError(403, 'read_only', 'This dashboard is read-only');
@@ -161,7 +170,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       if (typeof held !== 'string' || typeof grantId !== 'string') {
         throw new HttpError(400, 'bad_request', 'Expected {"token": string, "grantId"?: string}');
       }
-      const outcome = await releaseToken(redis, semaphore, held, grantId);
+      const outcome = await releaseToken(scope, semaphore, held, grantId);
       switch (outcome.status) {
         case 'released':
           return sendJson(response, 200, { released: true, token: held, available: outcome.available });
@@ -177,8 +186,8 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs <= 0) {
       throw new HttpError(400, 'bad_request', 'Expected {"olderThanMs": a number > 0}');
     }
-    if (!(await semaphoreExists(redis, semaphore))) throw semaphoreNotFound(semaphore);
-    const released = await releaseStale(redis, semaphore, olderThanMs);
+    if (!(await semaphoreExists(scope, semaphore))) throw semaphoreNotFound(semaphore);
+    const released = await releaseStale(scope, semaphore, olderThanMs);
     return sendJson(response, 200, { released });
   };
 

@@ -5,6 +5,8 @@ export interface PageConfig {
   readonly basePath: string;
   readonly readOnly: boolean;
   readonly refreshMs: number;
+  /** The semaphores' key prefix (the `keyPrefix` option). */
+  readonly keyPrefix: string;
 }
 
 /** Escapes text for HTML element content and quoted attribute values. */
@@ -68,7 +70,7 @@ export function notFoundPage(config: PageConfig, name: string): string {
 <main class="not-found">
 <h2>404: no such semaphore</h2>
 <p>Semaphore <code class="name">${escapeHtml(name)}</code> does not exist: Redis has no
-<code>${escapeHtml(semaphoreKeys(name).exists)}</code> key. It was never created, or it was deleted, or its
+<code>${escapeHtml(semaphoreKeys(name, { keyPrefix: config.keyPrefix }).exists)}</code> key. It was never created, or it was deleted, or its
 keys expired (the <code>expiration</code> option).</p>
 <p><a href="${base}/">All semaphores</a></p>
 </main>`,

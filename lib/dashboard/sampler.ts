@@ -1,6 +1,14 @@
 /** The dashboard's snapshots of semaphores, shared by every page polling it, and the hand-offs seen between them. */
 import type { RedisClientLike } from '../client/types';
-import { isUnreadable, listSemaphores, readStatus, unreadable, type SemaphoreStatus, type UnreadableSemaphore } from '../admin/operations';
+import {
+  isUnreadable,
+  listSemaphores,
+  readStatus,
+  unreadable,
+  type Scope,
+  type SemaphoreStatus,
+  type UnreadableSemaphore,
+} from '../admin/operations';
 
 /**
  * A hand-off: a grant the dashboard saw appear, with how long its holder had waited for it.
@@ -40,14 +48,14 @@ const WAITER_IDS = 1000;
  * `minIntervalMs` at most, and the hand-offs seen between consecutive snapshots.
  */
 export class Sampler {
-  readonly #redis: RedisClientLike;
+  readonly #scope: Scope<RedisClientLike>;
   readonly #minIntervalMs: number;
   readonly #histories = new Map<string, History>();
   #all: { at: number; promise: Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> } | undefined;
   readonly #one = new Map<string, { at: number; promise: Promise<SemaphoreStatus> }>();
 
-  constructor(redis: RedisClientLike, minIntervalMs = 250) {
-    this.#redis = redis;
+  constructor(scope: Scope<RedisClientLike>, minIntervalMs = 250) {
+    this.#scope = scope;
     this.#minIntervalMs = minIntervalMs;
   }
 
@@ -56,7 +64,7 @@ export class Sampler {
     const now = Date.now();
     if (this.#all && now - this.#all.at < this.#minIntervalMs) return this.#all.promise;
     const promise = (async () => {
-      const { names, truncated } = await listSemaphores(this.#redis, 500);
+      const { names, truncated } = await listSemaphores(this.#scope, 500);
       const sampled = await Promise.all(names.map((name) => this.#sample(name).catch((error: unknown) => unreadable(name, error))));
       const statuses = sampled.filter((s) => isUnreadable(s) || s.exists);
       for (const name of this.#histories.keys()) if (!names.includes(name)) this.#histories.delete(name);
@@ -86,7 +94,7 @@ export class Sampler {
   }
 
   async #sample(name: string): Promise<SemaphoreStatus> {
-    const status = await readStatus(this.#redis, name, WAITER_IDS);
+    const status = await readStatus(this.#scope, name, WAITER_IDS);
     if (!status.exists) {
       this.#histories.delete(name);
       return status;

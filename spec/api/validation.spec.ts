@@ -1,4 +1,4 @@
-import { Semaphore } from '../../lib';
+import { Mutex, Semaphore } from '../../lib';
 import { useFixture } from '../support/fixture';
 
 const fixture = useFixture();
@@ -37,10 +37,27 @@ describe('bad input is rejected before anything touches Redis', () => {
     ['maxBlockingConnections: 0', { maxBlockingConnections: 0 }, RangeError, /maxBlockingConnections/],
     ['redis: {}', { redis: {} }, TypeError, /redis/],
     ['url: ""', { url: '' }, TypeError, /url/],
+    ['keyPrefix: ""', { keyPrefix: '' }, TypeError, /`keyPrefix` to end with ':'/],
+    ['keyPrefix: ":"', { keyPrefix: ':' }, TypeError, /`keyPrefix` to end with ':' after at least one character/],
+    ['keyPrefix without the trailing ":"', { keyPrefix: 'APP1' }, TypeError, /`keyPrefix` to end with ':'.*got "APP1"/],
+    ['keyPrefix: 42', { keyPrefix: 42 }, TypeError, /`keyPrefix` to be a string/],
+    ['keyPrefix with a brace (a cluster hash tag)', { keyPrefix: '{APP1}:' }, TypeError, /`keyPrefix` to have no `\{` or `\}`/],
+    ['keyPrefix with a glob character', { keyPrefix: 'APP*:' }, TypeError, /`keyPrefix` to have no glob character/],
+    ['keyPrefix with a space', { keyPrefix: 'APP 1:' }, TypeError, /`keyPrefix` to have no whitespace/],
+    ['keyPrefix with a control character', { keyPrefix: 'APP\n:' }, TypeError, /`keyPrefix` to have no whitespace, control/],
+    ['keyPrefix beyond 256 characters', { keyPrefix: `${'A'.repeat(256)}:` }, RangeError, /`keyPrefix` to be at most 256/],
   ])('%s', (_, options, type, message) => {
     const create = () => new Semaphore('valid', options as never);
     expect(create).toThrow(type);
     expect(create).toThrow(message);
+  });
+
+  test('a well-formed keyPrefix is accepted, and the Mutex takes it too', () => {
+    for (const keyPrefix of ['APP1:', 'app1:SEMAPHORE:', 'team.a/b-c_d:', 'APP:EU:', 'приложение:']) {
+      expect(new Semaphore('valid', { keyPrefix }).name).toBe('valid');
+      expect(new Mutex('valid', { keyPrefix }).name).toBe('valid');
+    }
+    expect(() => new Mutex('valid', { keyPrefix: 'APP1' })).toThrow(TypeError);
   });
 
   test('options must be an object', () => {

@@ -12,7 +12,7 @@ import {
   semaphoreExists,
 } from '../../lib/admin/operations';
 import { escapeHtml } from '../../lib/dashboard/page';
-import { EXISTS_KEY_PATTERN, grantIdOfInboxKey, inboxKeyPattern, keyPattern, nameOfExistsKey, semaphoreKeys } from '../../lib/keys';
+import { DEFAULT_KEY_PREFIX, existsKeyPattern, grantIdOfInboxKey, inboxKeyPattern, keyPattern, nameOfExistsKey, semaphoreKeys } from '../../lib/keys';
 import type { RedisClientLike, SupportedRedisClient } from '../../lib/client/types';
 import { runScript, scripts } from '../../lib/scripts';
 import { snapshot, useFixture } from '../support/fixture';
@@ -26,6 +26,8 @@ type Json = any;
 
 const fx = useFixture();
 const client = () => fx.redis as unknown as RedisClientLike;
+/** The operators' view of the default prefix's semaphores on the fixture's Redis. */
+const scope = () => ({ redis: client(), keyPrefix: DEFAULT_KEY_PREFIX });
 
 function setup() {
   const name = uniqueName('admin');
@@ -52,12 +54,12 @@ describe('forceRelease-9.lua', () => {
     const { name, run } = setup();
     const sem = fx.semaphore({ resources: 1 }, name);
     await sem.lock(0);
-    const [{ grantId: first }] = (await readStatus(client(), name)).holders as unknown as [{ grantId: string }];
+    const [{ grantId: first }] = (await readStatus(scope(), name)).holders as unknown as [{ grantId: string }];
     await sem.unlock();
     await sem.lock(0);
     expect(await run('forceRelease', ['0', first])).toBe(-2);
     await expect(sem.isLocked('0')).resolves.toBe(true);
-    const [{ grantId: second }] = (await readStatus(client(), name)).holders as unknown as [{ grantId: string }];
+    const [{ grantId: second }] = (await readStatus(scope(), name)).holders as unknown as [{ grantId: string }];
     expect(await run('forceRelease', ['0', second])).toBe(1);
   });
 
@@ -118,7 +120,7 @@ describe('status-9.lua', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     await sem.refresh();
     await fx.semaphore({ resources: 2, owner: '' }, name).lock(0);
-    const holders = (await readStatus(client(), name)).holders as unknown as Array<Record<string, unknown>>;
+    const holders = (await readStatus(scope(), name)).holders as unknown as Array<Record<string, unknown>>;
     expect(holders.map((h) => [h.token, h.owner, h.leaseMs])).toEqual([
       ['0', ' two  spaces ', 30000],
       ['1', '', 30000],
@@ -136,7 +138,7 @@ describe('status-9.lua', () => {
     const [seconds] = (await fx.redis.sendCommand(['TIME'])) as [string, string];
     await fx.redis.hSet(keys.grabbed, '0', `${Number(seconds) - 5}.000000 old-grant 7 30000`);
     await fx.redis.hSet(keys.owners, '0', `old-grant 7 ${Number(seconds) - 60}.000000 old label`); // no longer read
-    const [holder] = (await readStatus(client(), name)).holders as unknown as Array<Record<string, unknown>>;
+    const [holder] = (await readStatus(scope(), name)).holders as unknown as Array<Record<string, unknown>>;
     expect(holder).toMatchObject({ token: '0', grantId: 'old-grant', fence: 7, leaseMs: 30000, owner: '' });
     expect(holder?.since).toEqual(holder?.refreshedAt);
     expect(holder?.heldMs).toBeGreaterThanOrEqual(4000);
@@ -173,6 +175,7 @@ describe('createDashboard', () => {
     expect(() => createDashboard({ redis: client(), token: '' })).toThrow(TypeError);
     expect(() => createDashboard({ redis: client(), basePath: 'ops' })).toThrow(TypeError);
     expect(() => createDashboard({ redis: undefined as unknown as RedisClientLike })).toThrow(TypeError);
+    expect(() => createDashboard({ redis: client(), keyPrefix: 'APP1' })).toThrow(TypeError);
   });
 
   test('serves the page and the JSON API under its base path, and 404 elsewhere', async () => {
@@ -193,7 +196,7 @@ describe('createDashboard', () => {
     const one = (await (await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}`)).json()) as Json;
     expect(one.semaphore.holders[0]).toMatchObject({ token: '0', owner: 'api-holder' });
     // The CLI's status JSON (lib/admin/json.ts), with the dashboard's hand-offs.
-    const shape = statusJson(await readStatus(client(), name));
+    const shape = statusJson(await readStatus(scope(), name));
     expect(Object.keys(one.semaphore)).toEqual([...Object.keys(shape), 'handOffs']);
     expect(Object.keys(one.semaphore.holders[0])).toEqual(Object.keys(shape.holders[0] ?? {}));
     expect((await fetch(`${base.replace('/ops/semaphores', '')}/api/semaphores`)).status).toBe(404);
@@ -217,7 +220,7 @@ describe('createDashboard', () => {
     expect(unjson.status).toBe(415);
     expect((await post(path, { token: 0 })).status).toBe(400);
     await expect(holder.isLocked('0')).resolves.toBe(true);
-    const [{ grantId }] = (await readStatus(client(), name)).holders as unknown as [{ grantId: string }];
+    const [{ grantId }] = (await readStatus(scope(), name)).holders as unknown as [{ grantId: string }];
     const released = await post(path, { token: '0', grantId });
     expect(released.status).toBe(200);
     expect(await released.json()).toEqual({ released: true, token: '0', available: expect.any(Number) });
@@ -294,7 +297,8 @@ describe('createDashboard', () => {
 
 describe('key names for operators (lib/keys.ts)', () => {
   test('a listed EXISTS key gives back a name that addresses the same keys; a cluster semaphore\'s is its tagged name', () => {
-    expect(EXISTS_KEY_PATTERN).toBe('SEMAPHORE:*:EXISTS');
+    expect(existsKeyPattern()).toBe('SEMAPHORE:*:EXISTS');
+    expect(existsKeyPattern('APP1:')).toBe('APP1:*:EXISTS');
     expect(nameOfExistsKey('SEMAPHORE:jobs:EXISTS')).toBe('jobs');
     expect(nameOfExistsKey('SEMAPHORE:a:b:EXISTS')).toBe('a:b');
     for (const key of ['SEMAPHORE::EXISTS', 'SEMAPHORE:jobs:AVAILABLE', 'OTHER:jobs:EXISTS']) expect(nameOfExistsKey(key)).toBeUndefined();
@@ -309,6 +313,12 @@ describe('key names for operators (lib/keys.ts)', () => {
       }
     }
     expect(nameOfExistsKey(semaphoreKeys('jobs', { cluster: true }).exists)).toBe('{jobs}');
+    // Under another prefix: its keys, and only its keys, give back names.
+    expect(semaphoreKeys('jobs', { keyPrefix: 'APP1:' }).scriptKeys[0]).toBe('APP1:jobs:AVAILABLE');
+    expect(semaphoreKeys('jobs', { keyPrefix: 'APP1:', cluster: true }).inbox('g')).toBe('APP1:{jobs}:INBOX:g');
+    expect(nameOfExistsKey('APP1:jobs:EXISTS', 'APP1:')).toBe('jobs');
+    expect(nameOfExistsKey('SEMAPHORE:jobs:EXISTS', 'APP1:')).toBeUndefined();
+    expect(nameOfExistsKey('APP1:jobs:EXISTS')).toBeUndefined();
   });
 
   test('SCAN patterns escape the name; inbox keys give back their grant id', () => {
@@ -325,7 +335,7 @@ describe('operators on a Redis Cluster client', () => {
   jest.setTimeout(60_000);
   let cluster: RedisCluster;
   let redis: ReturnType<typeof createCluster>;
-  const admin = () => redis as unknown as SupportedRedisClient;
+  const admin = (keyPrefix = DEFAULT_KEY_PREFIX) => ({ redis: redis as unknown as SupportedRedisClient, keyPrefix });
 
   beforeAll(async () => {
     cluster = await startRedisCluster({ masters: 3 });
@@ -356,6 +366,26 @@ describe('operators on a Redis Cluster client', () => {
       await expect(releaseStale(admin(), name, 1000)).resolves.toBe(0);
       await deleteSemaphore(admin(), name);
       await expect(semaphoreExists(admin(), name)).resolves.toBe(false);
+      expect(await redis.sendCommand(tagged.exists, true, ['EXISTS', tagged.exists])).toBe(0);
+    } finally {
+      await sem.close();
+    }
+  });
+
+  test('with a key prefix, the same operations address that prefix\'s hash-tagged keys', async () => {
+    const name = uniqueName('admin-cluster');
+    const sem = new Semaphore(name, { redis: redis as never, resources: 2, keyPrefix: 'APP1:' });
+    try {
+      const token = (await sem.lock(0)) as string;
+      const tagged = semaphoreKeys(name, { cluster: true, keyPrefix: 'APP1:' });
+      expect(tagged.exists).toBe(`APP1:{${name}}:EXISTS`);
+      expect(await redis.sendCommand(tagged.exists, true, ['EXISTS', tagged.exists])).toBe(1);
+      await expect(semaphoreExists(admin(), name)).resolves.toBe(false); // not under SEMAPHORE:
+      await expect(readStatus(admin('APP1:'), name)).resolves.toMatchObject({ name, exists: true, tokens: 2, available: 1 });
+      await expect(releaseToken(admin('APP1:'), name, token)).resolves.toEqual({ status: 'released', available: 2 });
+      await expect(resizeSemaphore(admin('APP1:'), name, 3)).resolves.toEqual({ status: 'resized', before: 2, held: 0, after: 3 });
+      await expect(sem.availableCount()).resolves.toBe(3);
+      await deleteSemaphore(admin('APP1:'), name);
       expect(await redis.sendCommand(tagged.exists, true, ['EXISTS', tagged.exists])).toBe(0);
     } finally {
       await sem.close();
