@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { semaphoreKeys } from '../../lib/keys';
 import { useFixture } from '../support/fixture';
-import { CLI, runCli } from '../support/cli';
+import { CLI, runCli, startDashboard } from '../support/cli';
 import { blockedClients, redisUrl, uniqueName, until } from '../support/redis';
 import { freePort } from '../support/redis-server';
 
@@ -199,6 +199,45 @@ test('watch stops on Ctrl-C (SIGINT) with exit 0', async () => {
   child.kill('SIGINT');
   await expect(exited).resolves.toBe(0);
   expect(Date.now() - sent).toBeLessThan(4000); // it does not sit out the 5 s interval
+});
+
+test('--prefix: every command and the dashboard address the semaphores under that key prefix, and only them', async () => {
+  const keyPrefix = `${uniqueName('CLI').replace(/[^A-Za-z0-9]/g, '')}:`;
+  const name = uniqueName('cli-prefixed');
+  const holder = fx.semaphore({ resources: 2, owner: 'prefixed@host', keyPrefix }, name);
+  const token = (await holder.lock(0)) as string;
+  const list = await runCli(['list', '--prefix', keyPrefix, '--json']);
+  expect(list.code).toBe(0);
+  expect(JSON.parse(list.stdout).semaphores).toEqual([{ name, tokens: 2, held: 1, available: 1, waiting: 0, longestHeldMs: expect.any(Number) }]);
+  expect(JSON.parse((await runCli(['list', '--json'])).stdout).semaphores.map((s: { name: string }) => s.name)).not.toContain(name);
+  expect(JSON.parse((await runCli(['status', name, '--prefix', keyPrefix, '--json'])).stdout).holders[0].owner).toBe('prefixed@host');
+  // Without the prefix it is not there, and the message names the key looked for.
+  const missing = await runCli(['status', name]);
+  expect(missing.code).toBe(3);
+  expect(missing.stderr).toContain(`no SEMAPHORE:${name}:EXISTS key`);
+  expect((await runCli(['status', uniqueName('nope'), '--prefix', keyPrefix])).stderr).toContain(`no ${keyPrefix}`);
+  expect((await runCli(['release', name, token, '--prefix', keyPrefix])).code).toBe(0);
+  await expect(holder.isLocked(token)).resolves.toBe(false);
+  expect((await runCli(['resize', name, '3', '--prefix', keyPrefix])).code).toBe(0);
+  await expect(holder.availableCount()).resolves.toBe(3);
+  expect((await runCli(['watch', name, '--prefix', keyPrefix, '--count', '1', '--json'])).code).toBe(0);
+  expect((await runCli(['release-stale', name, '--older-than', '1s', '--prefix', keyPrefix])).code).toBe(0);
+  // A bad prefix is a usage error, before anything is sent.
+  for (const bad of ['APP1', '{APP1}:', 'APP*:', '']) {
+    const result = await runCli(['list', '--prefix', bad]);
+    expect({ bad, code: result.code }).toEqual({ bad, code: 2 });
+    expect(result.stderr).toContain('--prefix');
+  }
+  const dashboard = await startDashboard(redisUrl(), ['--prefix', keyPrefix, '--read-only']);
+  try {
+    expect(dashboard.output()).toContain(`(keys ${keyPrefix}*)`);
+    const { semaphores } = (await (await fetch(`${dashboard.url}api/semaphores`)).json()) as { semaphores: Array<{ name: string }> };
+    expect(semaphores.map((s) => s.name)).toEqual([name]);
+  } finally {
+    await dashboard.stop();
+  }
+  expect((await runCli(['delete', name, '--prefix', keyPrefix])).code).toBe(0);
+  expect(await fx.redis.keys(`${keyPrefix}*`)).toEqual([]);
 });
 
 test('usage errors are exit 2 with a hint; --help is exit 0; an unreachable Redis is exit 1', async () => {
