@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from 'redis';
 import { Mutex, Semaphore, type SemaphoreOptions } from '../../lib';
+import { documentedAcl } from '../support/acl';
 import { snapshot, useFixture } from '../support/fixture';
 import { freePort, startRedisServer, type RedisServer } from '../support/redis-server';
 import { sleep, uniqueName, until, type Client } from '../support/redis';
@@ -65,14 +66,6 @@ async function exerciseTheWholeApi(options: SemaphoreOptions, inspect: Client): 
   }
 }
 
-/** The ACL the README documents, read from the README itself so that the two cannot drift apart. */
-function documentedAcl(): string[] {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const line = /^ACL SETUSER semaphore (.+)$/m.exec(readme)?.[1];
-  if (!line) throw new Error('README.md has no "ACL SETUSER semaphore …" line');
-  return line.trim().split(/\s+/);
-}
-
 describe('the minimal ACL', () => {
   test('the whole API runs as a user restricted to exactly the README ACL, with nothing denied', async () => {
     const server = await startRedisServer();
@@ -80,7 +73,7 @@ describe('the minimal ACL', () => {
     admin.on('error', () => undefined);
     await admin.connect();
     try {
-      const rules = documentedAcl().map((rule) => (rule.startsWith('>') ? '>s3cret' : rule));
+      const rules = documentedAcl({ password: 's3cret' });
       await admin.sendCommand(['ACL', 'SETUSER', 'semaphore', 'reset', ...rules]);
       const url = server.url.replace('redis://', 'redis://semaphore:s3cret@');
       // With the semaphore's own client, and with a client the caller made.

@@ -48,9 +48,14 @@ export interface Tally {
  * Inboxes are found by SCAN (`inboxKeyPattern`), so a semaphore named `<name>:INBOX…` on the same
  * server would be taken for inboxes (the library itself never scans; only this census does). With
  * `scanInboxes: false`, only the inboxes of registrations in WAITING are read (no stranded ones).
+ * `keyPrefix`: the semaphore's `keyPrefix` option (the gem's `SEMAPHORE:` by default).
  */
-export async function takeCensus(redis: Client, name: string, { scanInboxes = true } = {}): Promise<Census> {
-  const semaphore = semaphoreKeys(name);
+export async function takeCensus(
+  redis: Client,
+  name: string,
+  { scanInboxes = true, keyPrefix }: { scanInboxes?: boolean; keyPrefix?: string } = {},
+): Promise<Census> {
+  const semaphore = semaphoreKeys(name, { keyPrefix });
   const inboxKeys = new Set<string>();
   // node-redis v4 yields keys one by one, v5+ in batches.
   const scanned = scanInboxes ? redis.scanIterator({ MATCH: inboxKeyPattern(semaphore), COUNT: 1000 }) : [];
