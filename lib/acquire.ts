@@ -10,7 +10,7 @@ import { endRegistrations, type Registration } from './registration';
 import { callAndWait, checkReplicated } from './replication';
 import { tryLock, type TryLockReply } from './scripts';
 import type { WaitParts } from './slice';
-import { debug } from './telemetry';
+import { debug, debugEnabled } from './telemetry';
 import type { BlockingWait } from './wait';
 
 /** What acquiring works with. */
@@ -34,12 +34,13 @@ export async function acquire(parts: AcquireParts, timeout: number | null, attem
 async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
   const { ctx, holdings, contention, reclaim } = parts;
   attempt.signal?.throwIfAborted();
-  await ctx.ready();
+  if (ctx.readyNow() === undefined) await ctx.ready();
   const deadline = timeout === null ? Infinity : performance.now() + timeout;
   let registration: Registration | null = null;
   if (contention.skipsTryLock(timeout)) registration = contention.takeAdvanceRegistration();
   else {
-    await checkpoint('lock:before-try');
+    const hooked = checkpoint('lock:before-try');
+    if (hooked) await hooked;
     const id = newId();
     const sent = performance.now();
     let reply: TryLockReply;
@@ -61,18 +62,19 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
       return holdings.granted(adopted, attempt);
     }
     const { token, fence, expired } = reply;
-    debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
+    if (debugEnabled) debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
     reclaim.reapInBackground(expired);
     contention.contended = token === null;
     if (token !== null) {
       const grant = { token, id, fence, anchor: sent };
-      await checkReplicated(ctx, 'lock', acknowledged, () => holdings.giveBack(grant));
+      if (acknowledged !== null) await checkReplicated(ctx, 'lock', acknowledged, () => holdings.giveBack(grant));
       return holdings.granted(grant, attempt);
     }
     if (timeout === 0) return null;
     registration = { id, until: sent + ctx.registrationLifetimeMs() };
   }
-  await checkpoint('lock:before-wait');
+  const beforeWait = checkpoint('lock:before-wait');
+  if (beforeWait) await beforeWait;
   try {
     const holding = await parts.wait.wait(deadline, attempt, registration);
     // A wait that timed out (or failed, below) proves nothing about contention: try first next time.

@@ -59,12 +59,8 @@ export class BlockingPool {
    */
   async acquire(deadline: number, signal?: AbortSignal): Promise<Connection | null> {
     if (this.#stopped || signal?.aborted) return null;
-    while (this.#queue.length === 0 && this.#idle.length > 0) {
-      const idle = this.#idle.pop();
-      // An idle connection can die unnoticed (a server restart, its `timeout` setting).
-      if (idle?.isReady) return idle;
-      if (idle) this.#discard(idle);
-    }
+    const idle = this.takeIdle();
+    if (idle) return idle;
     const handed = new Promise<Handoff>((resolve) => {
       const entry = (handoff: Handoff): void => {
         if (timer) clearTimeout(timer);
@@ -86,6 +82,21 @@ export class BlockingPool {
     const handoff = await handed;
     if (handoff instanceof Error) throw handoff;
     return handoff;
+  }
+
+  /**
+   * An idle connection at once when nobody queues for one (`acquire` without its microtask), or
+   * undefined: then `acquire` queues.
+   */
+  takeIdle(): Connection | undefined {
+    if (this.#stopped) return undefined;
+    while (this.#queue.length === 0 && this.#idle.length > 0) {
+      const idle = this.#idle.pop();
+      // An idle connection can die unnoticed (a server restart, its `timeout` setting).
+      if (idle?.isReady) return idle;
+      if (idle) this.#discard(idle);
+    }
+    return undefined;
   }
 
   /** Gives a connection back; a `broken` one (its last command failed) is closed instead of reused. */

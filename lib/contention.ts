@@ -48,7 +48,7 @@ export class Contention {
   /** The newest advance registration, or null (then the wait registers in its pipeline). */
   takeAdvanceRegistration(): Registration | null {
     const kept = this.#advance.pop();
-    return kept === undefined ? null : { ...kept.registration, advance: true };
+    return kept === undefined ? null : { id: kept.registration.id, until: kept.registration.until, advance: true };
   }
 
   /** Forgets every advance registration without ending it (delete(): their registrations went with WAITING). */

@@ -22,9 +22,16 @@ export function toSeconds(ms: number): string {
   return (ms / 1000).toFixed(3);
 }
 
+/** The last conversion: a busy semaphore converts its usual slice length again and again. */
+let lastBlockingMs = 0;
+let lastBlockingTimeout = '';
+
 /** A BLMOVE timeout: whole milliseconds, at least 1, since Redis reads `0` as "block forever". */
 export function toBlockingTimeout(ms: number): string {
-  return (Math.max(1, Math.ceil(ms)) / 1000).toFixed(3);
+  const whole = Math.max(1, Math.ceil(ms));
+  if (whole === lastBlockingMs) return lastBlockingTimeout;
+  lastBlockingMs = whole;
+  return (lastBlockingTimeout = (whole / 1000).toFixed(3));
 }
 
 /** setTimeout fires at once for delays past 2^31 - 1 ms; longer waits must not arm a timer. */

@@ -73,34 +73,39 @@ export function evalArguments(script: Script, keys: readonly string[], args: rea
   return ['EVAL', script.source, String(keys.length), ...keys, ...args];
 }
 
+/** `command` sent on `client`, as a promise also when the client throws at once (node-redis v5+ when closed). */
+function send(client: Connection, command: string[]): Promise<unknown> {
+  try {
+    return client.sendCommand(command);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
 /** Runs a script by SHA1, falling back to EVAL (which also caches it) when Redis answers NOSCRIPT. */
-export async function runScript(
+export function runScript(
   client: Connection,
   script: Script,
   keys: readonly string[],
   args: readonly string[],
 ): Promise<unknown> {
-  try {
-    return await client.sendCommand(['EVALSHA', script.sha1, String(keys.length), ...keys, ...args]);
-  } catch (error) {
-    if (replyErrorCode(error) === 'NOSCRIPT') {
-      return client.sendCommand(evalArguments(script, keys, args));
-    }
+  return send(client, ['EVALSHA', script.sha1, String(keys.length), ...keys, ...args]).catch((error: unknown) => {
+    if (replyErrorCode(error) === 'NOSCRIPT') return send(client, evalArguments(script, keys, args));
     throw error;
-  }
+  });
 }
 
 /** Runs `call` (EVALSHA, EVAL on NOSCRIPT) and resolves its named reply. */
-export async function callScript<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
-  return call.decode(await runScript(client, call.script, call.keys, call.args));
+export function callScript<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
+  return runScript(client, call.script, call.keys, call.args).then((reply) => call.decode(reply));
 }
 
 /**
  * Runs `call` by SHA1 only, with no EVAL fallback (a blocking connection's claim: a fallback would
  * cost a round trip on the hand-off), and resolves its named reply.
  */
-export async function callBySha<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
-  return call.decode(await client.sendCommand(evalshaCommand(call)));
+export function callBySha<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
+  return send(client, evalshaCommand(call)).then((reply) => call.decode(reply));
 }
 
 /** `call` as an `EVALSHA` command, for a pipeline that must not spend a round trip on a fallback. */

@@ -11,7 +11,7 @@ import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForN
 import { newId } from './ids';
 import { endRegistrations, type Registration } from './registration';
 import { callBySha, callScript, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts } from './scripts';
-import { debug } from './telemetry';
+import { debug, debugEnabled } from './telemetry';
 import type { Interrupts } from './unblock';
 
 /** What a blocking wait works with. */
@@ -45,7 +45,7 @@ export async function blockOnce(
 ): Promise<SliceOutcome> {
   const { ctx, holdings, contention, reclaim, interrupts } = parts;
   const { id } = registration;
-  debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
+  if (debugEnabled) debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
   const lifetime = ctx.registrationLifetimeMs();
   const grace = ctx.graceMs();
   const sent = performance.now();
@@ -68,12 +68,13 @@ export async function blockOnce(
   const settled = Promise.allSettled([prepared, moved, claimed, waiting]);
   // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
   // settles what the pipeline may have done.
-  const guard = setTimeout(() => void disconnectQuietly(connection), sliceMs + grace / 2);
+  const guard = setTimeout(() => void disconnectQuietly(connection), Math.ceil(sliceMs + grace / 2));
   // An abort or close() ends the slice early (Interrupts), keeping the connection.
   const disarm = interrupts.arm(connection, settled, signal);
   const [prepare, move, claim] = await settled;
   clearTimeout(guard);
-  await disarm();
+  const unblocking = disarm();
+  if (unblocking) await unblocking;
 
   const results = [prepare, move, claim];
   // A connection failure, or a cluster or failover refusing for now (TRYAGAIN mid-migration,

@@ -25,19 +25,20 @@ export class Interrupts {
 
   /**
    * Lets an abort or close() end the slice blocked on `connection` early (it settles when `settled`
-   * does). Returns what disarms it once the slice settled: it waits for any UNBLOCK still on its way.
+   * does). Returns what disarms it once the slice settled: it returns the UNBLOCK still on its way,
+   * if any, to be awaited (none, the usual case, costs no microtask).
    */
-  arm(connection: Connection, settled: Promise<unknown>, signal: AbortSignal | undefined): () => Promise<void> {
+  arm(connection: Connection, settled: Promise<unknown>, signal: AbortSignal | undefined): () => Promise<void> | undefined {
     let interrupting: Promise<void> | undefined;
     const interrupt = () => void (interrupting ??= this.#interrupt(connection, settled));
     signal?.addEventListener('abort', interrupt, { once: true });
     this.#interrupts.add(interrupt);
     if (this.#ctx.closing || signal?.aborted) interrupt();
-    return async () => {
+    return () => {
       signal?.removeEventListener('abort', interrupt);
       this.#interrupts.delete(interrupt);
       // An UNBLOCK still on its way must not end the next wait this connection serves.
-      await interrupting;
+      return interrupting;
     };
   }
 

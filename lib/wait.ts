@@ -53,7 +53,7 @@ export class BlockingWait {
       }
       let connection: Connection | null;
       try {
-        connection = await ctx.pool.acquire(deadline, signal);
+        connection = ctx.pool.takeIdle() ?? (await ctx.pool.acquire(deadline, signal));
       } catch (error) {
         failures++;
         lastError = error;

@@ -28,7 +28,8 @@ describe('lock and unlock', () => {
     expect(token).toBe('0');
     const stamp = await redis.hGet(`SEMAPHORE:${name}:GRABBED`, '0');
     // The gem's float stamp first (Ruby's to_f reads it), then the grant id, fence and lease.
-    expect(stamp).toMatch(/^\d{10}\.\d{6} [\w-]{21} \d+ 30000$/);
+    // The grant record: the gem's stamp first, then grant id, fence, lease, acquired stamp (the same at the grant) and owner label.
+    expect(stamp).toMatch(/^(\d{10}\.\d{6}) [\w-]{12}\.[0-9a-z]+ \d+ 30000 \1 .*$/);
     expect(Math.abs(parseFloat(stamp!) - Date.now() / 1000)).toBeLessThan(5);
   });
 
