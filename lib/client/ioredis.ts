@@ -40,7 +40,7 @@ export function checkIoRedisOptions(client: IoRedisLike | IoRedisClusterLike, cl
     throw new TypeError(
       `Expected \`redis\` to be an ioredis client without \`keyPrefix\`, got keyPrefix ${describe(prefix)}: ` +
         `the semaphore names every key itself, and its scripts build key names a prefix would not reach ` +
-        `(put the prefix in the semaphore name instead)`,
+        `(give the semaphore its own \`keyPrefix\` option instead)`,
     );
   }
   if (cluster) {
