@@ -1,4 +1,4 @@
-// This instance's acquisitions: adopting a grant, releasing, consuming and refreshing one, giving one back, and telling a holder it lost its token.
+// This instance's acquisitions: adopting a grant, releasing, consuming and refreshing one, handing one over, giving one back, and telling a holder it lost its token.
 import type { Connection } from './client/connection';
 import { checkpoint } from './checkpoint';
 import type { SemaphoreContext } from './context';
@@ -179,6 +179,36 @@ export class Holdings {
     if (renewed) holding.confirm(sentAt);
     else holding.lose('reclaimed'); // a no-op when a release crossed it
     return renewed;
+  }
+
+  /**
+   * Hands `holding` over (`Lease.handOver`): it stays held in Redis, but this instance forgets it: no
+   * refreshes, no lease end or "lost" report, and `unlock(token)` no longer finds it. `false` if its
+   * release has begun, or it is no longer this instance's (released).
+   */
+  handOver(holding: Holding): boolean {
+    if (holding.releasing || !this.#holdings.includes(holding)) return false;
+    holding.stopRefreshing();
+    holding.end();
+    this.#forget(holding);
+    return true;
+  }
+
+  /** This instance's holding of grant `grantId` of `token`, unless its release is on its way (then it is its releaser's). */
+  holdingOf(grantId: string, token: string): Holding | undefined {
+    return this.#holdings.find((holding) => holding.id === grantId && holding.token === token && !holding.releasing);
+  }
+
+  /**
+   * Releases a grant this instance does not hold (a handed-over one) by its grant id, retried as
+   * `release` is. Resolves whether it ended the grant (false: it had already ended).
+   */
+  async releaseHandedOver(grant: { token: string; id: string }): Promise<boolean> {
+    const [available, acknowledged] = await this.releaseGrant(grant, true, REPLICATED);
+    debug('%s release %s (grant %s): %s', this.#ctx.name, grant.token, grant.id, available === false ? 'not held' : 'done');
+    if (available === false) return false;
+    if (acknowledged !== null) await checkReplicated(this.#ctx, 'release', acknowledged);
+    return true;
   }
 
   /** Gives a grant back (the token goes to the next waiter) when nobody will hold it; failures are ignored. */

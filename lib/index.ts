@@ -17,7 +17,7 @@
  */
 export { Semaphore, type LockCallback, type Watchdog, type WatchdogOptions } from './semaphore';
 export type { HolderInfo } from './holder-info';
-export type { AcquireOptions, Lease, LockOptions } from './lease';
+export type { AcquireOptions, GrantHandle, Lease, LockOptions } from './lease';
 export {
   CHANNELS,
   type AcquiredEvent,

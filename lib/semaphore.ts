@@ -14,7 +14,7 @@ import type { HolderInfo } from './holder-info';
 import type { Holding } from './holding';
 import { Holdings, type Attempt } from './holdings';
 import * as inspect from './inspect';
-import { createLease, type AcquireOptions, type Lease, type LockOptions } from './lease';
+import { assertGrantHandle, createLease, type AcquireOptions, type GrantHandle, type Lease, type LeaseHost, type LockOptions } from './lease';
 import { assertName, resolveOptions, type SemaphoreOptions } from './options';
 import { Reclaim, type Watchdog, type WatchdogOptions } from './reclaim';
 import { disconnectQuietly } from './client/connection';
@@ -60,6 +60,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   readonly #contention: Contention;
   readonly #reclaim: Reclaim;
   readonly #parts: AcquireParts;
+  readonly #leaseHost: LeaseHost;
 
   constructor(name: string, options: SemaphoreOptions = {}) {
     // An async listener that rejects is reported (below), not left as an unhandled rejection.
@@ -81,6 +82,14 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     this.#reclaim = new Reclaim(ctx);
     const parts = { ctx, holdings: this.#holdings, contention: this.#contention, reclaim: this.#reclaim, interrupts: new Interrupts(ctx) };
     this.#parts = { ...parts, wait: new BlockingWait(parts, () => void this.close()) };
+    const holdings = this.#holdings;
+    this.#leaseHost = {
+      name,
+      leaseMs: resolved.staleClientTimeout,
+      release: async (held) => (await holdings.release(held, true)) !== false,
+      refresh: (held) => holdings.refresh(held),
+      handOver: (held) => holdings.handOver(held),
+    };
   }
 
   /** Blocks until a token is free and resolves it. */
@@ -134,11 +143,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       return this.#ctx.track(
         acquire(this.#parts, timeout, attempt).then((holding) => {
           if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
-          return createLease(
-            holding,
-            async (held) => (await this.#holdings.release(held, true)) !== false,
-            (held) => this.#holdings.refresh(held),
-          );
+          return createLease(holding, this.#leaseHost);
         }),
       );
     } catch (error) {
@@ -195,14 +200,49 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   /**
+   * Releases the grant `handle` names (from `lease.handOver()`, in this process or another), and only
+   * that grant: the token goes back. Resolves `true` if this call ended the grant, `false` if it had
+   * already ended (released, reclaimed, signalled back, deleted; the token may be another grant's
+   * now, which stays). Retried like `unlock`'s release when the connection fails; safe to repeat.
+   */
+  release(handle: GrantHandle): Promise<boolean> {
+    try {
+      assertGrantHandle(handle, this.name, 'release');
+      // A grant this instance holds itself goes through its holding, so the holding ends too.
+      const holding = this.#holdings.holdingOf(handle.grantId, handle.token);
+      if (holding) return this.#leaseHost.release(holding);
+      return this.#ctx.track(this.#holdings.releaseHandedOver({ token: handle.token, id: handle.grantId }));
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  }
+
+  /**
    * Renews a held token's timestamp so a long holder is not reclaimed as stale. Resolves `false` if
    * this acquisition had already lost it.
    */
-  async refresh(token?: string): Promise<boolean> {
-    const holding = await this.#findHolding(token, 'refresh');
+  refresh(token?: string): Promise<boolean>;
+  /**
+   * Renews the lease of the grant `handle` names (from `lease.handOver()`, in this process or
+   * another) so it is not reclaimed as stale. Resolves `false` if that grant had already ended.
+   */
+  refresh(handle: GrantHandle): Promise<boolean>;
+  async refresh(target?: string | GrantHandle): Promise<boolean> {
+    if (typeof target === 'object' && target !== null) return this.#refreshHandedOver(target);
+    if (target !== undefined && typeof target !== 'string') {
+      throw new TypeError(`Expected the token given to refresh to be a string or a handle from lease.handOver(), got ${describe(target)}`);
+    }
+    const holding = await this.#findHolding(target, 'refresh');
     if (!holding) return false;
     await checkpoint('refresh:before');
     return this.#holdings.refresh(holding);
+  }
+
+  async #refreshHandedOver(handle: GrantHandle): Promise<boolean> {
+    assertGrantHandle(handle, this.name, 'refresh');
+    const holding = this.#holdings.holdingOf(handle.grantId, handle.token);
+    await checkpoint('refresh:before');
+    return holding ? this.#holdings.refresh(holding) : this.#holdings.refreshGrant({ token: handle.token, id: handle.grantId });
   }
 
   /** Counters since this instance was made, and how long recent acquisitions waited. */
