@@ -9,7 +9,7 @@ import { describe } from './describe';
 export interface SemaphoreKeys {
   /** List of free tokens (and signalled jobs). */
   readonly available: string;
-  /** Hash token → acquisition time in decimal seconds (`"1763800000.123456"`). */
+  /** Hash token → its holder's record (see includes/grant.lua; a Ruby holder's: the gem's stamp in decimal seconds). */
   readonly grabbed: string;
   /** `"1"` once the semaphore has been created. */
   readonly exists: string;
@@ -27,11 +27,18 @@ export interface SemaphoreKeys {
   readonly creating: string;
   /** The gem's guard key for `release_stale_locks!`; only ever deleted here. */
   readonly gemReleaseGuard: string;
-  /** The nine keys every script receives first, in the order `lib/scripts/includes/keys.lua` names them. */
+  /** The nine keys scripts receive first, in the order `lib/scripts/includes/keys.lua` names them. */
   readonly scriptKeys: readonly string[];
-  /** The list a blocked waiter's BLMOVE moves its token into. */
-  inbox(grantId: string): string;
-  /** The inbox of a WAITING entry: `<grant id>`, or `~<grant id>` once abandoned (see recover-10.lua). */
+  /**
+   * The first eight of them, without OWNERS: all a script touches when the semaphore has no
+   * `expiration` (only touch_expiry touches OWNERS). Fewer keys cost less to send and to run.
+   */
+  readonly liveKeys: readonly string[];
+  /** The first three (AVAILABLE, GRABBED, LEASES): all a release touches without `expiration`. */
+  readonly holderKeys: readonly string[];
+  /** The list a blocked waiter's BLMOVE moves its token into: its registration's inbox. */
+  inbox(registrationId: string): string;
+  /** The inbox of a WAITING entry: `<registration id>`, or `~<registration id>` once abandoned (see recover-10.lua). */
   inboxOfRegistration(registration: string): string;
 }
 
@@ -78,8 +85,10 @@ export function semaphoreKeys(
     leases,
     creating,
     gemReleaseGuard: `${prefix}release_locks`,
-    scriptKeys: [available, grabbed, exists, version, owners, waiting, fence, leases, creating],
-    inbox: (grantId) => `${inbox}${grantId}`,
+    scriptKeys: [available, grabbed, leases, exists, version, waiting, fence, creating, owners],
+    liveKeys: [available, grabbed, leases, exists, version, waiting, fence, creating],
+    holderKeys: [available, grabbed, leases],
+    inbox: (registrationId) => `${inbox}${registrationId}`,
     inboxOfRegistration: (registration) => `${inbox}${registration.replace(/^~/, '')}`,
   };
 }

@@ -13,7 +13,10 @@ export interface Script {
   readonly name: string;
   readonly source: string;
   readonly sha1: string;
-  /** How many KEYS it takes, from its file name (`tryLock-9.lua`: 9); null when it varies (`reapWaiters.lua`). */
+  /**
+   * The most KEYS it takes, from its file name (`tryLock-9.lua`: 9; a call passes fewer when the
+   * script touches fewer, see `liveKeys`); null when it varies (`reapWaiters.lua`).
+   */
   readonly keyCount: number | null;
 }
 
@@ -129,8 +132,8 @@ function define<R>(
   args: readonly string[],
   decode: (reply: unknown) => R,
 ): ScriptCall<R> {
-  if (script.keyCount !== null && keys.length !== script.keyCount) {
-    throw new Error(`${script.name} takes ${script.keyCount} keys, got ${keys.length}`);
+  if (script.keyCount !== null && keys.length > script.keyCount) {
+    throw new Error(`${script.name} takes at most ${script.keyCount} keys, got ${keys.length}`);
   }
   return { script, keys, args, decode };
 }
@@ -210,6 +213,11 @@ const lease = (t: ScriptTarget) => {
   return stale === null ? '0' : String(Math.ceil(stale));
 };
 const expiration = (t: ScriptTarget) => toExpireArgument(t.options.expiration);
+/**
+ * The standard keys a call passes: without `expiration`, the eight a script touches (OWNERS, last, is
+ * only touched by touch_expiry); with it, all nine. Every key costs to send and to run.
+ */
+const live = (t: ScriptTarget) => (t.options.expiration === null ? t.keys.liveKeys : t.keys.scriptKeys);
 
 export interface TryLockReply {
   readonly token: string | null;
@@ -223,7 +231,7 @@ export function tryLock(t: ScriptTarget, grantId: string, registrationLifetimeMs
   const registration = registrationLifetimeMs === null ? '' : toSeconds(registrationLifetimeMs);
   return define(
     scripts.tryLock,
-    t.keys.scriptKeys,
+    live(t),
     [String(t.resources), grantId, now(t), lease(t), expiration(t), registration, t.options.owner],
     (raw) => {
       const s = scripts.tryLock;
@@ -237,7 +245,7 @@ export function tryLock(t: ScriptTarget, grantId: string, registrationLifetimeMs
 export function prepareWait(t: ScriptTarget, grantId: string, registrationLifetimeMs: number): ScriptCall<{ registered: boolean }> {
   return define(
     scripts.prepareWait,
-    t.keys.scriptKeys,
+    live(t),
     [grantId, expiration(t), toSeconds(registrationLifetimeMs), String(t.resources), lease(t), now(t)],
     (reply) => ({ registered: reply === PREPARE_WAIT_RESULT.REGISTERED }),
   );
@@ -270,7 +278,7 @@ export function claim(
 ): ScriptCall<ClaimReply> {
   return define(
     scripts.claim,
-    [...t.keys.scriptKeys, t.keys.inbox(registrationId)],
+    [...live(t), t.keys.inbox(registrationId)],
     [
       registrationId,
       now(t),
@@ -315,7 +323,7 @@ export function recover(
 ): ScriptCall<RecoverReply | null> {
   return define(
     scripts.recover,
-    [...t.keys.scriptKeys, t.keys.inbox(registrationId)],
+    [...live(t), t.keys.inbox(registrationId)],
     [grantId, now(t), expiration(t), toSeconds(abandonedMs), t.options.owner, lease(t), registrationId],
     (raw) => {
       const s = scripts.recover;
@@ -349,7 +357,9 @@ export interface ReleaseReply {
 
 /** release-9.lua: ends grant `grantId` of `token`, putting the token back (unlock) or not (consume). */
 export function release(t: ScriptTarget, token: string, grantId: string, putBack: boolean): ScriptCall<ReleaseReply> {
-  return define(scripts.release, t.keys.scriptKeys, [token, grantId, putBack ? '1' : '0', expiration(t)], (raw) => {
+  // Without `expiration`, a release touches AVAILABLE, GRABBED and LEASES alone.
+  const keys = t.options.expiration === null ? t.keys.holderKeys : t.keys.scriptKeys;
+  return define(scripts.release, keys, [token, grantId, putBack ? '1' : '0', expiration(t)], (raw) => {
     const s = scripts.release;
     const reply = checked(s, raw, grantId, 2, 3);
     return { ended: integerField(s, reply, 0) === GRANT_RESULT.DONE, available: integerField(s, reply, 1) };
@@ -358,7 +368,7 @@ export function release(t: ScriptTarget, token: string, grantId: string, putBack
 
 /** refresh-9.lua: restamps grant `grantId` of `token`; resolves whether it still held it. */
 export function refresh(t: ScriptTarget, token: string, grantId: string): ScriptCall<boolean> {
-  return define(scripts.refresh, t.keys.scriptKeys, [token, grantId, now(t)], (raw) => {
+  return define(scripts.refresh, t.keys.holderKeys, [token, grantId, now(t)], (raw) => {
     const s = scripts.refresh;
     return integerField(s, checked(s, raw, grantId, 1, 2), 0) === GRANT_RESULT.DONE;
   });

@@ -7,9 +7,9 @@
   AVAILABLE instead. With an empty inbox (the slice ended): creates the semaphore if it vanished and
   reclaims stale holders, then renews the registration for the next slice, or ends it on the last slice.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] LEASES  KEYS[9] CREATING
-    KEYS[10] INBOX:<registration id>
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
+    KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out)
     ARGV[1] registration id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
@@ -31,7 +31,7 @@
 --- @include expiry
 --- @include grant
 --- @include reclaim
-local inbox, registration, expiry, keep = KEYS[10], ARGV[1], ARGV[6], ARGV[9]
+local inbox, registration, expiry, keep = KEYS[#KEYS], ARGV[1], ARGV[6], ARGV[9]
 local grant = ARGV[8] or ''
 if grant == '' then
   grant = registration

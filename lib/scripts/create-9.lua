@@ -2,8 +2,8 @@
   existsOrCreate: creates the semaphore if it does not exist (see includes/ensure.lua), and sets a
   missing VERSION on one that does (as the gem does).
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
     ARGV[1] resources
     ARGV[2] expiration in milliseconds, or '' for none
   Output: 1 when it created the semaphore, 0 when it existed

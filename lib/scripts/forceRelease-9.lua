@@ -6,8 +6,8 @@
   held is refused: pushing it would add a token. No expiry is touched (the operator does not know
   the clients' `expiration`); the next client call sets it.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
     ARGV[1] token
     ARGV[2] the grant id the operator saw holding it, or '' for whoever holds it now
   Output: the new length of AVAILABLE; -1 when the token is not held; -2 when another grant than

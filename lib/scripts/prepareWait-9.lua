@@ -9,8 +9,8 @@
   stale holders (whose tokens go to waiters already blocked, who Redis serves first). Always sent as
   EVAL, so it cannot fail with NOSCRIPT and leave BLMOVE unregistered.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
     ARGV[1] grant id
     ARGV[2] expiration in milliseconds, or '' for none
     ARGV[3] the registration's expiry, in seconds from now (on Redis TIME)

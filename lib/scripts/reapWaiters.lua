@@ -5,8 +5,8 @@
   mark's inbox ('~<grant id>', see recover-10.lua) is drained whenever asked; the mark itself stays
   until it expires.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
     KEYS[10..] INBOX:<grant id> of each registration in ARGV[2..], in the same order
     ARGV[1] expiration in milliseconds, or '' for none
     ARGV[2..] registrations ('<grant id>' or '~<grant id>'); expiries are checked on Redis TIME

@@ -7,9 +7,9 @@
   this id arriving late registers nothing (prepareWait-9.lua), and reapWaiters.lua returns whatever
   reaches the inbox.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] LEASES  KEYS[9] CREATING
-    KEYS[10] INBOX:<registration id>
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
+    KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out)
     ARGV[1] grant id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
@@ -26,7 +26,7 @@
 --- @include expiry
 --- @include present
 --- @include grant
-local inbox, grant = KEYS[10], ARGV[1]
+local inbox, grant = KEYS[#KEYS], ARGV[1]
 local registration = ARGV[7] or ''
 if registration == '' then
   registration = grant

@@ -4,8 +4,8 @@
   never wipe it. If the token was held, its holder record goes, and that holder's unlock then
   changes nothing (no token is ever pushed twice by one grant).
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
     ARGV[1] token
     ARGV[2] resources
     ARGV[3] expiration in milliseconds, or '' for none

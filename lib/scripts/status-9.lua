@@ -2,8 +2,8 @@
   A snapshot of one semaphore, for holders(), waiting(), the CLI and the dashboard (lib/holder-info.ts):
   whether it exists, its free tokens, who holds what and who waits, all at one instant.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
     ARGV[1] most waiter grant ids to list (the count is always complete)
   Output: { exists (0 or 1), Redis TIME as "sec.usec", free tokens (LLEN AVAILABLE),
             registered waiters not yet expired (abandoned '~' marks excluded),

@@ -7,8 +7,8 @@
   serves them the moment a token is pushed), and a token this script reclaims is left for the
   longest-blocked waiter unless no waiter is registered.
   Input:
-    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] EXISTS  KEYS[4] VERSION  KEYS[5] OWNERS  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] LEASES  KEYS[9] CREATING
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
     ARGV[1] resources
     ARGV[2] grant id: the owner recorded for the token
     ARGV[3] local time in decimal seconds, or '' for Redis TIME
