@@ -22,6 +22,7 @@ const clientIndependent = [
   'spec/tools/demo.spec.ts',
   'spec/tools/cli.spec.ts',
   'spec/tools/dashboard.browser.spec.ts',
+  'spec/tools/hand-over-example.spec.ts',
 ];
 
 /**

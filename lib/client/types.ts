@@ -119,6 +119,7 @@ export interface IoRedisClusterLike {
   readonly options: IoRedisOptionsLike & {
     /** Must be `0`: a command whose connection closed would be sent again, and could run twice. */
     readonly retryDelayOnFailover?: number | undefined;
+    /** Every node connection's options (checked like a standalone client's: no `keyPrefix`, no resending). */
     readonly redisOptions?: IoRedisOptionsLike | undefined;
   };
   /** `wait`, `connecting`, `connect`, `ready`, `reconnecting`, `disconnecting`, `close` or `end`. */
