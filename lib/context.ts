@@ -7,7 +7,8 @@ import type { ResolvedOptions } from './options';
 import { adaptClient, topologyOf } from './client/adapt';
 import { createOwnClient } from './client/standalone';
 import { callScript, type ScriptCall } from './scripts';
-import { checkEvictionPolicy } from './server-checks';
+import { checkServer } from './server-checks';
+import { keySlot } from './slot';
 import { Telemetry, type Emit, type Hears } from './telemetry';
 
 export type { Emit, Hears } from './telemetry';
@@ -31,8 +32,8 @@ export class SemaphoreContext {
   /** Set once close() starts. */
   closing: Promise<void> | undefined;
   #connecting: Promise<void> | undefined;
-  /** The eviction-policy check runs at first use, not on every command. */
-  #evictionChecked = false;
+  /** The server checks (version, eviction policy) run at first use, not on every command. */
+  #serverChecked = false;
   /** Connected (when the semaphore made the client) and checked once: `ready()` need not wait. */
   #connected = false;
   /** What `ready()` resolves once nothing is left to wait for. */
@@ -87,11 +88,14 @@ export class SemaphoreContext {
       );
     }
     await this.#connecting;
-    if (!this.#evictionChecked) {
-      this.#evictionChecked = true;
-      checkEvictionPolicy(this.client, this.options.redis ?? this.client, this.name, this.options.expiration !== null);
-    }
-    this.#connected = true;
+    // Rejects with UnsupportedServerError below Redis 6.2, at this call and every later one.
+    this.#serverChecked ||= await checkServer(this.client, {
+      name: this.name,
+      identity: this.options.redis ?? this.client,
+      slot: this.options.redis !== undefined && topologyOf(this.options.redis) === 'cluster' ? keySlot(this.keys.available) : null,
+      withExpiration: this.options.expiration !== null,
+    });
+    this.#connected = this.#serverChecked; // not checked (INFO lost with its connection): the next call checks
     return this.client;
   }
 

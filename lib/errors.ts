@@ -94,3 +94,27 @@ export class ReplicationError extends SemaphoreError {
     this.acknowledged = acknowledged;
   }
 }
+
+/**
+ * The Redis server is older than this library needs (`minimum`, 6.2.0: waiters block with `BLMOVE`).
+ * Found at a semaphore's first use, from INFO's `redis_version`, before any key is written; every
+ * later call of that semaphore rejects with it too. Not raised when INFO is refused (an ACL without
+ * `+info`): then nothing is checked.
+ */
+export class UnsupportedServerError extends SemaphoreError {
+  /** Always `'UnsupportedServerError'`. */
+  override readonly name = 'UnsupportedServerError';
+  /** The server's version, as INFO reported it (`redis_version`). */
+  readonly version: string;
+  /** The oldest version this library runs on. */
+  readonly minimum: string;
+
+  constructor(semaphore: string, version: string, minimum: string) {
+    super(
+      semaphore,
+      `Semaphore "${semaphore}" needs Redis ${minimum} or later (for BLMOVE), but the server runs Redis ${version}`,
+    );
+    this.version = version;
+    this.minimum = minimum;
+  }
+}

@@ -47,5 +47,6 @@ export {
   SemaphoreClosedError,
   LockLostError,
   ReplicationError,
+  UnsupportedServerError,
 } from './errors';
 export { createDashboard, type DashboardHandler, type DashboardOptions } from './dashboard/handler';

@@ -1,74 +1,138 @@
 import type { Connection } from './client/connection';
-import { isConnectionError } from './client/errors';
+import { isConnectionError, isMisattributedReply } from './client/errors';
+import { UnsupportedServerError } from './errors';
 
 /**
- * Checks of the Redis server's configuration that the protocol cannot enforce itself, made once per
- * client and off the hot path: an eviction policy that can take a semaphore's keys (a warning at first
- * use), and a connection limit that keeps blocking waits from getting a connection (named in the error).
+ * Checks of the Redis server that the protocol cannot make itself, made once per client at first use
+ * and off the hot path, with one INFO: a server too old for `BLMOVE` (an error), an eviction policy
+ * that can take a semaphore's keys (a warning); and a connection limit that keeps blocking waits from
+ * getting a connection (named in the error).
  */
 
-/** What a client's server reported, read once per client (null when INFO could not be read). */
-interface MemoryPolicy {
+/** The oldest Redis this library runs on: waiters block with `BLMOVE`, new in 6.2.0. */
+export const MINIMUM_REDIS_VERSION = '6.2.0';
+
+/** What a client's server reported in INFO (fields it did not report are null). */
+interface ServerInfo {
+  /** `redis_version` (Valkey reports the Redis version it is compatible with there too). */
+  readonly version: string | null;
   readonly maxmemory: number;
-  readonly policy: string;
+  readonly policy: string | null;
 }
 
-// Keyed by the client the user gave (or the semaphore made), not by the per-semaphore adapter
-// around it, so semaphores sharing one client share one check.
-const policies = new WeakMap<object, Promise<MemoryPolicy | null>>();
+/**
+ * One INFO per client the user gave (or the semaphore made), not per semaphore, so semaphores
+ * sharing a client share one check; in a cluster, one per slot, since each node answers for its own.
+ * Resolves null when INFO is refused for good (an ACL without +info, a renamed command): nothing is
+ * checked. An entry whose INFO failed with its connection is dropped, so the next use asks again.
+ */
+const infos = new WeakMap<object, Map<string, Promise<ServerInfo | null>>>();
 const warned = new WeakMap<object, Set<string>>();
 
 /** The `process.emitWarning` code of the eviction warning. */
 export const EVICTION_WARNING_CODE = 'RTS_EVICTION_POLICY';
 
+/** Which semaphore a server check is for, and which server answers for it. */
+export interface CheckedSemaphore {
+  /** The semaphore's name, for the error and the warning. */
+  readonly name: string;
+  /** The client as the user knows it: the check is made once per it. */
+  readonly identity: object;
+  /** In a cluster, the semaphore's slot (each node is checked on its own); otherwise null. */
+  readonly slot: number | null;
+  /** Whether the semaphore sets TTLs (`expiration`), which `volatile-*` policies may evict. */
+  readonly withExpiration: boolean;
+}
+
+/**
+ * The checks at a semaphore's first use, through `client` (which routes INFO to the node serving the
+ * semaphore's slot). Rejects with `UnsupportedServerError` when the server is older than
+ * MINIMUM_REDIS_VERSION: scripts would run, and the first contended wait fail on `BLMOVE`. Warns
+ * about the eviction policy (see warnAboutEviction). Resolves true once checked, or when INFO is
+ * refused (then nothing is checked: `+info` is optional); false when INFO failed with its connection,
+ * so the caller checks again at its next call (which meets the same connection anyway).
+ */
+export async function checkServer(client: Connection, semaphore: CheckedSemaphore): Promise<boolean> {
+  const scope = semaphore.slot === null ? '' : String(semaphore.slot);
+  let byScope = infos.get(semaphore.identity);
+  if (!byScope) infos.set(semaphore.identity, (byScope = new Map()));
+  let read = byScope.get(scope);
+  if (!read) {
+    const reading = readServerInfo(client);
+    read = reading.catch((error: unknown) => {
+      if (byScope.get(scope) === read) byScope.delete(scope);
+      throw error;
+    });
+    byScope.set(scope, read);
+  }
+  let info: ServerInfo | null;
+  try {
+    info = await read;
+  } catch {
+    return false;
+  }
+  if (!info) return true;
+  if (info.version !== null && isOlder(info.version, MINIMUM_REDIS_VERSION)) {
+    throw new UnsupportedServerError(semaphore.name, info.version, MINIMUM_REDIS_VERSION);
+  }
+  warnAboutEviction(info, semaphore);
+  return true;
+}
+
+/** INFO's default sections (one reply holds both `server` and `memory`; `INFO server memory` needs 7.0). Rejects on a connection failure. */
+async function readServerInfo(client: Connection): Promise<ServerInfo | null> {
+  let info: string;
+  try {
+    info = String(await client.sendCommand(['INFO']));
+  } catch (error) {
+    if (isConnectionError(error) || isMisattributedReply(error)) throw error;
+    return null; // INFO denied (NOPERM) or unknown (renamed): no check, no noise
+  }
+  return {
+    version: /^redis_version:(\S+)/m.exec(info)?.[1] ?? null,
+    maxmemory: Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0),
+    policy: /^maxmemory_policy:(\S+)/m.exec(info)?.[1] ?? null,
+  };
+}
+
+/** Whether `version` (`major.minor.patch`, maybe with a suffix) is below `minimum`; false when it does not parse. */
+export function isOlder(version: string, minimum: string): boolean {
+  const parse = (text: string) => /^(\d+)\.(\d+)(?:\.(\d+))?/.exec(text)?.slice(1).map((part) => Number(part ?? 0));
+  const found = parse(version);
+  const needed = parse(minimum);
+  if (!found || !needed) return false;
+  for (let i = 0; i < 3; i++) {
+    const a = found[i] ?? 0;
+    const b = needed[i] ?? 0;
+    if (a !== b) return a < b;
+  }
+  return false;
+}
+
 /**
  * Warns (process.emitWarning, once per client and policy) when the server may evict this semaphore's
  * keys: any `allkeys-*` policy, or a `volatile-*` policy when the semaphore sets TTLs (`expiration`).
- * Evicting AVAILABLE loses free tokens; evicting GRABBED forgets holders. Never throws and
- * never delays the caller: INFO runs in the background, and where it is denied (an ACL) nothing is said.
- * `identity` is the client as the user knows it (once per it); `client` is what the INFO goes through.
+ * Evicting AVAILABLE loses free tokens; evicting GRABBED forgets holders. Never throws.
  */
-export function checkEvictionPolicy(
-  client: Connection,
-  identity: object,
-  semaphore: string,
-  withExpiration: boolean,
-): void {
-  let read = policies.get(identity);
-  if (!read) {
-    read = readMemoryPolicy(client);
-    policies.set(identity, read);
-  }
-  void read.then((found) => {
-    if (!found || found.maxmemory === 0) return;
-    const risky = found.policy.startsWith('allkeys-') || (withExpiration && found.policy.startsWith('volatile-'));
-    if (!risky) return;
-    const done = warned.get(identity) ?? new Set<string>();
-    warned.set(identity, done);
-    if (done.has(found.policy)) return;
-    done.add(found.policy);
-    const why = found.policy.startsWith('allkeys-')
-      ? 'it can evict any key'
-      : 'it can evict keys with a TTL, and `expiration` gives the semaphore keys one';
-    process.emitWarning(
-      `Redis runs with maxmemory-policy ${found.policy} (maxmemory ${found.maxmemory} bytes): ${why}. ` +
-        `An evicted AVAILABLE list loses free tokens and an evicted GRABBED hash forgets holders ` +
-        `(first seen on semaphore "${semaphore}"). Use maxmemory-policy noeviction, or a volatile-* policy ` +
-        `without \`expiration\`.`,
-      { type: 'RedisTokenSemaphoreWarning', code: EVICTION_WARNING_CODE },
-    );
-  });
-}
-
-async function readMemoryPolicy(client: Connection): Promise<MemoryPolicy | null> {
-  try {
-    const info = String(await client.sendCommand(['INFO', 'memory']));
-    const policy = /^maxmemory_policy:(\S+)/m.exec(info)?.[1];
-    const maxmemory = Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0);
-    return policy ? { maxmemory, policy } : null;
-  } catch {
-    return null; // INFO denied or the connection failed: no check, no noise
-  }
+function warnAboutEviction(found: ServerInfo, { name, identity, withExpiration }: CheckedSemaphore): void {
+  if (found.policy === null || found.maxmemory === 0) return;
+  const policy = found.policy;
+  const risky = policy.startsWith('allkeys-') || (withExpiration && policy.startsWith('volatile-'));
+  if (!risky) return;
+  const done = warned.get(identity) ?? new Set<string>();
+  warned.set(identity, done);
+  if (done.has(policy)) return;
+  done.add(policy);
+  const why = policy.startsWith('allkeys-')
+    ? 'it can evict any key'
+    : 'it can evict keys with a TTL, and `expiration` gives the semaphore keys one';
+  process.emitWarning(
+    `Redis runs with maxmemory-policy ${policy} (maxmemory ${found.maxmemory} bytes): ${why}. ` +
+      `An evicted AVAILABLE list loses free tokens and an evicted GRABBED hash forgets holders ` +
+      `(first seen on semaphore "${name}"). Use maxmemory-policy noeviction, or a volatile-* policy ` +
+      `without \`expiration\`.`,
+    { type: 'RedisTokenSemaphoreWarning', code: EVICTION_WARNING_CODE },
+  );
 }
 
 /**

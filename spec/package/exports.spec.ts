@@ -11,6 +11,7 @@ test('the public exports are exactly these', () => {
     'SemaphoreClosedError',
     'SemaphoreError',
     'SemaphoreRedisError',
+    'UnsupportedServerError',
     'createDashboard',
   ]);
 });
@@ -22,6 +23,7 @@ test('every error is a SemaphoreError with a literal name', () => {
     new api.SemaphoreClosedError('s'),
     new api.LockLostError('s', '0', 'expired'),
     new api.ReplicationError('s', 'lock', 1, 0),
+    new api.UnsupportedServerError('s', '6.0.16', '6.2.0'),
   ];
   expect(errors.map((error) => error.name)).toEqual([
     'LockTimeoutError',
@@ -29,6 +31,7 @@ test('every error is a SemaphoreError with a literal name', () => {
     'SemaphoreClosedError',
     'LockLostError',
     'ReplicationError',
+    'UnsupportedServerError',
   ]);
   for (const error of errors) {
     expect(error).toBeInstanceOf(api.SemaphoreError);
