@@ -16,11 +16,13 @@ if (!fs.existsSync(path.join(__dirname, '..', '..', 'dist', 'index.js'))) {
   process.exit(1);
 }
 const { createClient } = require('redis');
+const { Semaphore, UnsupportedServerError } = require('../..');
 
 const example = `examples/${path.basename(require.main?.filename ?? '<example>.js')}`;
 const HOW_TO_GET_REDIS = `The examples need Redis 6.2 or later. Either install redis-server, so they can start a
-throwaway one (sudo apt-get install redis-server, or brew install redis), or run one and set
-REDIS_URL: docker compose up -d && REDIS_URL=redis://127.0.0.1:6379 node ${example}`;
+throwaway one (sudo apt-get install redis-server on Debian 12 or Ubuntu 24.04 and later: Ubuntu
+22.04's is 6.0, too old; or brew install redis), or run one and set REDIS_URL:
+docker compose up -d && REDIS_URL=redis://127.0.0.1:6379 node ${example}`;
 
 /** `url` with its password, if any, replaced by `***`: for printing. */
 function redact(url) {
@@ -64,6 +66,7 @@ async function useRedis() {
     await client.connect().catch((error) => {
       throw new Error(`Cannot connect to Redis at ${redact(url)}: ${error.message}`);
     });
+    await assertSupported(client, url);
     const stop = async () => {
       if (client.isOpen) await withTimeout(client.quit(), 1000, 'quit').catch(() => client.disconnect().catch(() => undefined));
       if (server) await server.stop();
@@ -73,6 +76,25 @@ async function useRedis() {
     if (server) await server.stop();
     console.error(`${error.message}\n\n${HOW_TO_GET_REDIS}`);
     process.exit(1);
+  }
+}
+
+/**
+ * Rejects, before the example starts anything, when the server is older than the library supports:
+ * the library's own check (at a semaphore's first use: `UnsupportedServerError`), asked once here
+ * with a read-only call, so that an old Redis is named up front rather than in every process.
+ */
+async function assertSupported(client, url) {
+  const probe = new Semaphore(`examples:server-check:${uniqueSuffix()}`, { redis: client });
+  try {
+    await withTimeout(probe.exists(), 5000, 'the server check');
+  } catch (error) {
+    if (!(error instanceof UnsupportedServerError)) return; // anything else: the example meets it and says so itself
+    throw new Error(
+      `Redis at ${redact(url)} is too old: it runs Redis ${error.version}, and the library needs ${error.minimum} or later (for BLMOVE).`,
+    );
+  } finally {
+    await probe.close();
   }
 }
 

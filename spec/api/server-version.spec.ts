@@ -1,5 +1,6 @@
 import { Semaphore, SemaphoreError, SemaphoreRedisError, UnsupportedServerError } from '../../lib';
 import { isOlder, MINIMUM_REDIS_VERSION } from '../../lib/server-checks';
+import { spawnExample } from '../support/examples';
 import { FakeRedis } from '../support/fake-redis';
 import { closeAll, connectClient, connectSemaphoreClient, redisUrl, uniqueName } from '../support/redis';
 
@@ -95,6 +96,25 @@ test('a real server (6.2 or later) passes: lock and unlock as usual', async () =
   expect(await sem.lock(100)).toBe('1');
   expect(await sem.unlock('0')).toBe(1);
   expect(await sem.unlock('1')).toBe(2);
+});
+
+// The demo runs on the built package and the installed node-redis v4, whichever REDIS_CLIENT: once is enough.
+const firstPass = (process.env['REDIS_CLIENT'] || 'redis') === 'redis';
+(firstPass ? test : test.skip)('the demo (npm run demo) names an old server before it starts anything', async () => {
+  const fake = await FakeRedis.start({ version: '6.0.16' });
+  fakes.push(fake);
+  const { code, stdout, stderr } = await spawnExample('crawler-demo.js', [], {
+    env: { REDIS_URL: fake.url, NO_COLOR: '1' },
+    timeoutMs: 15_000,
+    stopSignal: 'SIGINT',
+  });
+  expect(code).toBe(1);
+  expect(stderr).toContain(
+    `Redis at ${fake.url} is too old: it runs Redis 6.0.16, and the library needs 6.2.0 or later (for BLMOVE).`,
+  );
+  expect(stderr).toContain('The examples need Redis 6.2 or later');
+  expect(stdout).not.toContain('Semaphore "'); // no semaphore made, no worker started
+  expect(fake.names()).not.toContain('EVALSHA');
 });
 
 test('isOlder compares major.minor.patch, and does not refuse what it cannot read', () => {
