@@ -19,7 +19,7 @@
  * redis-server from PATH.
  */
 const { fork } = require('node:child_process');
-const { useRedis, uniqueSuffix, exitAfter } = require('./support/redis');
+const { useRedis, uniqueSuffix, exitAfter, parseCounts } = require('./support/redis');
 // In your code: require('redis-token-semaphore'). Here: the package built from this repository.
 const { Mutex, LockTimeoutError } = require('..');
 const { createClient } = require('redis');
@@ -74,17 +74,7 @@ async function instance({ id, job, ticks, lateMs }) {
 // The run: start the instances, collect what each did at each tick, check.
 
 function parseOptions(argv) {
-  const options = { instances: 4, ticks: 3 };
-  for (let i = 0; i < argv.length; i += 2) {
-    const key = /^--(instances|ticks)$/.exec(argv[i])?.[1];
-    const value = Number(argv[i + 1]);
-    if (!key || !Number.isInteger(value) || value < 1 || value > 20) {
-      console.error('Usage: node examples/cron-once.js [--instances 1..20] [--ticks 1..20]');
-      process.exit(2);
-    }
-    options[key] = value;
-  }
-  return options;
+  return parseCounts(argv, { instances: 4, ticks: 3 }, 20, 'Usage: node examples/cron-once.js [--instances 1..20] [--ticks 1..20]');
 }
 
 async function main() {

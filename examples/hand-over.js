@@ -17,7 +17,7 @@
  * Without REDIS_URL it starts a throwaway redis-server from PATH.
  */
 const { fork } = require('node:child_process');
-const { useRedis, uniqueSuffix, exitAfter } = require('./support/redis');
+const { useRedis, uniqueSuffix, exitAfter, parseCounts } = require('./support/redis');
 // In your code: require('redis-token-semaphore'). Here: the package built from this repository.
 const { Semaphore } = require('..');
 const { createClient } = require('redis');
@@ -66,17 +66,7 @@ async function worker({ id, name }) {
 // The scheduler: acquires, hands over, and checks what came back.
 
 function parseOptions(argv) {
-  const options = { jobs: 4, workers: 2 };
-  for (let i = 0; i < argv.length; i += 2) {
-    const key = /^--(jobs|workers)$/.exec(argv[i])?.[1];
-    const value = Number(argv[i + 1]);
-    if (!key || !Number.isInteger(value) || value < 1 || value > 20) {
-      console.error('Usage: node examples/hand-over.js [--jobs 1..20] [--workers 1..20]');
-      process.exit(2);
-    }
-    options[key] = value;
-  }
-  return options;
+  return parseCounts(argv, { jobs: 4, workers: 2 }, 20, 'Usage: node examples/hand-over.js [--jobs 1..20] [--workers 1..20]');
 }
 
 async function main() {

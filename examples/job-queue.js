@@ -20,7 +20,7 @@
  * - Leave `staleClientTimeout` off on a job queue, or a slow consumer's job is handed out again.
  */
 const { fork } = require('node:child_process');
-const { useRedis, uniqueSuffix, exitAfter } = require('./support/redis');
+const { useRedis, uniqueSuffix, exitAfter, parseCounts } = require('./support/redis');
 // In your code: require('redis-token-semaphore'). Here: the package built from this repository.
 const { Semaphore } = require('..');
 
@@ -74,17 +74,7 @@ function parseJob(job) {
 // The run: start the consumers, produce, check.
 
 function parseOptions(argv) {
-  const options = { jobs: 30, consumers: 3 };
-  for (let i = 0; i < argv.length; i += 2) {
-    const key = /^--(jobs|consumers)$/.exec(argv[i])?.[1];
-    const value = Number(argv[i + 1]);
-    if (!key || !Number.isInteger(value) || value < 1 || value > 1000) {
-      console.error('Usage: node examples/job-queue.js [--jobs 1..1000] [--consumers 1..1000]');
-      process.exit(2);
-    }
-    options[key] = value;
-  }
-  return options;
+  return parseCounts(argv, { jobs: 30, consumers: 3 }, 1000, 'Usage: node examples/job-queue.js [--jobs 1..1000] [--consumers 1..1000]');
 }
 
 async function main() {

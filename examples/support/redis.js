@@ -111,4 +111,22 @@ function exitAfter(ms, what) {
   }, ms).unref();
 }
 
-module.exports = { useRedis, uniqueSuffix, exitAfter, redact, withTimeout };
+/**
+ * `--name count` options: `defaults` names each option and its default; every value must be a whole
+ * number from 1 to `max`, or the run prints `usage` and exits 2.
+ */
+function parseCounts(argv, defaults, max, usage) {
+  const options = { ...defaults };
+  for (let i = 0; i < argv.length; i += 2) {
+    const key = argv[i]?.startsWith('--') ? argv[i].slice(2) : undefined;
+    const value = Number(argv[i + 1]);
+    if (key === undefined || !Object.hasOwn(defaults, key) || !Number.isInteger(value) || value < 1 || value > max) {
+      console.error(usage);
+      process.exit(2);
+    }
+    options[key] = value;
+  }
+  return options;
+}
+
+module.exports = { useRedis, uniqueSuffix, exitAfter, redact, withTimeout, parseCounts };

@@ -93,15 +93,59 @@ function owedBy(client: IoRedisLike): Set<(error: Error) => void> {
   return pending;
 }
 
+type LifecycleTarget = Pick<IoRedisLike, 'connect' | 'quit' | 'disconnect' | 'status'> & {
+  on(event: 'error', listener: (error: Error) => void): unknown;
+};
+
+/** What an ioredis `Redis` and `Cluster` have alike (connecting, closing, errors, status), forwarded. */
+abstract class IoRedisLifecycle {
+  readonly #target: LifecycleTarget;
+
+  protected constructor(target: LifecycleTarget) {
+    this.#target = target;
+  }
+
+  /** ioredis has no node-redis `socket` options to hand on. */
+  get options() {
+    return undefined;
+  }
+
+  async connect() {
+    await this.#target.connect();
+  }
+
+  quit() {
+    return this.#target.quit();
+  }
+
+  async disconnect() {
+    this.#target.disconnect();
+  }
+
+  on(event: 'error', listener: (error: Error) => void) {
+    return this.#target.on(event, listener);
+  }
+
+  /** Connected, or connecting or reconnecting (`wait`: never connected; `end`: closed for good). */
+  get isOpen() {
+    return isOpenStatus(this.#target.status);
+  }
+
+  get isReady() {
+    return this.#target.status === 'ready';
+  }
+}
+
 /**
  * An ioredis `Redis` as a `Connection`: the caller's client, or a blocking connection duplicated from
  * it (no offline queue, no reconnection, no resend, no client-side timeout: the semaphore retries on
  * a new connection and guards silent ones itself).
  */
-export class IoRedisAdapter implements Connection {
+export class IoRedisAdapter extends IoRedisLifecycle implements Connection {
   readonly #client: IoRedisLike;
 
   constructor(client: IoRedisLike) {
+    super(client);
     this.#client = client;
   }
 
@@ -133,35 +177,6 @@ export class IoRedisAdapter implements Connection {
     return new IoRedisAdapter(this.#client.duplicate(BLOCKING_OVERRIDES));
   }
 
-  /** ioredis has no node-redis `socket` options to hand on. */
-  get options() {
-    return undefined;
-  }
-
-  async connect() {
-    await this.#client.connect();
-  }
-
-  quit() {
-    return this.#client.quit();
-  }
-
-  async disconnect() {
-    this.#client.disconnect();
-  }
-
-  on(event: 'error', listener: (error: Error) => void) {
-    return this.#client.on(event, listener);
-  }
-
-  /** Connected, or connecting or reconnecting (`wait`: never connected; `end`: closed for good). */
-  get isOpen() {
-    return isOpenStatus(this.#client.status);
-  }
-
-  get isReady() {
-    return this.#client.status === 'ready';
-  }
 }
 
 /** `close` is a passing state (ioredis goes on to `reconnecting` or `end`); `wait`: never connected. */
@@ -176,11 +191,12 @@ function isOpenStatus(status: string): boolean {
  * are retried as for node-redis (`retryRefused`). A blocking connection is a plain connection to that
  * master, duplicated from the cluster's own connection to it.
  */
-export class IoRedisClusterAdapter implements Connection {
+export class IoRedisClusterAdapter extends IoRedisLifecycle implements Connection {
   readonly #cluster: IoRedisClusterLike;
   readonly #routingKey: string;
 
   constructor(cluster: IoRedisClusterLike, routingKey: string) {
+    super(cluster);
     this.#cluster = cluster;
     this.#routingKey = routingKey;
   }
@@ -224,33 +240,6 @@ export class IoRedisClusterAdapter implements Connection {
     return new IoRedisAdapter(this.#slotMaster().duplicate(BLOCKING_OVERRIDES));
   }
 
-  get options() {
-    return undefined;
-  }
-
-  async connect() {
-    await this.#cluster.connect();
-  }
-
-  quit() {
-    return this.#cluster.quit();
-  }
-
-  async disconnect() {
-    this.#cluster.disconnect();
-  }
-
-  on(event: 'error', listener: (error: Error) => void) {
-    return this.#cluster.on(event, listener);
-  }
-
-  get isOpen() {
-    return isOpenStatus(this.#cluster.status);
-  }
-
-  get isReady() {
-    return this.#cluster.status === 'ready';
-  }
 }
 
 /** Commands with no key, which ioredis' cluster would send to any node. */
