@@ -207,6 +207,22 @@ describe('recover-10.lua', () => {
     expect(await run('recover', ['lost-reply', '', '', '100', 'me'], [keys.inbox('lost-reply')])).toEqual(['0', expect.any(Number), expect.any(Number), 'lost-reply']);
   });
 
+  test('adopting a grant whose claim kept its registration ends that registration too', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await run('prepareWait', ['w', '', '10', '1', '', '']);
+    await run('prepareWait', ['other', '', '10', '1', '', '']);
+    await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    // The claim grants as g1 and keeps w (others wait, no token free); its reply is lost.
+    expect(await run('claim', ['w', '', '', '1', '', '25', 'me', 'g1', '1'], [keys.inbox('w')])).toEqual(['0', 1, expect.any(Number), 1, 'g1']);
+    expect((await redis.zRange(keys.waiting, 0, -1)).sort()).toEqual(['other', 'w']);
+    // recover by grant id and registration id adopts the grant, and the kept registration goes:
+    // the client never heard of it.
+    expect(await run('recover', ['g1', '', '', '100', 'me', '', 'w'], [keys.inbox('w')])).toEqual(['0', expect.any(Number), expect.any(Number), 'g1']);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
+    expect(grantIds(await redis.hGetAll(keys.grabbed))).toEqual({ '0': 'g1' });
+  });
+
   test('claims a token still in the inbox', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
