@@ -28,9 +28,16 @@ const clientIndependent = [
 /**
  * The 30 s soak runs in the v4 pass only, to keep CI short: every major's recovery paths are
  * exercised by the crash and fault specs, and `REDIS_CLIENT=redis5 npm run soak` soaks another major.
- * The abort storm (spec/faults/abort-storm.spec.ts) runs in every pass: cancellation differs by major.
+ * So do the re-creation spec (it drives the scripts directly) and the Ruby interop spec (it checks
+ * the formats the gem shares, which no client changes). The abort storm (spec/faults/abort-storm.spec.ts) runs in every pass:
+ * cancellation differs by major.
  */
-const firstPassOnly = [...clientIndependent, 'spec/faults/soak.spec.ts'];
+const firstPassOnly = [
+  ...clientIndependent,
+  'spec/faults/soak.spec.ts',
+  'spec/protocol/recreation.spec.ts',
+  'spec/protocol/interop-ruby.spec.ts',
+];
 
 /** @type {import('jest').Config} */
 module.exports = {
