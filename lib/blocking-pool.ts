@@ -5,6 +5,34 @@ import { disconnectQuietly, type Connection } from './client/connection';
 type Handoff = Connection | Error | null;
 
 /**
+ * Where a semaphore's blocking waits get their connections: a pool of its own (`BlockingPool`), or
+ * its share of a pool that a lock manager's semaphores share (`PoolShare`, lib/pool-share.ts).
+ */
+export interface ConnectionPool {
+  /** Whether callers of this semaphore are queued for a connection. */
+  readonly hasQueue: boolean;
+  /** Connections this semaphore has open (its own pool) or in use (a share). */
+  readonly size: number;
+  /**
+   * Whether a waiter should hand its connection on between slices: callers of other semaphores are
+   * queued for one of a shared pool's connections, so each waiter blocks for a turn, then queues again.
+   */
+  readonly turnTaking: boolean;
+  /**
+   * Whether a waiter's slices are short (a second): a shared pool has all its connections open, so
+   * the next caller will queue, and its turn must come soon.
+   */
+  readonly crowded: boolean;
+  acquire(deadline: number, signal?: AbortSignal): Promise<Connection | null>;
+  takeIdle(): Connection | undefined;
+  release(connection: Connection, broken?: boolean): void;
+  idOf(connection: Connection): string | undefined;
+  stopServing(): void;
+  control(): Promise<Connection>;
+  close(): void;
+}
+
+/**
  * The dedicated connections blocking waits run on: BLMOVE holds its connection until a token comes,
  * so each waiter needs one of its own. At most `max` are open. Callers get connections strictly in
  * arrival order — a connection that finishes opening goes to the longest-waiting caller, not to the
@@ -12,9 +40,14 @@ type Handoff = Connection | Error | null;
  * Connections are made with `duplicate()`, no offline queue and no reconnection, so a blocking
  * command can never wait offline and run later for a caller who has gone.
  */
-export class BlockingPool {
+export class BlockingPool implements ConnectionPool {
   readonly #source: Connection;
   readonly #max: number;
+  /** Idle connections older than this close (a shared pool's); undefined: they stay open until close(). */
+  readonly #idleMs: number | undefined;
+  /** When each idle connection became idle (performance.now()). */
+  readonly #idleSince = new WeakMap<Connection, number>();
+  #idleSweep: NodeJS.Timeout | undefined;
   readonly #prepare: (connection: Connection) => Promise<string | undefined>;
   /** Each open connection's id on the server (`CLIENT ID`), where `prepare` could learn it. */
   readonly #ids = new WeakMap<Connection, string>();
@@ -36,15 +69,37 @@ export class BlockingPool {
     source: Connection,
     max: number,
     prepare: (connection: Connection) => Promise<string | undefined>,
+    idleMs?: number,
   ) {
     this.#source = source;
     this.#max = max;
     this.#prepare = prepare;
+    this.#idleMs = idleMs;
   }
 
   /** Whether callers are queued for a connection. */
   get hasQueue(): boolean {
     return this.#queue.length > 0;
+  }
+
+  /** A pool of one semaphore's own: its waiters keep their connections (Redis serves them in order). */
+  get turnTaking(): boolean {
+    return false;
+  }
+
+  /** A pool of one semaphore's own: slices keep their length. */
+  get crowded(): boolean {
+    return false;
+  }
+
+  /** Whether every connection the pool may open is open or opening. */
+  get full(): boolean {
+    return this.size >= this.#max;
+  }
+
+  /** Connections open and not in use. */
+  get idle(): number {
+    return this.#idle.length;
   }
 
   /** Connections open or opening. */
@@ -142,6 +197,7 @@ export class BlockingPool {
   close(): void {
     this.#stopped = true;
     this.#closed = true;
+    clearTimeout(this.#idleSweep);
     void this.#control?.then(disconnectQuietly, () => undefined);
     for (const next of this.#queue.splice(0)) next(null);
     for (const connection of [...this.#open]) this.#discard(connection);
@@ -155,7 +211,28 @@ export class BlockingPool {
     }
     const next = this.#queue.shift();
     if (next) next(connection);
-    else this.#idle.push(connection);
+    else {
+      this.#idle.push(connection);
+      if (this.#idleMs !== undefined) {
+        this.#idleSince.set(connection, performance.now());
+        this.#sweepIdleLater(this.#idleMs);
+      }
+    }
+  }
+
+  /** Closes connections idle for `idleMs`, checking again while any stay idle. */
+  #sweepIdleLater(idleMs: number): void {
+    if (this.#idleSweep !== undefined) return;
+    this.#idleSweep = setTimeout(() => {
+      this.#idleSweep = undefined;
+      const now = performance.now();
+      // The idle list is a stack: the oldest are at the bottom.
+      while (this.#idle.length > 0 && now - (this.#idleSince.get(this.#idle[0]!) ?? now) >= idleMs) {
+        this.#discard(this.#idle.shift()!);
+      }
+      if (this.#idle.length > 0 && !this.#closed) this.#sweepIdleLater(idleMs);
+    }, idleMs);
+    this.#idleSweep.unref();
   }
 
   async #openOne(): Promise<void> {

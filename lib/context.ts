@@ -1,6 +1,6 @@
 // What every part of one semaphore shares: its keys, client, options, pool and telemetry, and the steps all of them take (ready, call, command, track).
 import type { Connection } from './client/connection';
-import { BlockingPool } from './blocking-pool';
+import { BlockingPool, type ConnectionPool } from './blocking-pool';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { semaphoreKeys, type SemaphoreKeys } from './keys';
 import type { ResolvedOptions } from './options';
@@ -8,6 +8,7 @@ import { adaptClient, topologyOf } from './client/adapt';
 import { createOwnClient } from './client/standalone';
 import { callScript, type ScriptCall } from './scripts';
 import { checkServer } from './server-checks';
+import { PoolShare } from './pool-share';
 import { keySlot } from './slot';
 import { Telemetry, type Emit, type Hears } from './telemetry';
 
@@ -20,7 +21,7 @@ export class SemaphoreContext {
   readonly keys: SemaphoreKeys;
   readonly client: Connection;
   readonly ownsClient: boolean;
-  readonly pool: BlockingPool;
+  readonly pool: ConnectionPool;
   readonly telemetry: Telemetry;
   readonly emit: Emit;
   /** Whether the semaphore has a listener for an event: events nobody hears are not built. */
@@ -55,7 +56,9 @@ export class SemaphoreContext {
     this.keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster', keyPrefix: options.keyPrefix });
     this.ownsClient = given === undefined;
     this.client = given === undefined ? createOwnClient(options.url) : adaptClient(given, this.keys.available);
-    this.pool = new BlockingPool(this.client, options.maxBlockingConnections, prepareConnection);
+    this.pool = options.sharedPool
+      ? new PoolShare(options.sharedPool)
+      : new BlockingPool(this.client, options.maxBlockingConnections, prepareConnection);
     this.telemetry = new Telemetry(name, emit, hears);
   }
 

@@ -30,6 +30,7 @@ export {
   type WaitStats,
 } from './telemetry';
 export { Mutex, type MutexOptions } from './mutex';
+export { createLocks, Locks, type LocksOptions, type LocksStats } from './locks';
 export type { LockLostReason, SemaphoreOptions, WaitReplicasOptions } from './options';
 export type {
   IoRedisClusterLike,

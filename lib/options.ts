@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import type { BlockingPool } from './blocking-pool';
 import { assertSupportedClient } from './client/adapt';
 import type { SupportedRedisClient } from './client/types';
 import { describe } from './describe';
@@ -126,8 +127,16 @@ export interface SemaphoreOptions {
   readonly keyPrefix?: string;
 }
 
+/**
+ * How a lock manager (lib/locks.ts) hands its semaphores the pool they share: a symbol-keyed option,
+ * invisible to `SemaphoreOptions` and to the unknown-option check.
+ */
+export const SHARED_POOL = Symbol('redis-token-semaphore.sharedPool');
+
 export interface ResolvedOptions {
   readonly redis: SupportedRedisClient | undefined;
+  /** The lock manager's pool of blocking connections, when the semaphore is one of a manager's. */
+  readonly sharedPool: BlockingPool | undefined;
   readonly url: string;
   readonly resources: number;
   readonly staleClientTimeout: number | null;
@@ -262,6 +271,7 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   assertKeyPrefix('`keyPrefix`', keyPrefix);
   return {
     redis,
+    sharedPool: (options as { [SHARED_POOL]?: BlockingPool })[SHARED_POOL],
     url,
     resources,
     staleClientTimeout,

@@ -41,6 +41,9 @@ function tokenOf(holding: Holding | null): string | null {
   return holding?.token ?? null;
 }
 
+/** A lock manager's question (lib/locks.ts): whether this semaphore holds, awaits and keeps nothing, so closing it loses nothing. */
+export const IS_IDLE = Symbol('redis-token-semaphore.isIdle');
+
 /** How long close() waits for blocked waits to settle by themselves before it closes their connections. */
 const CLOSE_SETTLE_MS = 1500;
 
@@ -363,6 +366,11 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       }
     })();
     return ctx.closing;
+  }
+
+  /** See IS_IDLE. */
+  [IS_IDLE](): boolean {
+    return this.#ctx.inFlight.size === 0 && this.#ctx.pool.size === 0 && this.#holdings.live().length === 0;
   }
 
   async #withToken<T>(timeout: number | null, fn: LockCallback<T>): Promise<Awaited<T>> {

@@ -13,11 +13,13 @@ import { blockOnce, type SliceOutcome, type WaitParts } from './slice';
 import { debug } from './telemetry';
 
 /**
- * The first slice under an advance registration. Nothing created the semaphore before that BLMOVE: if it
- * was reset meanwhile (deleted, flushed, a restart without persistence), the claim that ends this
- * slice re-creates it and re-registers, so the wait loses at most this long.
+ * The longest slice in two cases. The first slice under an advance registration: nothing created the
+ * semaphore before that BLMOVE, and if it was reset meanwhile (deleted, flushed, a restart without
+ * persistence), the claim that ends this slice re-creates it and re-registers, so the wait loses at
+ * most this long. And a turn on a lock manager's shared connection when all of them are open: a
+ * caller that queues for one gets it within this long.
  */
-const ADVANCE_FIRST_SLICE_MS = 1000;
+const TURN_MS = 1000;
 
 /** How often a semaphore on the caller's client checks whether the caller closed it. */
 const CLIENT_WATCH_MS = 250;
@@ -81,7 +83,7 @@ export class BlockingWait {
           const remaining = deadline - performance.now();
           // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
           if (remaining <= 0 && registration === null) return null;
-          const longest = registration?.advance ? Math.min(ADVANCE_FIRST_SLICE_MS, ctx.options.waitSlice) : ctx.options.waitSlice;
+          const longest = registration?.advance || ctx.pool.crowded ? Math.min(TURN_MS, ctx.options.waitSlice) : ctx.options.waitSlice;
           const slice = Math.min(Math.max(remaining, 1), longest);
           registration ??= { id: newId(), until: 0 };
           broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
@@ -115,6 +117,10 @@ export class BlockingWait {
             break;
           }
           failures = 0;
+          // A shared pool's callers of other names queue for a connection: this one takes its turn
+          // again at the back of the line (its registration stays), so a waiter on a name nobody
+          // releases cannot keep a connection from callers whose tokens are free.
+          if (ctx.pool.turnTaking) break;
         }
       } finally {
         if (owned) ctx.pool.release(connection, broken);

@@ -1,0 +1,209 @@
+// The lock manager: any number of semaphore names on one client and one bounded pool of blocking connections (createLocks).
+import { BlockingPool } from './blocking-pool';
+import { adaptClient, topologyOf } from './client/adapt';
+import type { SupportedRedisClient } from './client/types';
+import { describe } from './describe';
+import { assertDuration } from './durations';
+import { SemaphoreClosedError } from './errors';
+import type { AcquireOptions, Lease } from './lease';
+import { assertName, resolveOptions, SHARED_POOL, type SemaphoreOptions } from './options';
+import { IS_IDLE, Semaphore, type LockCallback } from './semaphore';
+import { prepareConnection } from './slice';
+
+/** The options of `createLocks`: those of every semaphore it serves, and the pool's. */
+export interface LocksOptions extends Omit<SemaphoreOptions, 'redis' | 'url' | 'maxBlockingConnections'> {
+  /** The client every name shares (node-redis or ioredis, standalone or Sentinel; not a Cluster). */
+  readonly redis: SupportedRedisClient;
+  /**
+   * Most connections open for blocking waits, across all names. Further waiters queue in this
+   * process, in arrival order whatever their name; while they do, each blocked waiter takes turns of
+   * at most a second.
+   * @default 50
+   */
+  readonly maxBlockingConnections?: number;
+  /**
+   * After this many milliseconds unused, a blocking connection closes, and so does the semaphore of
+   * a name (made by `lock` or `acquire`) that holds and awaits nothing; both come back when needed.
+   * @default 30000
+   */
+  readonly idleTimeout?: number;
+  /** How many tokens each name has unless `semaphore(name, { resources })` says otherwise. @default 1 */
+  readonly resources?: number;
+}
+
+/** What `locks.stats()` reports. */
+export interface LocksStats {
+  /** Names with a semaphore in this process now (idle ones close after `idleTimeout`). */
+  readonly names: number;
+  /** Blocking connections open or opening. */
+  readonly connections: number;
+  /** Blocking connections open and unused. */
+  readonly idleConnections: number;
+}
+
+interface Entry {
+  readonly semaphore: Semaphore;
+  /** Returned by `semaphore()` or `mutex()`: the caller may keep it, so it lives until `close()`. */
+  pinned: boolean;
+  /** When a sweep first found it idle (performance.now()), or undefined. */
+  idleSince: number | undefined;
+}
+
+const DEFAULT_MAX_CONNECTIONS = 50;
+const DEFAULT_IDLE_TIMEOUT = 30_000;
+
+/**
+ * Any number of semaphore names on one client: `locks.lock(name, fn)` for a lock per user, order or
+ * file, without a `Semaphore` (and its connections) per name. Blocking waits of every name share
+ * one pool of at most `maxBlockingConnections`, served in arrival order; names and connections
+ * unused for `idleTimeout` are dropped. One `close()` ends it all.
+ */
+export class Locks {
+  readonly #defaults: SemaphoreOptions & { [SHARED_POOL]: BlockingPool };
+  readonly #idleTimeout: number;
+  readonly #pool: BlockingPool;
+  readonly #entries = new Map<string, Entry>();
+  /** Semaphores being closed by a sweep: close() waits for them too. */
+  readonly #closing = new Set<Promise<void>>();
+  #sweep: NodeJS.Timeout | undefined;
+  #closed: Promise<void> | undefined;
+
+  constructor(options: LocksOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError(`Expected createLocks options to be an object with a \`redis\` client, got ${describe(options)}`);
+    }
+    const { redis, maxBlockingConnections = DEFAULT_MAX_CONNECTIONS, idleTimeout = DEFAULT_IDLE_TIMEOUT, ...semaphoreOptions } = options;
+    if (redis === undefined) throw new TypeError('createLocks needs the `redis` client its names share');
+    if ('url' in semaphoreOptions) throw new TypeError('createLocks takes a connected `redis` client, not a `url`');
+    assertDuration('idleTimeout', idleTimeout, true);
+    if (idleTimeout < 10) throw new RangeError(`Expected \`idleTimeout\` to be at least 10 ms, got ${idleTimeout}`);
+    // Checks every option (and the client) now rather than at the first name.
+    const resolved = resolveOptions({ ...semaphoreOptions, redis, maxBlockingConnections });
+    if (topologyOf(redis) === 'cluster') {
+      throw new TypeError(
+        'createLocks does not take a Cluster client: a shared pool would block on one node for every slot. ' +
+          'On a Cluster, use a Semaphore per name.',
+      );
+    }
+    this.#idleTimeout = idleTimeout;
+    this.#pool = new BlockingPool(adaptClient(redis, ''), resolved.maxBlockingConnections, prepareConnection, idleTimeout);
+    this.#defaults = { ...semaphoreOptions, redis, [SHARED_POOL]: this.#pool };
+  }
+
+  /** Runs `fn` while holding a token of `name` (waiting as long as it takes) and releases it afterwards. */
+  lock<T>(name: string, fn: LockCallback<T>): Promise<Awaited<T>>;
+  /** Like `lock(name, fn)`, but rejects with `LockTimeoutError` if no token came within `timeout` ms (`0` never blocks). */
+  lock<T>(name: string, timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
+  lock<T>(name: string, ...args: [LockCallback<T>] | [number | null | undefined, LockCallback<T>]): Promise<Awaited<T>> {
+    try {
+      const fn = args.length === 1 ? args[0] : args[1];
+      if (typeof fn !== 'function') throw new TypeError(`Expected the last argument of lock to be a function, got ${describe(fn)}`);
+      const semaphore = this.#entry(name).semaphore;
+      return args.length === 1 ? semaphore.lock(fn) : semaphore.lock(args[0], fn);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  }
+
+  /** A token of `name` as a `Lease` (see `Semaphore.acquire`). */
+  acquire(name: string, options?: AcquireOptions): Promise<Lease> {
+    try {
+      return this.#entry(name).semaphore.acquire(options);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  }
+
+  /**
+   * The semaphore of `name`, with `resources` tokens (the manager's default unless given), for
+   * everything else a `Semaphore` does (events, `holders()`, `signal()`…). It shares the manager's
+   * connections and stays until `close()`; asking again returns the same one.
+   * @throws TypeError if this manager already serves `name` with another number of resources.
+   */
+  semaphore(name: string, { resources }: { resources?: number } = {}): Semaphore {
+    const entry = this.#entry(name, resources);
+    entry.pinned = true;
+    return entry.semaphore;
+  }
+
+  /** `semaphore(name, { resources: 1 })`. */
+  mutex(name: string): Semaphore {
+    return this.semaphore(name, { resources: 1 });
+  }
+
+  stats(): LocksStats {
+    return { names: this.#entries.size, connections: this.#pool.size, idleConnections: this.#pool.idle };
+  }
+
+  /**
+   * Closes every name's semaphore (blocked waits reject with `SemaphoreClosedError`; tokens still held
+   * stay held) and the shared connections. The client stays open: it is the caller's.
+   */
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      clearTimeout(this.#sweep);
+      const semaphores = [...this.#entries.values()].map((entry) => entry.semaphore.close());
+      this.#entries.clear();
+      await Promise.allSettled([...semaphores, ...this.#closing]);
+      this.#pool.close();
+    })();
+    return this.#closed;
+  }
+
+  #entry(name: string, resources?: number): Entry {
+    assertName(name);
+    if (this.#closed) throw new SemaphoreClosedError(name);
+    const entry = this.#entries.get(name);
+    if (entry !== undefined) {
+      if (resources !== undefined && resources !== entry.semaphore.resources) {
+        throw new TypeError(
+          `This lock manager already serves "${name}" with ${entry.semaphore.resources} resource(s), not ${resources}`,
+        );
+      }
+      entry.idleSince = undefined;
+      return entry;
+    }
+    const options = resources === undefined ? this.#defaults : { ...this.#defaults, resources };
+    const created: Entry = { semaphore: new Semaphore(name, options), pinned: false, idleSince: undefined };
+    this.#entries.set(name, created);
+    this.#sweepLater();
+    return created;
+  }
+
+  /** Closes the semaphores of names found idle by two sweeps in a row, `idleTimeout` apart. */
+  #sweepLater(): void {
+    if (this.#sweep !== undefined || this.#closed) return;
+    this.#sweep = setTimeout(() => {
+      this.#sweep = undefined;
+      const now = performance.now();
+      for (const [name, entry] of this.#entries) {
+        if (entry.pinned || !entry.semaphore[IS_IDLE]()) entry.idleSince = undefined;
+        else if (entry.idleSince === undefined) entry.idleSince = now;
+        else if (now - entry.idleSince >= this.#idleTimeout) {
+          this.#entries.delete(name);
+          const closing = entry.semaphore.close();
+          this.#closing.add(closing);
+          const untrack = () => this.#closing.delete(closing);
+          closing.then(untrack, untrack);
+        }
+      }
+      if ([...this.#entries.values()].some((entry) => !entry.pinned)) this.#sweepLater();
+    }, this.#idleTimeout);
+    this.#sweep.unref();
+  }
+}
+
+/**
+ * A lock manager: any number of names on the `redis` client, their blocking waits sharing one pool
+ * of at most `maxBlockingConnections` connections.
+ *
+ * @example
+ * ```ts
+ * const locks = createLocks({ redis, staleClientTimeout: 30_000 });
+ * await locks.lock(`order:${order.id}`, () => ship(order)); // one holder per order, across processes
+ * await locks.close();
+ * ```
+ */
+export function createLocks(options: LocksOptions): Locks {
+  return new Locks(options);
+}

@@ -1,0 +1,179 @@
+import { createLocks, LockTimeoutError, SemaphoreClosedError, type Lease, type Locks, type LocksOptions } from '../../lib';
+import { censusProblems, describeCensus, takeCensus } from '../support/census';
+import { useFixture } from '../support/fixture';
+import { blockedClients, sleep, uniqueName, until } from '../support/redis';
+
+/**
+ * The lock manager (`createLocks`): many names, one bounded pool of blocking connections shared in
+ * arrival order, idle names and connections dropped, one close().
+ */
+const fixture = useFixture();
+const managers: Locks[] = [];
+
+afterEach(async () => {
+  await Promise.all(managers.splice(0).map((locks) => locks.close()));
+});
+
+function manager(options: Omit<LocksOptions, 'redis'> = {}): Locks {
+  const locks = createLocks({ redis: fixture.semaphoreRedis, ...options });
+  managers.push(locks);
+  return locks;
+}
+
+/** Redis is exact for each name: every token once, whole records, nothing held or waiting. */
+async function expectIdle(names: string[], resources = 1): Promise<void> {
+  for (const name of names) {
+    const census = await takeCensus(fixture.redis, name);
+    expect({ name, problems: censusProblems(census, resources, { idle: true }), census: describeCensus(census) }).toMatchObject({ problems: [] });
+  }
+}
+
+function names(count: number): string[] {
+  return Array.from({ length: count }, () => uniqueName('locks'));
+}
+
+describe('createLocks', () => {
+  test('serves waiters on 40 names through at most 3 blocking connections', async () => {
+    const locks = manager({ maxBlockingConnections: 3 });
+    const all = names(40);
+    const holders = await Promise.all(all.map((name) => locks.acquire(name)));
+    const served: string[] = [];
+    const waits = all.map((name) => locks.lock(name, 30_000, () => void served.push(name)));
+    await until(() => locks.stats().connections === 3, 5000, 'the pool to fill');
+    await sleep(300);
+    expect(locks.stats().connections).toBe(3);
+    expect(await blockedClients(fixture.redis)).toBeLessThanOrEqual(3);
+    expect(served).toEqual([]);
+    for (const lease of holders.reverse()) await lease.release();
+    await Promise.all(waits);
+    expect(served.sort()).toEqual([...all].sort());
+    expect(locks.stats().connections).toBeLessThanOrEqual(3);
+    await expectIdle(all);
+  });
+
+  test('a waiter on a name nobody releases takes turns: a waiter on another name is served meanwhile', async () => {
+    const locks = manager({ maxBlockingConnections: 1 });
+    const [stuck, moving] = names(2) as [string, string];
+    const stuckHolder = await locks.acquire(stuck);
+    const movingHolder = await locks.acquire(moving);
+    let stuckServed = false;
+    const stuckWait = locks.lock(stuck, 20_000, () => void (stuckServed = true));
+    await until(async () => (await blockedClients(fixture.redis)) === 1, 5000, 'the first waiter to block');
+    const started = performance.now();
+    const movingWait = locks.lock(moving, 20_000, () => performance.now() - started);
+    await sleep(200);
+    await movingHolder.release();
+    // Its turn comes within a slice of at most a second (the stuck waiter's), not after 20 s.
+    const waited = await movingWait;
+    expect(waited).toBeLessThan(5000);
+    expect(stuckServed).toBe(false);
+    await stuckHolder.release();
+    await stuckWait;
+    expect(stuckServed).toBe(true);
+    await expectIdle([stuck, moving]);
+  });
+
+  test('at no instant more holders than resources, under a storm of short deadlines across names', async () => {
+    const locks = manager({ maxBlockingConnections: 4, resources: 2 });
+    const all = names(12);
+    const holding = new Map<string, number>();
+    let most = 0;
+    let grants = 0;
+    let timeouts = 0;
+    const stopAt = performance.now() + 4000;
+    const caller = async (index: number) => {
+      while (performance.now() < stopAt) {
+        const name = all[(index + grants) % all.length] as string;
+        try {
+          await locks.lock(name, 40, async () => {
+            const now = (holding.get(name) ?? 0) + 1;
+            holding.set(name, now);
+            most = Math.max(most, now);
+            grants++;
+            await sleep(Math.random() * 20);
+            holding.set(name, (holding.get(name) ?? 1) - 1);
+          });
+        } catch (error) {
+          if (!(error instanceof LockTimeoutError)) throw error;
+          timeouts++;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 60 }, (_, index) => caller(index)));
+    console.log(`12 names × 2 resources, 60 callers, 4 connections: ${grants} grants, ${timeouts} timeouts in 4 s, most holders of one name ${most}`);
+    expect(most).toBeLessThanOrEqual(2);
+    expect(grants).toBeGreaterThan(100);
+    expect(locks.stats().connections).toBeLessThanOrEqual(4);
+    await locks.close();
+    await expectIdle(all, 2);
+  });
+
+  test('closes idle connections and the semaphores of idle names; pinned ones stay', async () => {
+    const locks = manager({ maxBlockingConnections: 2, idleTimeout: 100 });
+    const [pinnedName, ...others] = names(4) as [string, ...string[]];
+    const pinned = locks.mutex(pinnedName);
+    const holders = await Promise.all(others.map((name) => locks.acquire(name)));
+    const waits = others.map((name) => locks.lock(name, 10_000, () => undefined));
+    await until(() => locks.stats().connections === 2, 5000, 'the pool to fill');
+    for (const lease of holders) await lease.release();
+    await Promise.all(waits);
+    expect(locks.stats().names).toBe(4);
+    await until(() => locks.stats().connections === 0, 5000, 'the idle connections to close');
+    await until(() => locks.stats().names === 1, 5000, 'the idle names to go');
+    expect(locks.mutex(pinnedName)).toBe(pinned);
+    expect(await pinned.lock(0)).not.toBeNull();
+    expect(await pinned.unlock()).toBe(1);
+    await expectIdle([pinnedName, ...others]);
+  });
+
+  test('semaphore(name) is one instance per name, with the resources it was first given', async () => {
+    const locks = manager({ resources: 3 });
+    const [name, other] = names(2) as [string, string];
+    const sem = locks.semaphore(name);
+    expect(sem.resources).toBe(3);
+    expect(locks.semaphore(name)).toBe(sem);
+    expect(locks.semaphore(name, { resources: 3 })).toBe(sem);
+    expect(() => locks.semaphore(name, { resources: 2 })).toThrow(/already serves .* with 3 resource\(s\), not 2/);
+    expect(() => locks.mutex(name)).toThrow(TypeError);
+    expect(locks.semaphore(other, { resources: 5 }).resources).toBe(5);
+    const tokens = await Promise.all([sem.lock(0), sem.lock(0), sem.lock(0), sem.lock(0)]);
+    expect(tokens.filter((token) => token !== null)).toHaveLength(3);
+    expect(await locks.lock(name, 0, () => 'ran').catch((error: unknown) => error)).toBeInstanceOf(LockTimeoutError);
+    for (const token of tokens) if (token !== null) await sem.unlock(token);
+    await expectIdle([name], 3);
+  });
+
+  test('close() ends blocked waits, keeps held tokens held and leaves the client open', async () => {
+    const locks = manager({ maxBlockingConnections: 2 });
+    const [name] = names(1) as [string];
+    const lease: Lease = await locks.acquire(name);
+    const waits = [locks.lock(name, () => undefined), locks.lock(name, () => undefined), locks.lock(name, () => undefined)].map((wait) =>
+      wait.then(
+        () => 'granted',
+        (error: unknown) => error,
+      ),
+    );
+    await until(() => locks.stats().connections === 2, 5000, 'the pool to fill');
+    await locks.close();
+    for (const outcome of await Promise.all(waits)) expect(outcome).toBeInstanceOf(SemaphoreClosedError);
+    expect(locks.stats().connections).toBe(0);
+    expect(await locks.lock(name, () => undefined).catch((error: unknown) => error)).toBeInstanceOf(SemaphoreClosedError);
+    expect(() => locks.mutex(name)).toThrow(SemaphoreClosedError);
+    const census = await takeCensus(fixture.redis, name);
+    expect(Object.keys(census.grabbed)).toEqual([lease.token]);
+    expect(census.waiting).toEqual([]);
+    expect(await fixture.redis.ping()).toBe('PONG');
+  });
+
+  test('rejects what it cannot serve, with TypeErrors that say why', () => {
+    const locks = manager();
+    expect(() => createLocks(undefined as unknown as LocksOptions)).toThrow(TypeError);
+    expect(() => createLocks({} as LocksOptions)).toThrow(/needs the `redis` client/);
+    expect(() => createLocks({ redis: fixture.semaphoreRedis, url: 'redis://x' } as LocksOptions)).toThrow(/not a `url`/);
+    expect(() => createLocks({ redis: fixture.semaphoreRedis, resource: 2 } as LocksOptions)).toThrow(/Unknown option `resource`/);
+    expect(() => createLocks({ redis: fixture.semaphoreRedis, idleTimeout: 1 })).toThrow(RangeError);
+    expect(() => createLocks({ redis: fixture.semaphoreRedis, maxBlockingConnections: 0 })).toThrow(RangeError);
+    expect(() => locks.semaphore('')).toThrow(TypeError);
+    return expect(locks.lock('x', 5 as unknown as () => void)).rejects.toThrow(/last argument of lock to be a function/);
+  });
+});
