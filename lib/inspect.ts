@@ -45,11 +45,11 @@ export async function allTokens(ctx: SemaphoreContext): Promise<string[]> {
   return [...availableTokens, ...heldTokens];
 }
 
-/** Removes every key of the semaphore and every registered inbox; this instance's holdings are lost. */
+/** Removes every key of the semaphore (the operators' audit stream too) and every registered inbox; this instance's holdings are lost. */
 export async function deleteAll(ctx: SemaphoreContext, holdings: Holdings, contention: Contention): Promise<void> {
   const registrations = (await ctx.command('delete', ['ZRANGE', ctx.keys.waiting, '0', '-1'])) as string[];
   const inboxes = registrations.map(ctx.keys.inboxOfRegistration);
-  await ctx.command('delete', ['DEL', ...ctx.keys.scriptKeys, ctx.keys.gemReleaseGuard, ...inboxes]);
+  await ctx.command('delete', ['DEL', ...ctx.keys.scriptKeys, ctx.keys.gemReleaseGuard, ctx.keys.audit, ...inboxes]);
   contention.forgetAdvanceRegistrations(); // they went with WAITING
   holdings.loseAll('reclaimed');
 }

@@ -27,6 +27,11 @@ export interface SemaphoreKeys {
   readonly creating: string;
   /** The gem's guard key for `release_stale_locks!`; only ever deleted here. */
   readonly gemReleaseGuard: string;
+  /**
+   * Stream of the operators' releases (CLI and dashboard: who, which grant, why), capped at about
+   * 1000 entries (lib/admin/audit.ts). No script touches it; `delete()` removes it.
+   */
+  readonly audit: string;
   /** The nine keys scripts receive first, in the order `lib/scripts/includes/keys.lua` names them. */
   readonly scriptKeys: readonly string[];
   /**
@@ -85,6 +90,7 @@ export function semaphoreKeys(
     leases,
     creating,
     gemReleaseGuard: `${prefix}release_locks`,
+    audit: `${prefix}AUDIT`,
     scriptKeys: [available, grabbed, leases, exists, version, waiting, fence, creating, owners],
     liveKeys: [available, grabbed, leases, exists, version, waiting, fence, creating],
     holderKeys: [available, grabbed, leases],
