@@ -10,7 +10,7 @@ import { endRegistrations, type Registration } from './registration';
 import { callAndWait, checkReplicated } from './replication';
 import { tryLock, type TryLockReply } from './scripts';
 import type { WaitParts } from './slice';
-import { debug, debugEnabled } from './telemetry';
+import { acquireTraced, debug, debugEnabled, traceAcquire, type AcquireForm, type AcquireTrace } from './telemetry';
 import type { BlockingWait } from './wait';
 
 /** What acquiring works with. */
@@ -18,17 +18,34 @@ export interface AcquireParts extends WaitParts {
   readonly wait: BlockingWait;
 }
 
-/** A token for `attempt`, or null when none came within `timeout` ms; counts timeouts and aborts. */
-export async function acquire(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
+/**
+ * A token for `attempt`, or null when none came within `timeout` ms; counts timeouts and aborts, and
+ * traces the wait on the `acquire` tracing channel when someone subscribes (`form`: which call).
+ */
+export function acquire(parts: AcquireParts, timeout: number | null, attempt: Attempt, form: AcquireForm = 'lock'): Promise<Holding | null> {
+  if (!acquireTraced()) return counted(parts, timeout, attempt);
+  const { ctx } = parts;
+  const trace: AcquireTrace = { semaphore: ctx.name, resources: ctx.resources, timeout, form };
+  return traceAcquire(trace, attempt.startedAt, () => counted(parts, timeout, attempt), (error) =>
+    isAbort(attempt, error) ? 'aborted' : 'error',
+  );
+}
+
+async function counted(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
   const { telemetry } = parts.ctx;
   try {
     const holding = await acquireOrAbort(parts, timeout, attempt);
-    if (holding === null) telemetry.timedOut();
+    if (holding === null) telemetry.timedOut(timeout ?? Infinity, attempt.startedAt);
     return holding;
   } catch (error) {
-    if (attempt.signal?.aborted && error === attempt.signal.reason) telemetry.aborted();
+    if (isAbort(attempt, error)) telemetry.aborted(error, attempt.startedAt);
     throw error;
   }
+}
+
+/** Whether `error` is what `attempt`'s signal aborted with. */
+function isAbort(attempt: Attempt, error: unknown): boolean {
+  return attempt.signal?.aborted === true && error === attempt.signal.reason;
 }
 
 async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {

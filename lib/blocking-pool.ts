@@ -11,6 +11,8 @@ type Handoff = Connection | Error | null;
 export interface ConnectionPool {
   /** Whether callers of this semaphore are queued for a connection. */
   readonly hasQueue: boolean;
+  /** How many callers of this semaphore are queued for a connection. */
+  readonly queued: number;
   /** Connections this semaphore has open (its own pool) or in use (a share). */
   readonly size: number;
   /**
@@ -80,6 +82,11 @@ export class BlockingPool implements ConnectionPool {
   /** Whether callers are queued for a connection. */
   get hasQueue(): boolean {
     return this.#queue.length > 0;
+  }
+
+  /** How many callers are queued for a connection. */
+  get queued(): number {
+    return this.#queue.length;
   }
 
   /** A pool of one semaphore's own: its waiters keep their connections (Redis serves them in order). */

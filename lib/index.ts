@@ -20,13 +20,21 @@ export type { HolderInfo } from './holder-info';
 export type { AcquireOptions, GrantHandle, Lease, LockOptions } from './lease';
 export {
   CHANNELS,
+  TRACING_CHANNELS,
+  type AbortedEvent,
   type AcquiredEvent,
+  type AcquireForm,
+  type AcquireOutcome,
+  type AcquireTrace,
   type AcquisitionEvent,
+  type HoldTrace,
   type LostEvent,
   type ReclaimedEvent,
   type ReleasedEvent,
   type SemaphoreEvents,
+  type SemaphoreGauges,
   type SemaphoreStats,
+  type TimeoutEvent,
   type WaitStats,
 } from './telemetry';
 export { Mutex, type MutexOptions } from './mutex';

@@ -26,6 +26,11 @@ export class PoolShare implements ConnectionPool {
     return this.#queued > 0;
   }
 
+  /** This semaphore's callers queued in the shared pool's line (not those of other names). */
+  get queued(): number {
+    return this.#queued;
+  }
+
   get size(): number {
     return this.#inUse.size;
   }

@@ -21,7 +21,7 @@ import { disconnectQuietly } from './client/connection';
 import { endRegistrations } from './registration';
 import { create, CREATE_RESULT, signal } from './scripts';
 import { prepareConnection } from './slice';
-import type { SemaphoreEvents, SemaphoreStats } from './telemetry';
+import { holdTraced, traceHold, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
 import { Interrupts, UNBLOCK_ANSWER_MS } from './unblock';
 import { BlockingWait } from './wait';
 import { warn } from './warn';
@@ -144,7 +144,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       const timeout = checkTimeout(options.timeout);
       const attempt = this.#attempt(true, checkSignal(options.signal));
       return this.#ctx.track(
-        acquire(this.#parts, timeout, attempt).then((holding) => {
+        acquire(this.#parts, timeout, attempt, 'lease').then((holding) => {
           if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
           return createLease(holding, this.#leaseHost);
         }),
@@ -248,9 +248,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return holding ? this.#holdings.refresh(holding) : this.#holdings.refreshGrant({ token: handle.token, id: handle.grantId });
   }
 
-  /** Counters since this instance was made, and how long recent acquisitions waited. */
+  /** Counters since this instance was made, how long recent acquisitions waited, and what it holds and waits for now. */
   stats(): SemaphoreStats {
-    return this.#ctx.telemetry.stats();
+    const { pool } = this.#ctx;
+    return this.#ctx.telemetry.stats({ held: this.#holdings.live().length, queued: pool.queued, connections: pool.size });
   }
 
   /** The fencing number of `token`'s acquisition by this instance, or of the latest one; `undefined` if not held. */
@@ -374,8 +375,15 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   async #withToken<T>(timeout: number | null, fn: LockCallback<T>): Promise<Awaited<T>> {
-    const holding = await acquire(this.#parts, timeout, this.#attempt(true, undefined));
+    const holding = await acquire(this.#parts, timeout, this.#attempt(true, undefined), 'callback');
     if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
+    if (holdTraced()) return traceHold(this.name, this.resources, holding, () => this.#hold(holding, fn));
+    // Awaited, not returned: a promise returned from an async function costs two more ticks.
+    return await this.#hold(holding, fn);
+  }
+
+  /** The callback form once granted: runs `fn` and releases the token, whatever happens. */
+  async #hold<T>(holding: Holding, fn: LockCallback<T>): Promise<Awaited<T>> {
     let result: Awaited<T>;
     try {
       result = await fn(holding.token, holding.signal, holding.fence);

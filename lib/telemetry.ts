@@ -1,4 +1,4 @@
-import { channel, type Channel } from 'node:diagnostics_channel';
+import { channel, tracingChannel, type Channel, type TracingChannel } from 'node:diagnostics_channel';
 import { debuglog } from 'node:util';
 import type { LockLostReason } from './options';
 
@@ -28,6 +28,22 @@ export interface LostEvent extends AcquisitionEvent {
   readonly reason: LockLostReason;
 }
 
+/** The `timeout` event. */
+export interface TimeoutEvent {
+  /** The timeout that ran out, in milliseconds. */
+  readonly timeout: number;
+  /** Milliseconds from the call to giving up. */
+  readonly waitedMs: number;
+}
+
+/** The `aborted` event. */
+export interface AbortedEvent {
+  /** The signal's reason, which the call rejected with. */
+  readonly reason: unknown;
+  /** Milliseconds from the call to the abort. */
+  readonly waitedMs: number;
+}
+
 /** The `reclaimed` event. */
 export interface ReclaimedEvent {
   /** How many tokens this instance returned to the pool. */
@@ -42,14 +58,18 @@ export interface SemaphoreEvents {
   released: [event: ReleasedEvent];
   /** A held token was lost (see `LockLostReason`). */
   lost: [event: LostEvent];
+  /** A wait ran out of time without a token (`lock(timeout)` resolved null, or the call rejected with `LockTimeoutError`). */
+  timeout: [event: TimeoutEvent];
+  /** A wait was ended by its `AbortSignal` (the call rejected with the signal's reason). */
+  aborted: [event: AbortedEvent];
   /** This instance returned stale holders' tokens to the pool (`releaseStaleLocks`, the watchdog). */
   reclaimed: [event: ReclaimedEvent];
   /** A background step failed (a watchdog run). Without a listener it becomes a process warning. */
   error: [error: Error];
 }
 
-/** What `sem.stats()` reports: counters since the semaphore was made, and recent waits. */
-export interface SemaphoreStats {
+/** What `sem.stats()` reports: counters since the semaphore was made, gauges of right now, and recent waits. */
+export interface SemaphoreStats extends SemaphoreGauges {
   /** Tokens acquired. */
   readonly acquisitions: number;
   /** Tokens released (those already lost are not counted). */
@@ -64,6 +84,19 @@ export interface SemaphoreStats {
   readonly reclaims: number;
   /** How long the last (up to) 1,000 acquisitions waited, in milliseconds. */
   readonly waits: WaitStats;
+}
+
+/** The gauges of `sem.stats()`: this instance, right now. */
+export interface SemaphoreGauges {
+  /** Tokens this instance holds (acquired, not released, not lost). */
+  readonly held: number;
+  /** Callers of this instance queued for a blocking connection (all `maxBlockingConnections` are busy). */
+  readonly queued: number;
+  /**
+   * Blocking connections: open or opening in this semaphore's own pool, or, for a lock manager's
+   * semaphore, those of the shared pool it has in use.
+   */
+  readonly connections: number;
 }
 
 /** Percentiles of recent acquisitions' waits, in milliseconds (0 when there were none). */
@@ -88,9 +121,168 @@ export const CHANNELS = {
   lost: 'redis-token-semaphore:lost',
   /** Each reclaim by this process: a `ReclaimedEvent` with `semaphore`. */
   reclaimed: 'redis-token-semaphore:reclaimed',
+  /** Each wait that ran out of time: a `TimeoutEvent` with `semaphore`. */
+  timeout: 'redis-token-semaphore:timeout',
+  /** Each wait ended by its signal: an `AbortedEvent` with `semaphore`. */
+  aborted: 'redis-token-semaphore:aborted',
 } as const;
 
 type Published = keyof typeof CHANNELS;
+
+/**
+ * Tracing channel names, for `diagnostics_channel.tracingChannel(name)`: each publishes `start`,
+ * `end`, `asyncStart`, `asyncEnd` and `error` (as `tracing:<name>:start` and so on) around one call.
+ */
+export const TRACING_CHANNELS = {
+  /**
+   * Each acquisition's wait, from the call (before any Redis command) to the grant, the timeout, the
+   * abort or the failure: an `AcquireTrace`. Every form: `lock()`, `lock(timeout)`, `lock(fn)`,
+   * `wait()`, `acquire()`.
+   */
+  acquire: 'redis-token-semaphore:acquire',
+  /** The callback form's hold, from the grant to the release after `fn` settled: a `HoldTrace`. */
+  hold: 'redis-token-semaphore:hold',
+} as const;
+
+/** How an acquisition's wait ended. */
+export type AcquireOutcome = 'granted' | 'timeout' | 'aborted' | 'error';
+
+/** Which call an acquisition is: `lock()`, `lock(timeout)` and `wait()`; `lock(fn)`; `acquire()`. */
+export type AcquireForm = 'lock' | 'callback' | 'lease';
+
+/**
+ * The context object of the `acquire` tracing channel: the same object at every event of one
+ * acquisition. The fields below `form` are set when the wait settles, before `asyncStart` (and
+ * `error`). A timeout is an outcome, not an error: `lock(timeout)` resolves `null` (`result`), and
+ * the `LockTimeoutError` of `lock(timeout, fn)` and `acquire()` is thrown after the trace ended.
+ */
+export interface AcquireTrace {
+  /** The semaphore's name. */
+  readonly semaphore: string;
+  /** The semaphore's `resources`. */
+  readonly resources: number;
+  /** The call's timeout in milliseconds; `null` waits until a token comes. */
+  readonly timeout: number | null;
+  /** The call; `callback` is followed, once granted, by a trace on the `hold` channel. */
+  readonly form: AcquireForm;
+  /** How the wait ended. */
+  outcome?: AcquireOutcome;
+  /** Milliseconds from the call to the outcome. */
+  waitedMs?: number;
+  /** The token, when granted. */
+  token?: string;
+  /** The acquisition's fencing number, when granted. */
+  fence?: number;
+  /** Set by `tracePromise`: the token, or `null` on a timeout. */
+  result?: string | null;
+  /** Set by `tracePromise` when the wait failed or was aborted (the signal's reason). */
+  error?: unknown;
+}
+
+/**
+ * The context object of the `hold` tracing channel (the callback form only): `start` at the grant,
+ * just before `fn` runs; `asyncEnd` once `fn` settled and the token was released; `error` if `fn` or
+ * the release threw.
+ */
+export interface HoldTrace {
+  readonly semaphore: string;
+  readonly resources: number;
+  readonly token: string;
+  readonly fence: number;
+  /** The `acquire` trace of the same call, when that channel had subscribers at the call. */
+  readonly acquisition: AcquireTrace | undefined;
+  /** Milliseconds from the grant to the end of the release. */
+  heldMs?: number;
+  /** Set by `tracePromise`: what `fn` resolved. */
+  result?: unknown;
+  /** Set by `tracePromise`: what `fn` (or the release) threw. */
+  error?: unknown;
+}
+
+const acquireChannel = tracingChannel<unknown, AcquireTrace>(TRACING_CHANNELS.acquire);
+const holdChannel = tracingChannel<unknown, HoldTrace>(TRACING_CHANNELS.hold);
+
+/** `TracingChannel#hasSubscribers`, which Node has only since 20.13. */
+function traced(trace: TracingChannel<unknown, object>): boolean {
+  return (
+    trace.start.hasSubscribers ||
+    trace.end.hasSubscribers ||
+    trace.asyncStart.hasSubscribers ||
+    trace.asyncEnd.hasSubscribers ||
+    trace.error.hasSubscribers
+  );
+}
+
+/** Whether anyone subscribes to the `acquire` tracing channel: without, nothing about the trace is built. */
+export function acquireTraced(): boolean {
+  return traced(acquireChannel);
+}
+
+/** Whether anyone subscribes to the `hold` tracing channel. */
+export function holdTraced(): boolean {
+  return traced(holdChannel);
+}
+
+/** The acquire trace of each traced acquisition's holding, for the hold trace that follows it. */
+const tracesOfHoldings = new WeakMap<object, AcquireTrace>();
+
+/**
+ * Runs `wait` (an acquisition: its holding, or null on a timeout) under the `acquire` tracing
+ * channel, and fills in `trace` as it settles; `failure` names the outcome of a rejection (`aborted`
+ * or `error`). Only when subscribed: it costs a few promises per call.
+ */
+export function traceAcquire<H extends { readonly token: string; readonly fence: number; readonly acquiredAt: number }>(
+  trace: AcquireTrace,
+  startedAt: number,
+  wait: () => Promise<H | null>,
+  failure: (error: unknown) => AcquireOutcome,
+): Promise<H | null> {
+  let holding: H | null = null;
+  const settled = acquireChannel.tracePromise(async () => {
+    try {
+      holding = await wait();
+    } catch (error) {
+      trace.outcome = failure(error);
+      trace.waitedMs = performance.now() - startedAt;
+      throw error;
+    }
+    if (holding === null) {
+      trace.outcome = 'timeout';
+      trace.waitedMs = performance.now() - startedAt;
+      return null;
+    }
+    trace.outcome = 'granted';
+    trace.token = holding.token;
+    trace.fence = holding.fence;
+    trace.waitedMs = holding.acquiredAt - startedAt;
+    tracesOfHoldings.set(holding, trace);
+    return holding.token;
+  }, trace);
+  return settled.then(() => holding);
+}
+
+/** Runs `hold` (the callback form's `fn` and the release) under the `hold` tracing channel. Only when subscribed. */
+export function traceHold<T>(
+  semaphore: string,
+  resources: number,
+  holding: { readonly token: string; readonly fence: number; readonly acquiredAt: number },
+  hold: () => Promise<T>,
+): Promise<T> {
+  const trace: HoldTrace = {
+    semaphore,
+    resources,
+    token: holding.token,
+    fence: holding.fence,
+    acquisition: tracesOfHoldings.get(holding),
+  };
+  return holdChannel.tracePromise(async () => {
+    try {
+      return await hold();
+    } finally {
+      trace.heldMs = performance.now() - holding.acquiredAt;
+    }
+  }, trace);
+}
 
 const WAIT_SAMPLES = 1000;
 
@@ -160,19 +352,25 @@ export class Telemetry {
     this.#publish('reclaimed', event);
   }
 
-  timedOut(): void {
+  /** A wait with `timeout` (ms) that started at `startedAt` ran out: counted, and the `timeout` event. */
+  timedOut(timeout: number, startedAt: number): void {
     this.#counters.timeouts++;
+    if (this.#observed('timeout')) this.#report('timeout', { timeout, waitedMs: performance.now() - startedAt });
   }
 
-  aborted(): void {
+  /** A wait that started at `startedAt` was aborted with `reason`: counted, and the `aborted` event. */
+  aborted(reason: unknown, startedAt: number): void {
     this.#counters.aborts++;
+    if (this.#observed('aborted')) this.#report('aborted', { reason, waitedMs: performance.now() - startedAt });
   }
 
-  stats(): SemaphoreStats {
+  /** The counters and wait percentiles, with the `gauges` the semaphore reads. */
+  stats(gauges: SemaphoreGauges): SemaphoreStats {
     const waits = [...this.#waits].sort((a, b) => a - b);
     const at = (q: number) => (waits.length === 0 ? 0 : (waits[Math.min(waits.length - 1, Math.floor(q * waits.length))] ?? 0));
     return {
       ...this.#counters,
+      ...gauges,
       waits: { count: waits.length, p50: at(0.5), p99: at(0.99), max: waits.at(-1) ?? 0 },
     };
   }
@@ -182,7 +380,7 @@ export class Telemetry {
     return debugEnabled || channels[event].hasSubscribers || this.#hears(event);
   }
 
-  #report<E extends 'acquired' | 'released' | 'lost'>(event: E, payload: SemaphoreEvents[E][0]): void {
+  #report<E extends 'acquired' | 'released' | 'lost' | 'timeout' | 'aborted'>(event: E, payload: SemaphoreEvents[E][0]): void {
     this.#publish(event, payload);
     (this.#emit as (event: E, payload: SemaphoreEvents[E][0]) => void)(event, payload);
   }

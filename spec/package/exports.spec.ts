@@ -5,14 +5,17 @@ test('the public exports are exactly these', () => {
     'CHANNELS',
     'LockLostError',
     'LockTimeoutError',
+    'Locks',
     'Mutex',
     'ReplicationError',
     'Semaphore',
     'SemaphoreClosedError',
     'SemaphoreError',
     'SemaphoreRedisError',
+    'TRACING_CHANNELS',
     'UnsupportedServerError',
     'createDashboard',
+    'createLocks',
   ]);
 });
 
