@@ -114,6 +114,11 @@ describe('the tarball', () => {
     });
     expect(installedPkg.engines.node).toMatch(/^>=\d+/);
     expect(installedPkg.sideEffects).toBe(false);
+    // Where npm's page links: the repository (which also resolves the README's relative links to docs/), its README, its issues.
+    const github = 'https://github.com/redis-token-semaphore/redis-token-semaphore';
+    expect(installedPkg.repository).toEqual({ type: 'git', url: `git+${github}.git` });
+    expect(installedPkg.homepage).toBe(`${github}#readme`);
+    expect(installedPkg.bugs).toEqual({ url: `${github}/issues` });
     for (const target of ['./dist/index.d.mts', './dist/index.mjs', './dist/index.d.ts', './dist/index.js', installedPkg.main, installedPkg.types]) {
       expect(existsSync(join(project, 'node_modules', pkg.name, target))).toBe(true);
     }
