@@ -25,7 +25,7 @@ export interface Scope<Client = SupportedRedisClient> {
 }
 
 /** The keys of `name` as a `Semaphore` in `scope` names them, and its client routed to their slot. */
-function target({ redis: client, keyPrefix }: Scope, name: string): { keys: SemaphoreKeys; redis: RedisClientLike } {
+export function target({ redis: client, keyPrefix }: Scope, name: string): { keys: SemaphoreKeys; redis: RedisClientLike } {
   const keys = semaphoreKeys(name, { cluster: topologyOf(client) === 'cluster', keyPrefix });
   return { keys, redis: adaptClient(client, keys.available) };
 }
@@ -102,27 +102,42 @@ export function isUnreadable(status: SemaphoreStatus | UnreadableSemaphore): sta
 
 /**
  * Names of the semaphores on this Redis under the scope's prefix (SCAN of every `exists` key),
- * sorted. Stops after `limit` names (then `truncated`). On a cluster it sees only the node the
- * client talks to, and a semaphore made on a cluster client is listed by its tagged name (`{jobs}`),
- * which names the same keys.
+ * sorted. Stops after `limit` names (then `truncated`). On a node-redis cluster client it scans
+ * every master; a semaphore made on a cluster client is listed by its tagged name (`{jobs}`), which
+ * names the same keys.
  */
 export async function listSemaphores(
-  { redis: client, keyPrefix }: Scope<RedisClientLike>,
+  { redis: client, keyPrefix }: Scope,
   limit = 10_000,
 ): Promise<{ names: string[]; truncated: boolean }> {
   const names = new Set<string>();
-  let cursor = '0';
-  do {
-    const reply: unknown = await client.sendCommand(['SCAN', cursor, 'MATCH', existsKeyPattern(keyPrefix), 'COUNT', '1000']);
-    const [next, keys] = reply as ScanReply;
-    for (const key of keys) {
-      const name = nameOfExistsKey(key, keyPrefix);
-      if (name !== undefined) names.add(name);
-    }
-    cursor = next;
-  } while (cursor !== '0' && names.size < limit);
+  let truncated = false;
+  for (const node of await scanNodes(client)) {
+    let cursor = '0';
+    do {
+      const reply: unknown = await node.sendCommand(['SCAN', cursor, 'MATCH', existsKeyPattern(keyPrefix), 'COUNT', '1000']);
+      const [next, keys] = reply as ScanReply;
+      for (const key of keys) {
+        const name = nameOfExistsKey(key, keyPrefix);
+        if (name !== undefined) names.add(name);
+      }
+      cursor = next;
+    } while (cursor !== '0' && names.size < limit);
+    if (cursor !== '0') truncated = true;
+    if (names.size >= limit) break;
+  }
   const sorted = [...names].sort();
-  return { names: sorted.slice(0, limit), truncated: cursor !== '0' || sorted.length > limit };
+  return { names: sorted.slice(0, limit), truncated: truncated || sorted.length > limit };
+}
+
+/** What SCAN runs on: every master of a node-redis cluster client, else the client itself (adapted). */
+async function scanNodes(client: SupportedRedisClient): Promise<Array<{ sendCommand(args: string[]): Promise<unknown> }>> {
+  if (topologyOf(client) !== 'cluster') return [adaptClient(client, '')];
+  const cluster = client as unknown as { masters?: unknown[]; nodeClient?(node: unknown): RedisClientLike | Promise<RedisClientLike> };
+  if (!Array.isArray(cluster.masters) || typeof cluster.nodeClient !== 'function') {
+    throw new TypeError('Listing semaphores on a cluster needs a node-redis cluster client (createCluster())');
+  }
+  return Promise.all(cluster.masters.map((master) => cluster.nodeClient!(master)));
 }
 
 export type ReleaseOutcome =
@@ -139,6 +154,47 @@ export async function releaseToken(scope: Scope, name: string, token: string, gr
   if (result >= 0) return { status: 'released', available: result };
   if (result === FORCE_RELEASE_RESULT.OTHER_GRANT) return { status: 'holder-changed' };
   return { status: (await redis.sendCommand(['EXISTS', keys.exists])) === 1 ? 'not-held' : 'not-found' };
+}
+
+/**
+ * The holders `releaseStale(…, olderThanMs)` would free now: this library's grants whose own lease
+ * is over (a lease of 0 never ends), and Ruby gem holders held longer than `olderThanMs`. (It also
+ * returns tokens stranded in dead waiters' inboxes, which no status shows.)
+ */
+export function staleHolders(status: SemaphoreStatus, olderThanMs: number): HolderInfo[] {
+  return status.holders.filter((h) =>
+    h.leaseMs === undefined
+      ? h.heldMs === null || h.heldMs > olderThanMs
+      : h.leaseMs > 0 && h.refreshedMs !== null && h.refreshedMs > h.leaseMs,
+  );
+}
+
+/**
+ * Whether an owner label matches `pattern`: equal to it, or, for a pattern ending with `*`,
+ * starting with what precedes the `*` (`pod-7f9c:*` matches every process of that host with the
+ * default label `<host>:<pid>`). A holder with no label recorded (a Ruby gem holder) never matches.
+ */
+export function ownerMatches(pattern: string, owner: string | undefined): boolean {
+  if (owner === undefined) return false;
+  return pattern.endsWith('*') ? owner.startsWith(pattern.slice(0, -1)) : owner === pattern;
+}
+
+/** A holder and what releasing it came to. */
+export interface GrantRelease {
+  readonly holder: HolderInfo;
+  readonly outcome: ReleaseOutcome;
+}
+
+/**
+ * Releases each of `holders` if its grant still holds its token (a Ruby holder's, which has no grant
+ * id, whoever holds it): a token given back and taken again since is left to its new holder.
+ */
+export async function releaseGrants(scope: Scope, name: string, holders: readonly HolderInfo[]): Promise<GrantRelease[]> {
+  const released: GrantRelease[] = [];
+  for (const holder of holders) {
+    released.push({ holder, outcome: await releaseToken(scope, name, holder.token, holder.grantId ?? '') });
+  }
+  return released;
 }
 
 /** Whether the semaphore exists (its `exists` key is set). */

@@ -1,4 +1,5 @@
 /** The CLI's text output: durations, tables, and user data made safe for a terminal. */
+import type { AuditRecord } from '../admin/audit';
 import type { SemaphoreStatus } from '../admin/operations';
 
 /** `850ms`, `12.3s`, `1m 05s`, `2h 03m`, `3d 04h`; `?` for an unknown duration. */
@@ -93,4 +94,24 @@ export function formatStatus(status: SemaphoreStatus): string {
     );
   }
   return lines.join('\n');
+}
+
+/** The last releases operators made (newest first), under `status`. */
+export function formatAudit(records: readonly AuditRecord[]): string {
+  if (records.length === 0) return 'released  none by operators (CLI, dashboard)';
+  const rows = records.map((r) => [
+    formatTime(new Date(r.at)),
+    printable(r.action),
+    r.token === '' ? '-' : printable(r.token),
+    r.owner === '' ? '-' : printable(r.owner),
+    printable(r.by),
+    r.reason === '' ? '-' : printable(r.reason),
+  ]);
+  return [
+    `released  by operators, latest ${records.length}`,
+    table(['AT (UTC)', 'ACTION', 'TOKEN', 'OWNER', 'BY', 'REASON'], rows)
+      .split('\n')
+      .map((line) => `  ${line}`)
+      .join('\n'),
+  ].join('\n');
 }

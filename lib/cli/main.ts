@@ -1,25 +1,18 @@
 #!/usr/bin/env node
 /** The `redis-token-semaphore` binary: parses the command line, connects, runs one command. */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createClient } from 'redis';
+import { readAudit } from '../admin/audit';
 import { statusJson, summaryJson, unreadableJson } from '../admin/json';
-import {
-  deleteSemaphore,
-  isUnreadable,
-  listSemaphores,
-  readStatus,
-  readStatuses,
-  releaseStale,
-  releaseToken,
-  resizeSemaphore,
-  semaphoreExists,
-  type Scope,
-} from '../admin/operations';
+import { isUnreadable, listSemaphores, readStatus, readStatuses, resizeSemaphore, type Scope } from '../admin/operations';
 import { assertKeyPrefix, DEFAULT_KEY_PREFIX, existsKeyPattern, semaphoreKeys } from '../keys';
-import type { RedisClientLike } from '../client/types';
 import { MAX_RESOURCES } from '../options';
-import { CliError, EXIT, missing, notFound, usage } from './errors';
-import { formatDuration, formatStatus, parseDuration, printable, redactUrl, table } from './format';
+import { assertConfirmable } from './confirm';
+import { connect, connectOptions } from './connect';
+import { CliError, EXIT, missing, usage } from './errors';
+import { formatAudit, formatDuration, formatStatus, parseDuration, printable, table } from './format';
+import { deleteCommand, releaseOne, releaseOwner, releaseStaleCommand, type Change } from './release';
 import { watch, type Io } from './watch';
 
 const BIN = 'redis-token-semaphore';
@@ -29,21 +22,38 @@ const HELP = `Usage: ${BIN} <command> [arguments] [options]
 See who holds a semaphore, and free what is stuck.
 
 Commands:
-  status <name>                       tokens, free tokens, holders (age, last refresh, owner, fence), waiters
-  list                                every semaphore on this Redis (SCAN), with counts
+  status <name>                       tokens, free tokens, holders (age, last refresh, owner, fence), waiters,
+                                      and the last releases made by operators (the audit log)
+  list                                every semaphore on this Redis (SCAN; every master of a cluster), with counts
   watch <name>                        status, refreshed until Ctrl-C (or --count refreshes)
-  release <name> <token>              free a held token, whoever holds it; a waiter gets it at once
+  release <name> <token>              free a held token from the grant holding it; a waiter gets it at once
+  release --owner <label> <name>...   free every grant of that owner (a dead pod's) in these semaphores;
+                                      a label ending with * matches every owner starting with the rest
   release-stale <name> --older-than <duration>
                                       free every token whose holder's lease is over,
                                       and Ruby gem holders' held longer than that
   resize <name> <tokens>              add tokens, or retire free ones (never below those held)
-  delete <name>                       delete every key of the semaphore
-  dashboard                           serve the web dashboard (see --port, --host, --token)
+  delete <name>                       delete every key of the semaphore (its audit log too)
+  dashboard                           serve the web dashboard (see --port, --host, --token, --watch)
+
+Connection:
+  --url <url>          Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379); rediss:// for TLS;
+                       user and password may be in it: redis://user:password@host:6379
+  --cluster <urls>     a Redis Cluster: seed node URLs separated by commas
+  --sentinel <nodes>   Sentinels as host:port pairs separated by commas (with --sentinel-name)
+  --sentinel-name <n>  the primary's name the Sentinels monitor
+  --tls-ca <file>      connect with TLS, trusting this CA certificate (PEM)
+  --user <name>        ACL user
+  --password <secret>  password (default: $REDIS_PASSWORD; visible to other local users in ps: prefer the variable)
+  --prefix <prefix>    the semaphores' key prefix, their keyPrefix option (default ${DEFAULT_KEY_PREFIX})
 
 Options:
-  --url <url>          Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379)
-  --prefix <prefix>    the semaphores' key prefix, their keyPrefix option (default ${DEFAULT_KEY_PREFIX})
   --json               machine-readable output on stdout (errors too: {"error":{code,message}})
+  --dry-run            release, release-stale, delete: show what would be done; change nothing
+  -y, --yes            release, release-stale, delete: do it without asking. Without it they ask on a
+                       terminal, and refuse (exit 2) when stdin is not a terminal
+  --reason <text>      release, release-stale: why, recorded in the audit log
+  --owner <label>      release: every grant of this owner instead of one token
   --older-than <d>     release-stale: a duration with a unit: 500ms, 30s, 5m, 2h
   --interval <d>       watch: time between refreshes (default 1s)
   --count <n>          watch: stop after n refreshes
@@ -52,33 +62,52 @@ Options:
   --token <secret>     dashboard: bearer token for release buttons
                        (default: $REDIS_TOKEN_SEMAPHORE_TOKEN, else a random one, printed)
   --read-only          dashboard: no release buttons, no state-changing requests
+  --watch <name>       dashboard: a semaphore to export on /metrics (repeat for more)
   -h, --help           this help
+  -V, --version        the version
 
 Exit codes:
-  0  done
-  1  error: Redis unreachable or failing, or the change was refused (resize below the held tokens,
-     a token re-taken since the dashboard showed it)
-  2  usage: unknown command or option, missing or malformed argument
+  0  done (also: a dry run, a release --owner that found nothing to release)
+  1  error: Redis unreachable or failing, the change was refused (resize below the held tokens,
+     a token re-taken since it was shown), or not confirmed at the prompt
+  2  usage: unknown command or option, missing or malformed argument, a change without --yes
+     when stdin is not a terminal
   3  not found: the semaphore does not exist (no ${semaphoreKeys('<name>').exists}), or the token is not held
 `;
 
-/** Which options each command takes (beyond --url, --prefix, --json, --help). */
-const COMMANDS: Record<string, { readonly positionals: readonly string[]; readonly options: readonly string[] }> = {
+/** Options every command takes: where Redis is, and how output is written. */
+const COMMON = ['url', 'cluster', 'sentinel', 'sentinel-name', 'tls-ca', 'user', 'password', 'prefix', 'json', 'help'];
+/** Options of the commands that change Redis. */
+const CHANGE = ['yes', 'dry-run', 'reason'];
+
+/** Which arguments and options each command takes (beyond COMMON); `positionals` names them, `more`: the last repeats. */
+const COMMANDS: Record<string, { readonly positionals: readonly string[]; readonly options: readonly string[]; readonly more?: boolean }> = {
   status: { positionals: ['name'], options: [] },
   list: { positionals: [], options: [] },
   watch: { positionals: ['name'], options: ['interval', 'count'] },
-  release: { positionals: ['name', 'token'], options: [] },
-  'release-stale': { positionals: ['name'], options: ['older-than'] },
+  release: { positionals: ['name', 'token'], options: [...CHANGE, 'owner'] },
+  'release-stale': { positionals: ['name'], options: [...CHANGE, 'older-than'] },
   resize: { positionals: ['name', 'tokens'], options: [] },
-  delete: { positionals: ['name'], options: [] },
-  dashboard: { positionals: [], options: ['port', 'host', 'token', 'read-only'] },
+  delete: { positionals: ['name'], options: ['yes', 'dry-run'] },
+  dashboard: { positionals: [], options: ['port', 'host', 'token', 'read-only', 'watch'] },
 };
 
 type Values = {
   url?: string;
+  cluster?: string;
+  sentinel?: string;
+  'sentinel-name'?: string;
+  'tls-ca'?: string;
+  user?: string;
+  password?: string;
   prefix?: string;
   json?: boolean;
   help?: boolean;
+  version?: boolean;
+  yes?: boolean;
+  'dry-run'?: boolean;
+  reason?: string;
+  owner?: string;
   'older-than'?: string;
   interval?: string;
   count?: string;
@@ -86,7 +115,13 @@ type Values = {
   host?: string;
   token?: string;
   'read-only'?: boolean;
+  watch?: string[];
 };
+
+/** The package's version, from its package.json (two levels up from lib/cli and from dist/cli). */
+function version(): string {
+  return (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
 
 export async function main(argv: readonly string[]): Promise<number> {
   let json = argv.includes('--json');
@@ -100,9 +135,20 @@ export async function main(argv: readonly string[]): Promise<number> {
         strict: true,
         options: {
           url: { type: 'string' },
+          cluster: { type: 'string' },
+          sentinel: { type: 'string' },
+          'sentinel-name': { type: 'string' },
+          'tls-ca': { type: 'string' },
+          user: { type: 'string' },
+          password: { type: 'string' },
           prefix: { type: 'string' },
           json: { type: 'boolean' },
           help: { type: 'boolean', short: 'h' },
+          version: { type: 'boolean', short: 'V' },
+          yes: { type: 'boolean', short: 'y' },
+          'dry-run': { type: 'boolean' },
+          reason: { type: 'string' },
+          owner: { type: 'string' },
           'older-than': { type: 'string' },
           interval: { type: 'string' },
           count: { type: 'string' },
@@ -110,6 +156,7 @@ export async function main(argv: readonly string[]): Promise<number> {
           host: { type: 'string' },
           token: { type: 'string' },
           'read-only': { type: 'boolean' },
+          watch: { type: 'string', multiple: true },
         },
       });
     } catch (error) {
@@ -118,36 +165,44 @@ export async function main(argv: readonly string[]): Promise<number> {
     const values = parsed.values as Values;
     json = io.json = values.json === true;
     const [command, ...args] = parsed.positionals;
+    if (values.version) {
+      io.out(json ? JSON.stringify({ version: version() }) : version());
+      return EXIT.ok;
+    }
     if (values.help || command === undefined || command === 'help') {
       process.stdout.write(HELP);
       return command === undefined && !values.help ? EXIT.usage : EXIT.ok;
     }
     const spec = COMMANDS[command];
     if (!spec) throw usage(`unknown command "${printable(command)}" (see --help)`);
-    if (args.length !== spec.positionals.length) {
-      const expected = spec.positionals.map((p) => `<${p}>`).join(' ');
-      throw usage(`${command} takes ${expected || 'no arguments'}, got ${args.length} argument${args.length === 1 ? '' : 's'}`);
-    }
     for (const option of Object.keys(values)) {
-      if (!['url', 'prefix', 'json', 'help', ...spec.options].includes(option)) {
+      if (![...COMMON, ...spec.options].includes(option)) {
         throw usage(`--${option} does not apply to ${command}`);
       }
     }
-    if (args[0] === '') throw usage('the semaphore name must not be empty');
-    const url = values.url ?? process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+    // release --owner takes names, not a name and a token.
+    const positionals = command === 'release' && values.owner !== undefined ? ['name'] : spec.positionals;
+    const more = command === 'release' && values.owner !== undefined;
+    if (more ? args.length < 1 : args.length !== positionals.length) {
+      const expected = more ? '<name>...' : positionals.map((p) => `<${p}>`).join(' ');
+      throw usage(`${command}${more ? ' --owner' : ''} takes ${expected || 'no arguments'}, got ${args.length} argument${args.length === 1 ? '' : 's'}`);
+    }
+    if (args.some((arg, i) => arg === '' && (more || positionals[i] === 'name'))) throw usage('the semaphore name must not be empty');
+    if (values.owner === '') throw usage('--owner must not be empty');
+    const connection = connectOptions(values);
     const keyPrefix = prefixOption(values.prefix);
 
     if (command === 'dashboard') {
       const { serveDashboard } = await import('./serve-dashboard');
-      return await serveDashboard({ url, keyPrefix, ...dashboardOptions(values) });
+      return await serveDashboard({ connection, keyPrefix, ...dashboardOptions(values) });
     }
     // Validate everything before connecting.
     const run = prepare(command, args, values);
-    const client = await connect(url);
+    const { client, close } = await connect(connection);
     try {
       return await run({ redis: client, keyPrefix }, io);
     } finally {
-      await client.quit().catch(() => client.disconnect());
+      await close();
     }
   } catch (error) {
     const cliError =
@@ -162,7 +217,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-type Run = (scope: Scope<RedisClientLike>, io: Io) => Promise<number>;
+type Run = (scope: Scope, io: Io) => Promise<number>;
 
 function prepare(command: string, args: readonly string[], values: Values): Run {
   const name = args[0] as string;
@@ -171,7 +226,8 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       return async (scope, io) => {
         const status = await readStatus(scope, name);
         if (!status.exists) throw missing(name, scope.keyPrefix);
-        io.out(io.json ? JSON.stringify(statusJson(status)) : formatStatus(status));
+        const audit = await readAudit(scope, name, AUDIT_SHOWN);
+        io.out(io.json ? JSON.stringify({ ...statusJson(status), audit }) : `${formatStatus(status)}\n${formatAudit(audit)}`);
         return EXIT.ok;
       };
     case 'list':
@@ -209,29 +265,20 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       return (scope, io) => watch(scope, io, name, interval, count);
     }
     case 'release': {
+      const change = changeOf(command, args, values);
+      if (values.owner !== undefined) {
+        const owner = values.owner;
+        return (scope, io) => releaseOwner(scope, owner, args, { ...change, io });
+      }
       const token = args[1] as string;
-      return async (scope, io) => {
-        const outcome = await releaseToken(scope, name, token);
-        if (outcome.status === 'not-found') throw missing(name, scope.keyPrefix);
-        if (outcome.status !== 'released') {
-          throw notFound(`token "${printable(token)}" of semaphore "${printable(name)}" is not held; nothing released`);
-        }
-        if (io.json) io.out(JSON.stringify({ name, token, released: true, available: outcome.available }));
-        else io.out(`Released token "${printable(token)}" of "${printable(name)}": the longest-blocked waiter gets it, else it is free.`);
-        return EXIT.ok;
-      };
+      return (scope, io) => releaseOne(scope, name, token, { ...change, io });
     }
     case 'release-stale': {
       if (values['older-than'] === undefined) throw usage('release-stale needs --older-than <duration>, e.g. --older-than 30s');
       const olderThan = durationOption('older-than', values['older-than']);
       if (olderThan <= 0) throw usage('--older-than must be more than 0');
-      return async (scope, io) => {
-        await assertExists(scope, name);
-        const released = await releaseStale(scope, name, olderThan);
-        if (io.json) io.out(JSON.stringify({ name, olderThanMs: olderThan, released }));
-        else io.out(`Released ${released} token${released === 1 ? '' : 's'} of "${printable(name)}" whose holder's lease was over (Ruby holders: held longer than ${formatDuration(olderThan)}).`);
-        return EXIT.ok;
-      };
+      const change = changeOf(command, args, values);
+      return (scope, io) => releaseStaleCommand(scope, name, olderThan, { ...change, io });
     }
     case 'resize': {
       const tokens = positiveInteger('<tokens>', args[1] as string);
@@ -251,20 +298,30 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
         return EXIT.ok;
       };
     }
-    case 'delete':
-      return async (scope, io) => {
-        await assertExists(scope, name);
-        await deleteSemaphore(scope, name);
-        io.out(io.json ? JSON.stringify({ name, deleted: true }) : `Deleted semaphore "${printable(name)}".`);
-        return EXIT.ok;
-      };
+    case 'delete': {
+      const change = changeOf(command, args, values);
+      return (scope, io) => deleteCommand(scope, name, { ...change, io });
+    }
     default:
       throw usage(`unknown command "${printable(command)}"`);
   }
 }
 
-async function assertExists(scope: Scope<RedisClientLike>, name: string): Promise<void> {
-  if (!(await semaphoreExists(scope, name))) throw missing(name, scope.keyPrefix);
+/** How many audit entries `status` shows. */
+const AUDIT_SHOWN = 5;
+
+/**
+ * Consent and the command line the audit log records, for a command that changes Redis; refused
+ * here, before connecting, when it could be neither confirmed nor was `--yes` given.
+ */
+function changeOf(command: string, args: readonly string[], values: Values): Omit<Change, 'io'> {
+  const consent = { dryRun: values['dry-run'] === true, yes: values.yes === true, reason: values.reason ?? '' };
+  assertConfirmable(command, consent);
+  const flags = [
+    ...(values.owner === undefined ? [] : ['--owner', values.owner]),
+    ...(values['older-than'] === undefined ? [] : ['--older-than', values['older-than']]),
+  ];
+  return { consent, command: [BIN, command, ...flags, ...args].map((word) => (/^[\w@%+=:,./*-]+$/.test(word) ? word : JSON.stringify(word))).join(' ') };
 }
 
 function durationOption(option: string, text: string): number {
@@ -299,31 +356,9 @@ function dashboardOptions(values: Values) {
   const token = values.token ?? (values['read-only'] ? undefined : process.env['REDIS_TOKEN_SEMAPHORE_TOKEN']);
   if (token !== undefined && token.length < 8) throw usage('--token must be at least 8 characters');
   if (token !== undefined && values['read-only']) throw usage('--token and --read-only exclude each other');
-  return { port, host: values.host ?? '127.0.0.1', token, readOnly: values['read-only'] === true };
-}
-
-/** A client that fails fast: no offline queue, no reconnection, a connect timeout. */
-async function connect(url: string): Promise<RedisClientLike> {
-  let client;
-  try {
-    client = createClient({ url, disableOfflineQueue: true, socket: { connectTimeout: 5000, reconnectStrategy: false } });
-  } catch (error) {
-    throw usage(`--url: ${(error as Error).message}`);
-  }
-  client.on('error', () => undefined); // failures reach the command as rejections
-  try {
-    await client.connect();
-  } catch (error) {
-    throw new CliError(EXIT.error, 'connection', `cannot connect to ${redactUrl(url)}: ${describeError(error)}`);
-  }
-  return client as unknown as RedisClientLike;
-}
-
-function describeError(error: unknown): string {
-  const { message, code, errors } = (error ?? {}) as { message?: string; code?: string; errors?: unknown[] };
-  if (message) return message;
-  if (Array.isArray(errors) && errors.length > 0) return describeError(errors[0]);
-  return code ?? String(error);
+  const watched = values.watch ?? [];
+  if (watched.includes('')) throw usage('--watch takes a semaphore name, not an empty one');
+  return { port, host: values.host ?? '127.0.0.1', token, readOnly: values['read-only'] === true, watched };
 }
 
 if (require.main === module) {

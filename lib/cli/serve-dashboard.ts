@@ -2,14 +2,13 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
-import { createClient } from 'redis';
-import type { RedisClientLike } from '../client/types';
 import { createDashboard } from '../dashboard/handler';
 import { DEFAULT_KEY_PREFIX } from '../keys';
-import { redactUrl } from './format';
+import { connect, describeTarget, type ConnectOptions, type Connected } from './connect';
 
 export interface ServeOptions {
-  readonly url: string;
+  /** Where Redis is (`--url`, `--cluster`, `--sentinel`…). */
+  readonly connection: ConnectOptions;
   /** The semaphores' key prefix (`--prefix`). */
   readonly keyPrefix: string;
   readonly port: number;
@@ -17,6 +16,8 @@ export interface ServeOptions {
   /** The bearer token; a random one is made (and printed) when absent, unless `readOnly`. */
   readonly token: string | undefined;
   readonly readOnly: boolean;
+  /** The semaphores `/metrics` reports on (`--watch`). */
+  readonly watched: readonly string[];
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -26,23 +27,20 @@ const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
  * code. The Redis client reconnects by itself; while Redis is down the page shows why.
  */
 export async function serveDashboard(options: ServeOptions): Promise<number> {
-  const { url, keyPrefix, port, host, readOnly } = options;
+  const { connection, keyPrefix, port, host, readOnly, watched } = options;
   const generated = !readOnly && options.token === undefined;
   const token = readOnly ? undefined : (options.token ?? randomBytes(18).toString('base64url'));
-  const client = createClient({
-    url,
-    disableOfflineQueue: true,
-    socket: { connectTimeout: 5000, reconnectStrategy: (retries: number) => Math.min(2000, 50 * 2 ** retries) },
-  });
-  client.on('error', () => undefined); // requests fail with 503 and the reason while Redis is down
+  // A client that reconnects by itself (behind Sentinels: follows the primary); requests fail with
+  // 503 and the reason while Redis is down.
+  let connected: Connected;
   try {
-    await client.connect();
+    connected = await connect(connection, { lasting: true });
   } catch (error) {
-    await client.disconnect().catch(() => undefined);
-    process.stderr.write(`redis-token-semaphore: cannot connect to ${redactUrl(url)}: ${(error as Error).message}\n`);
+    process.stderr.write(`redis-token-semaphore: ${(error as Error).message}\n`);
     return 1;
   }
-  const handler = createDashboard({ redis: client as unknown as RedisClientLike, token, readOnly, keyPrefix });
+  const { client } = connected;
+  const handler = createDashboard({ redis: client, token, readOnly, keyPrefix, watch: watched });
   const loopback = LOOPBACK.has(host);
   const server = createServer((request, response) => {
     // Bound to loopback, answer only requests addressed to loopback: a web page elsewhere cannot reach
@@ -60,7 +58,7 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
       server.listen(port, host, () => resolve());
     });
   } catch (error) {
-    await client.quit().catch(() => client.disconnect());
+    await connected.close();
     process.stderr.write(`redis-token-semaphore: cannot listen on ${host}:${port}: ${(error as Error).message}\n`);
     return 1;
   }
@@ -69,7 +67,7 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
   const shownHost = isIP(host) === 6 ? `[${host}]` : host;
   const link = `http://${shownHost}:${boundPort}/`;
   const scope = keyPrefix === DEFAULT_KEY_PREFIX ? '' : ` (keys ${keyPrefix}*)`;
-  process.stdout.write(`Dashboard for ${redactUrl(url)}${scope} on ${link}${generated ? `#token=${token}` : ''}\n`);
+  process.stdout.write(`Dashboard for ${describeTarget(connection)}${scope} on ${link}${generated ? `#token=${token}` : ''}\n`);
   process.stdout.write(
     readOnly
       ? 'Read-only: no release buttons.\n'
@@ -77,6 +75,7 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
         ? 'Release buttons need the token in that link (a new one each start; --token to choose it).\n'
         : 'Release buttons need the token given with --token (or $REDIS_TOKEN_SEMAPHORE_TOKEN).\n',
   );
+  if (watched.length > 0) process.stdout.write(`Metrics for ${watched.length} semaphore${watched.length === 1 ? '' : 's'} on ${link}metrics\n`);
   if (!loopback) {
     process.stdout.write(`Warning: listening on ${host}, not loopback; the dashboard speaks plain HTTP.\n`);
   }
@@ -86,7 +85,7 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
   });
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
-  await client.quit().catch(() => client.disconnect());
+  await connected.close();
   return 0;
 }
 

@@ -1,5 +1,4 @@
 /** `watch <name>`: the CLI's refreshing status. */
-import type { RedisClientLike } from '../client/types';
 import { statusJson } from '../admin/json';
 import { readStatus, type Scope } from '../admin/operations';
 import { EXIT, missing } from './errors';
@@ -15,7 +14,7 @@ export interface Io {
  * `watch <name>`: the status every `interval` ms, `count` times or until SIGINT/SIGTERM (exit 0).
  * On a terminal each refresh replaces the screen; otherwise frames follow each other.
  */
-export async function watch(scope: Scope<RedisClientLike>, io: Io, name: string, interval: number, count: number): Promise<number> {
+export async function watch(scope: Scope, io: Io, name: string, interval: number, count: number): Promise<number> {
   let stopped = false;
   let wake: () => void = () => undefined;
   const stop = () => {

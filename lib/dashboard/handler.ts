@@ -3,18 +3,24 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
+import { appendAudit, auditEntry, releaseStaleLogged, type Actor, type AuditRecord } from '../admin/audit';
 import { statusJson, unreadableJson, type StatusJson } from '../admin/json';
-import { isUnreadable, releaseStale, releaseToken, semaphoreExists, type Scope, type SemaphoreStatus } from '../admin/operations';
-import type { RedisClientLike } from '../client/types';
+import { isUnreadable, readStatus, releaseToken, staleHolders, type Scope, type SemaphoreStatus } from '../admin/operations';
+import { adaptClient } from '../client/adapt';
+import type { SupportedRedisClient } from '../client/types';
 import { describe } from '../describe';
 import { assertKeyPrefix, DEFAULT_KEY_PREFIX } from '../keys';
+import { metricsText, METRICS_TYPE } from './metrics';
 import { notFoundPage, page } from './page';
 import { Sampler, type HandOff } from './sampler';
 
 /** What `createDashboard` takes. */
 export interface DashboardOptions {
-  /** A connected node-redis v4 client. The dashboard never closes it. */
-  readonly redis: RedisClientLike;
+  /**
+   * A connected client: node-redis (standalone, cluster or Sentinel) or ioredis. The dashboard never
+   * closes it. Listing semaphores on a cluster needs a node-redis cluster client (it scans every master).
+   */
+  readonly redis: SupportedRedisClient;
   /**
    * The bearer token that state-changing requests (the release buttons) must send
    * (`Authorization: Bearer <token>`). Without it the dashboard is read-only.
@@ -42,6 +48,12 @@ export interface DashboardOptions {
    * @default 'SEMAPHORE:'
    */
   readonly keyPrefix?: string;
+  /**
+   * The semaphores `/metrics` reports on. Its only label is the semaphore's name, so the number of
+   * series is bounded by this list, never by what happens to be in Redis.
+   * @default []
+   */
+  readonly watch?: readonly string[];
 }
 
 /** A node:http request handler (`http.createServer(createDashboard({ redis }))`). */
@@ -55,6 +67,12 @@ const ASSETS: Record<string, { readonly file: string; readonly type: string }> =
 
 /** A request Redis has not answered by then gets a 503 (a client with an offline queue waits forever). */
 const REDIS_TIMEOUT_MS = 5000;
+
+/** Longest `reason` a release request may give (it is stored with each audit entry). */
+const MAX_REASON = 500;
+
+/** How long `/healthz` waits for PING. */
+const PING_TIMEOUT_MS = 2000;
 
 /** Request bodies are tiny JSON objects. */
 const MAX_BODY = 16 * 1024;
@@ -87,9 +105,10 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`Expected options to be an object, got ${describe(options)}`);
   }
-  const { redis, token, basePath = '', refreshMs = 1000, keyPrefix = DEFAULT_KEY_PREFIX } = options;
-  if (typeof redis?.sendCommand !== 'function') {
-    throw new TypeError('Expected `redis` to be a connected node-redis v4 client');
+  const { redis, token, basePath = '', refreshMs = 1000, keyPrefix = DEFAULT_KEY_PREFIX, watch = [] } = options;
+  const probe = redis as { sendCommand?: unknown; call?: unknown } | null | undefined;
+  if (typeof probe?.sendCommand !== 'function' && typeof probe?.call !== 'function') {
+    throw new TypeError('Expected `redis` to be a connected node-redis or ioredis client');
   }
   if (token !== undefined && (typeof token !== 'string' || token.length === 0)) {
     throw new TypeError(`Expected \`token\` to be a non-empty string, got ${describe(token)}`);
@@ -106,7 +125,11 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     throw new RangeError(`Expected \`refreshMs\` to be a number of milliseconds ≥ 100, got ${describe(refreshMs)}`);
   }
   assertKeyPrefix('`keyPrefix`', keyPrefix);
-  const scope: Scope<RedisClientLike> = { redis, keyPrefix };
+  if (!Array.isArray(watch) || !watch.every((name) => typeof name === 'string' && name !== '')) {
+    throw new TypeError(`Expected \`watch\` to be an array of semaphore names, got ${describe(watch)}`);
+  }
+  const watched = [...new Set(watch)];
+  const scope: Scope = { redis, keyPrefix };
   const expected = token === undefined ? undefined : digest(token);
   const sampler = new Sampler(scope);
   const assets = new Map<string, Buffer>();
@@ -136,6 +159,16 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       if (!status.exists) return send(response, 404, 'text/html; charset=utf-8', notFoundPage(config, name as string));
       return send(response, 200, 'text/html; charset=utf-8', page(config, name));
     }
+    if (path === '/healthz') {
+      allow(method, ['GET', 'HEAD']);
+      const problem = await ping(redis);
+      return send(response, problem === undefined ? 200 : 503, 'text/plain; charset=utf-8', problem === undefined ? 'ok\n' : `Redis: ${problem}\n`);
+    }
+    if (path === '/metrics') {
+      allow(method, ['GET', 'HEAD']);
+      const statuses = await Promise.all(watched.map((name) => sampler.one(name))).catch(() => undefined);
+      return send(response, 200, METRICS_TYPE, metricsText(statuses));
+    }
     const asset = ASSETS[path];
     if (asset) {
       allow(method, ['GET', 'HEAD']);
@@ -150,7 +183,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       allow(method, ['GET', 'HEAD']);
       const { statuses, truncated } = await sampler.all();
       const semaphores = statuses.map((s) =>
-        isUnreadable(s) ? unreadableJson(s) : semaphoreJson(s, sampler.handOffs(s.name)),
+        isUnreadable(s) ? unreadableJson(s) : semaphoreJson(s, sampler.handOffs(s.name), sampler.audit(s.name)),
       );
       return sendJson(response, 200, { readOnly, truncated, semaphores });
     }
@@ -159,21 +192,35 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       allow(method, ['GET', 'HEAD']);
       const status = await sampler.one(semaphore);
       if (!status.exists) throw semaphoreNotFound(semaphore);
-      return sendJson(response, 200, { readOnly, semaphore: semaphoreJson(status, sampler.handOffs(semaphore)) });
+      return sendJson(response, 200, { readOnly, semaphore: semaphoreJson(status, sampler.handOffs(semaphore), sampler.audit(semaphore)) });
     }
     if (verb !== 'release' && verb !== 'release-stale') throw new HttpError(404, 'not_found', 'Not found');
     allow(method, ['POST']);
     authorize(request);
     const body = await readJson(request);
+    const { reason = '' } = body as { reason?: unknown };
+    if (typeof reason !== 'string' || reason.length > MAX_REASON) {
+      throw new HttpError(400, 'bad_request', `Expected "reason", if given, to be a string of at most ${MAX_REASON} characters`);
+    }
+    const actor: Actor = { by: `dashboard ${request.socket.remoteAddress ?? '?'}`, command: `${method} ${path}`, reason };
     if (verb === 'release') {
       const { token: held, grantId = '' } = body as { token?: unknown; grantId?: unknown };
       if (typeof held !== 'string' || typeof grantId !== 'string') {
-        throw new HttpError(400, 'bad_request', 'Expected {"token": string, "grantId"?: string}');
+        throw new HttpError(400, 'bad_request', 'Expected {"token": string, "grantId"?: string, "reason"?: string}');
       }
+      // The holder, for the log: the grant named, or whoever holds the token when none is.
+      const holder = (await readStatus(scope, semaphore, 0)).holders.find((h) => h.token === held && (grantId === '' || h.grantId === grantId));
       const outcome = await releaseToken(scope, semaphore, held, grantId);
       switch (outcome.status) {
-        case 'released':
-          return sendJson(response, 200, { released: true, token: held, available: outcome.available });
+        case 'released': {
+          const entry = auditEntry('release', holder ?? { token: held, grantId: grantId || undefined, owner: undefined }, actor);
+          const auditError = await appendAudit(scope, semaphore, [entry]).then(
+            () => undefined,
+            (error: unknown) => String((error as { message?: unknown } | null)?.message ?? error),
+          );
+          sampler.forget(semaphore);
+          return sendJson(response, 200, { released: true, token: held, available: outcome.available, ...(auditError && { auditError }) });
+        }
         case 'not-found':
           throw semaphoreNotFound(semaphore);
         case 'not-held':
@@ -184,11 +231,13 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     }
     const { olderThanMs } = body as { olderThanMs?: unknown };
     if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs <= 0) {
-      throw new HttpError(400, 'bad_request', 'Expected {"olderThanMs": a number > 0}');
+      throw new HttpError(400, 'bad_request', 'Expected {"olderThanMs": a number > 0, "reason"?: string}');
     }
-    if (!(await semaphoreExists(scope, semaphore))) throw semaphoreNotFound(semaphore);
-    const released = await releaseStale(scope, semaphore, olderThanMs);
-    return sendJson(response, 200, { released });
+    const before = await readStatus(scope, semaphore, 0);
+    if (!before.exists) throw semaphoreNotFound(semaphore);
+    const { released, auditError } = await releaseStaleLogged(scope, semaphore, olderThanMs, staleHolders(before, olderThanMs), actor);
+    sampler.forget(semaphore);
+    return sendJson(response, 200, { released, ...(auditError && { auditError }) });
   };
 
   return (request, response) => {
@@ -266,7 +315,32 @@ function sendJson(response: ServerResponse, status: number, value: unknown): voi
   send(response, status, 'application/json; charset=utf-8', JSON.stringify(value));
 }
 
-/** A semaphore in the API: its status, and the hand-offs the dashboard saw. */
-function semaphoreJson(status: SemaphoreStatus, handOffs: readonly HandOff[]): StatusJson & { readonly handOffs: readonly HandOff[] } {
-  return { ...statusJson(status), handOffs };
+/** A semaphore in the API: its status, the hand-offs the dashboard saw, and the latest operator releases (newest first). */
+function semaphoreJson(
+  status: SemaphoreStatus,
+  handOffs: readonly HandOff[],
+  audit: readonly AuditRecord[],
+): StatusJson & { readonly handOffs: readonly HandOff[]; readonly audit: readonly AuditRecord[] } {
+  return { ...statusJson(status), handOffs, audit };
+}
+
+/** Why Redis does not answer PING within {@link PING_TIMEOUT_MS}, or `undefined` when it does. */
+async function ping(redis: SupportedRedisClient): Promise<string | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<string>((resolve) => {
+    timer = setTimeout(() => resolve(`no answer to PING within ${PING_TIMEOUT_MS} ms`), PING_TIMEOUT_MS);
+  });
+  const answer = (async () => {
+    try {
+      const reply = await adaptClient(redis, 'healthz').sendCommand(['PING']);
+      return reply === 'PONG' ? undefined : `PING answered ${String(reply)}`;
+    } catch (error) {
+      return String((error as { message?: unknown } | null)?.message ?? error);
+    }
+  })();
+  try {
+    return await Promise.race([answer, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -1,5 +1,5 @@
-/** The dashboard's snapshots of semaphores, shared by every page polling it, and the hand-offs seen between them. */
-import type { RedisClientLike } from '../client/types';
+/** The dashboard's snapshots of semaphores, shared by every page polling it, the hand-offs seen between them, and their audit logs' latest entries. */
+import { readAudit, type AuditRecord } from '../admin/audit';
 import {
   isUnreadable,
   listSemaphores,
@@ -40,6 +40,8 @@ interface History {
 
 /** Hand-offs kept per semaphore. */
 const HAND_OFFS = 40;
+/** Audit entries read with each snapshot. */
+const AUDIT_SHOWN = 5;
 /** Most waiter grant ids read per snapshot (the waiter count is always complete). */
 const WAITER_IDS = 1000;
 
@@ -48,13 +50,15 @@ const WAITER_IDS = 1000;
  * `minIntervalMs` at most, and the hand-offs seen between consecutive snapshots.
  */
 export class Sampler {
-  readonly #scope: Scope<RedisClientLike>;
+  readonly #scope: Scope;
   readonly #minIntervalMs: number;
   readonly #histories = new Map<string, History>();
+  /** The latest audit entries of each semaphore sampled, newest first. */
+  readonly #audits = new Map<string, readonly AuditRecord[]>();
   #all: { at: number; promise: Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> } | undefined;
   readonly #one = new Map<string, { at: number; promise: Promise<SemaphoreStatus> }>();
 
-  constructor(scope: Scope<RedisClientLike>, minIntervalMs = 250) {
+  constructor(scope: Scope, minIntervalMs = 250) {
     this.#scope = scope;
     this.#minIntervalMs = minIntervalMs;
   }
@@ -68,6 +72,7 @@ export class Sampler {
       const sampled = await Promise.all(names.map((name) => this.#sample(name).catch((error: unknown) => unreadable(name, error))));
       const statuses = sampled.filter((s) => isUnreadable(s) || s.exists);
       for (const name of this.#histories.keys()) if (!names.includes(name)) this.#histories.delete(name);
+      for (const name of this.#audits.keys()) if (!names.includes(name)) this.#audits.delete(name);
       return { statuses, truncated };
     })();
     this.#all = { at: now, promise };
@@ -93,10 +98,23 @@ export class Sampler {
     return this.#histories.get(name)?.handOffs ?? [];
   }
 
+  /** The latest audit entries of `name` as of its last sample, newest first. */
+  audit(name: string): readonly AuditRecord[] {
+    return this.#audits.get(name) ?? [];
+  }
+
+  /** Drops the cached snapshot of `name`, after a change: the next read is fresh. */
+  forget(name: string): void {
+    this.#one.delete(name);
+    this.#all = undefined;
+  }
+
   async #sample(name: string): Promise<SemaphoreStatus> {
-    const status = await readStatus(this.#scope, name, WAITER_IDS);
+    const [status, audit] = await Promise.all([readStatus(this.#scope, name, WAITER_IDS), readAudit(this.#scope, name, AUDIT_SHOWN)]);
+    this.#audits.set(name, audit);
     if (!status.exists) {
       this.#histories.delete(name);
+      this.#audits.delete(name);
       return status;
     }
     const nowSeconds = status.now.getTime() / 1000;

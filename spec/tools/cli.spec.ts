@@ -97,7 +97,7 @@ describe('release', () => {
   test('frees a held token: the blocked waiter gets it, and the old holder’s unlock puts nothing back', async () => {
     const { name, holderSem, tokens, waiting } = await busy(1, 1, 1);
     const token = tokens[0] as string;
-    const result = await runCli(['release', name, token, '--json']);
+    const result = await runCli(['release', name, token, '--json', '--yes']);
     expect(result.code).toBe(0);
     expect(JSON.parse(result.stdout)).toMatchObject({ name, token, released: true });
     await expect(waiting[0]).resolves.toBe(token);
@@ -109,12 +109,12 @@ describe('release', () => {
 
   test('a token that is not held is refused with exit 3, and no token is added', async () => {
     const { name } = await busy(2, 1, 0);
-    const result = await runCli(['release', name, '1']);
+    const result = await runCli(['release', name, '1', '--yes']);
     expect(result.code).toBe(3);
     expect(result.stderr).toContain('token "1" of semaphore');
     expect(result.stderr).toContain('is not held');
     expect(JSON.parse((await runCli(['status', name, '--json'])).stdout)).toMatchObject({ tokens: 2, available: 1 });
-    expect((await runCli(['release', uniqueName('cli-missing'), '0'])).code).toBe(3);
+    expect((await runCli(['release', uniqueName('cli-missing'), '0', '--yes'])).code).toBe(3);
   });
 });
 
@@ -129,16 +129,16 @@ test('release-stale frees holders whose own lease is over and Ruby holders older
   const ruby = (await fx.redis.lPop(semaphoreKeys(name).available)) as string;
   await fx.redis.hSet(semaphoreKeys(name).grabbed, ruby, `${Number(seconds) - 2}.000000`);
   await new Promise((resolve) => setTimeout(resolve, 1500));
-  const result = await runCli(['release-stale', name, '--older-than', '1s', '--json']);
+  const result = await runCli(['release-stale', name, '--older-than', '1s', '--json', '--yes']);
   expect(result.code).toBe(0);
   expect(JSON.parse(result.stdout)).toEqual({ name, olderThanMs: 1000, released: 2 });
   await expect(sem.isLocked(live)).resolves.toBe(true);
   await expect(sem.isLocked(lapsed)).resolves.toBe(false);
   await expect(sem.isLocked(ruby)).resolves.toBe(false);
-  const usage = await runCli(['release-stale', name]);
+  const usage = await runCli(['release-stale', name, '--yes']);
   expect(usage.code).toBe(2);
   expect(usage.stderr).toContain('--older-than');
-  expect((await runCli(['release-stale', name, '--older-than', '30'])).code).toBe(2);
+  expect((await runCli(['release-stale', name, '--older-than', '30', '--yes'])).code).toBe(2);
 });
 
 describe('resize', () => {
@@ -166,10 +166,10 @@ describe('resize', () => {
 
 test('delete removes the semaphore; a second delete is exit 3', async () => {
   const { name, holderSem, tokens } = await busy(2, 1, 0);
-  expect(await runCli(['delete', name])).toMatchObject({ code: 0, stdout: `Deleted semaphore "${name}".\n` });
+  expect(await runCli(['delete', name, '--yes'])).toMatchObject({ code: 0, stdout: `Deleted semaphore "${name}".\n` });
   await expect(holderSem.exists()).resolves.toBe(false);
   await expect(holderSem.unlock(tokens[0])).resolves.toBe(false);
-  expect((await runCli(['delete', name])).code).toBe(3);
+  expect((await runCli(['delete', name, '--yes'])).code).toBe(3);
 });
 
 test('watch refreshes --count times, then exits 0', async () => {
@@ -216,12 +216,12 @@ test('--prefix: every command and the dashboard address the semaphores under tha
   expect(missing.code).toBe(3);
   expect(missing.stderr).toContain(`no SEMAPHORE:${name}:EXISTS key`);
   expect((await runCli(['status', uniqueName('nope'), '--prefix', keyPrefix])).stderr).toContain(`no ${keyPrefix}`);
-  expect((await runCli(['release', name, token, '--prefix', keyPrefix])).code).toBe(0);
+  expect((await runCli(['release', name, token, '--prefix', keyPrefix, '--yes'])).code).toBe(0);
   await expect(holder.isLocked(token)).resolves.toBe(false);
   expect((await runCli(['resize', name, '3', '--prefix', keyPrefix])).code).toBe(0);
   await expect(holder.availableCount()).resolves.toBe(3);
   expect((await runCli(['watch', name, '--prefix', keyPrefix, '--count', '1', '--json'])).code).toBe(0);
-  expect((await runCli(['release-stale', name, '--older-than', '1s', '--prefix', keyPrefix])).code).toBe(0);
+  expect((await runCli(['release-stale', name, '--older-than', '1s', '--prefix', keyPrefix, '--yes'])).code).toBe(0);
   // A bad prefix is a usage error, before anything is sent.
   for (const bad of ['APP1', '{APP1}:', 'APP*:', '']) {
     const result = await runCli(['list', '--prefix', bad]);
@@ -236,7 +236,7 @@ test('--prefix: every command and the dashboard address the semaphores under tha
   } finally {
     await dashboard.stop();
   }
-  expect((await runCli(['delete', name, '--prefix', keyPrefix])).code).toBe(0);
+  expect((await runCli(['delete', name, '--prefix', keyPrefix, '--yes'])).code).toBe(0);
   expect(await fx.redis.keys(`${keyPrefix}*`)).toEqual([]);
 });
 

@@ -156,6 +156,12 @@
         armed.set(key, Date.now() + ARM_MS);
         button.textContent = 'confirm release';
         button.classList.add('armed');
+        say(
+          'Click "confirm release" within ' + ARM_MS / 1000 + ' s to release token "' + holder.token + '" of "' + name + '", held ' +
+            duration(holder.heldMs) + ' by ' + (holder.owner === null ? 'a holder that recorded no owner' : '"' + holder.owner + '"') +
+            (holder.grantId ? ' (grant ' + holder.grantId + ')' : '') + '. Its holder\'s unlock will find nothing.',
+          false,
+        );
       }
     });
     return button;
@@ -198,6 +204,23 @@
     return svg;
   }
 
+  // The latest releases operators made (CLI and dashboard), newest first: the semaphore's audit log.
+  function auditLog(entries) {
+    if (entries.length === 0) return [];
+    const list = el('ul');
+    for (const entry of entries) {
+      const item = el('li', 'audit-entry');
+      const time = el('time', '', entry.at.slice(11, 19));
+      time.dateTime = entry.at;
+      time.title = entry.at;
+      const what = entry.token === '' ? entry.action : entry.action + ' of token "' + entry.token + '"';
+      const whose = entry.owner === '' ? '' : ' held by "' + entry.owner + '"';
+      item.append(time, ' ' + what + whose + ', by ' + entry.by + (entry.reason === '' ? '' : ': ' + entry.reason));
+      list.append(item);
+    }
+    return [el('h3', '', 'Released by operators'), list];
+  }
+
   function card(name) {
     let card = cards.get(name);
     if (card) return card;
@@ -216,7 +239,8 @@
     const figure = el('figure', 'handoffs');
     const columns = el('div', 'columns');
     columns.append(holders, figure);
-    root.append(title, bar, counts, columns);
+    const audit = el('div', 'audit');
+    root.append(title, bar, counts, columns, audit);
     if (!readOnly) {
       const input = field('number', 'seconds', { min: '1', value: '30' });
       const content = ['Release tokens held longer than ', input, ' s ', submitButton('release-stale', 'release stale')];
@@ -227,7 +251,7 @@
       });
       root.append(form);
     }
-    card = { root, held, free, bar, counts, holders, figure };
+    card = { root, held, free, bar, counts, holders, figure, audit };
     cards.set(name, card);
     return card;
   }
@@ -290,6 +314,7 @@
           latest(semaphore.handOffs[semaphore.handOffs.length - 1]) + '.',
     );
     c.figure.replaceChildren(chart(semaphore.handOffs), caption);
+    c.audit.replaceChildren(...auditLog(semaphore.audit || []));
     return c.root;
   }
 
