@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { join } from 'node:path';
-import { CHANNELS, Semaphore, type SemaphoreEvents } from '../../lib';
+import { CHANNELS, createLocks, Semaphore, type SemaphoreEvents } from '../../lib';
 import { freePort } from '../support/redis-server';
 import { useFixture } from '../support/fixture';
 import { redisUrl, sleep, uniqueName, until } from '../support/redis';
@@ -93,6 +93,82 @@ test('stats() counts acquisitions and reports wait percentiles', async () => {
   expect(stats.waits.count).toBe(6);
   expect(stats.waits.max).toBeGreaterThanOrEqual(100);
   expect(stats.waits.p50).toBeLessThan(stats.waits.max);
+});
+
+test('timeout and aborted: events, channels and counters of waits that got no token', async () => {
+  const sem = fixture.semaphore();
+  const other = fixture.semaphore({}, sem.name);
+  await other.lock();
+  const seen: Array<[string, unknown]> = [];
+  sem.on('timeout', (event) => seen.push(['timeout', event]));
+  sem.on('aborted', (event) => seen.push(['aborted', event]));
+  const published: unknown[] = [];
+  const onMessage = (message: unknown) => published.push(message);
+  subscribe(CHANNELS.timeout, onMessage);
+  subscribe(CHANNELS.aborted, onMessage);
+  const reason = new Error('caller gave up');
+  try {
+    expect(await sem.lock(100)).toBeNull();
+    await expect(sem.lock(0, async () => undefined)).rejects.toMatchObject({ name: 'LockTimeoutError' });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(reason), 100);
+    await expect(sem.acquire({ signal: controller.signal })).rejects.toBe(reason);
+  } finally {
+    unsubscribe(CHANNELS.timeout, onMessage);
+    unsubscribe(CHANNELS.aborted, onMessage);
+  }
+  expect(seen).toEqual([
+    ['timeout', { timeout: 100, waitedMs: expect.any(Number) }],
+    ['timeout', { timeout: 0, waitedMs: expect.any(Number) }],
+    ['aborted', { reason, waitedMs: expect.any(Number) }],
+  ]);
+  const [first, , aborted] = seen.map(([, event]) => event as { waitedMs: number });
+  expect(first!.waitedMs).toBeGreaterThanOrEqual(90);
+  expect(aborted!.waitedMs).toBeGreaterThanOrEqual(90);
+  expect(published).toEqual(seen.map(([, event]) => ({ semaphore: sem.name, ...(event as object) })));
+  expect(sem.stats()).toMatchObject({ acquisitions: 0, timeouts: 2, aborts: 1 });
+});
+
+test('stats() gauges: tokens held, callers queued for a blocking connection, connections open', async () => {
+  const sem = fixture.semaphore({ resources: 2, maxBlockingConnections: 1 });
+  const other = fixture.semaphore({ resources: 2 }, sem.name);
+  expect(sem.stats()).toMatchObject({ held: 0, queued: 0, connections: 0 });
+  const mine = await sem.lock();
+  const theirs = await other.lock();
+  expect(sem.stats()).toMatchObject({ held: 1, queued: 0, connections: 0 });
+  // Two waiters, one connection: the second queues for it.
+  const first = sem.lock(5000);
+  const second = sem.lock(5000);
+  await until(() => sem.stats().queued === 1, 5000, 'a caller to queue');
+  expect(sem.stats()).toMatchObject({ held: 1, queued: 1, connections: 1 });
+  await other.unlock(theirs!);
+  await sem.unlock(mine!);
+  const tokens = await Promise.all([first, second]);
+  expect(sem.stats()).toMatchObject({ held: 2, queued: 0, connections: 1 });
+  for (const token of tokens) await sem.unlock(token!);
+  expect(sem.stats()).toMatchObject({ held: 0, queued: 0 });
+});
+
+test('stats() gauges of a lock manager\'s semaphore count its own callers and connections', async () => {
+  const locks = createLocks({ redis: fixture.semaphoreRedis, maxBlockingConnections: 1 });
+  try {
+    const a = locks.semaphore(uniqueName('gauge-a'));
+    const b = locks.semaphore(uniqueName('gauge-b'));
+    const heldA = await a.lock();
+    const heldB = await b.lock();
+    const waitA = a.lock(5000); // takes the one connection
+    await until(() => a.stats().connections === 1, 5000, 'a waiter to block');
+    const waitB = b.lock(5000); // queues for it
+    await until(() => b.stats().queued === 1, 5000, 'a caller to queue');
+    expect(a.stats()).toMatchObject({ held: 1, queued: 0, connections: 1 });
+    expect(b.stats()).toMatchObject({ held: 1, queued: 1, connections: 0 });
+    await a.unlock(heldA!);
+    await b.unlock(heldB!);
+    await a.unlock((await waitA)!);
+    await b.unlock((await waitB)!);
+  } finally {
+    await locks.close();
+  }
 });
 
 test('NODE_DEBUG=redis-token-semaphore logs each step', () => {
