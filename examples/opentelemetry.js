@@ -137,14 +137,23 @@ async function main() {
 
   const spans = exporter.getFinishedSpans().sort((a, b) => ms(a.startTime) - ms(b.startTime));
   const first = spans.length === 0 ? 0 : ms(spans[0].startTime);
-  console.log('\nspan                starts at  lasts  outcome    waited  held   status');
-  for (const span of spans) {
+  const row = (...cells) => cells.map(([text, width]) => (width < 0 ? String(text).padStart(-width) : String(text).padEnd(width))).join('  ');
+  console.log(`\n${row(['call', 26], ['span', 17], ['starts at', -9], ['lasts', -7], ['outcome', 8], ['waited', -7], ['held', -7], ['status', 0])}`);
+  for (const [index, span] of spans.entries()) {
     const at = (attribute) => span.attributes[`semaphore.${attribute}`];
-    const duration = ms(span.duration);
+    const held = at('held_ms') === undefined ? '' : `${at('held_ms')} ms`;
     const status = span.status.code === SpanStatusCode.ERROR ? `ERROR (${span.status.message})` : 'unset';
     console.log(
-      `${span.name.padEnd(18)}  ${`${Math.round(ms(span.startTime) - first)} ms`.padStart(9)}  ${`${Math.round(duration)} ms`.padStart(6)}  ` +
-        `${String(at('outcome')).padEnd(9)}  ${`${at('waited_ms')} ms`.padStart(6)}  ${at('held_ms') === undefined ? '     ' : `${at('held_ms')} ms`.padStart(6)}  ${status}`,
+      row(
+        [calls[index]?.[0] ?? '?', 26],
+        [span.name, 17],
+        [`${Math.round(ms(span.startTime) - first)} ms`, -9],
+        [`${Math.round(ms(span.duration))} ms`, -7],
+        [at('outcome'), 8],
+        [`${at('waited_ms')} ms`, -7],
+        [held, -7],
+        [status, 0],
+      ),
     );
   }
 
