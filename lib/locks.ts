@@ -131,6 +131,7 @@ export class Locks {
     return this.semaphore(name, { resources: 1 });
   }
 
+  /** How many names and blocking connections the manager has now. */
   stats(): LocksStats {
     return { names: this.#entries.size, connections: this.#pool.size, idleConnections: this.#pool.idle };
   }
