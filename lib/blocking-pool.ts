@@ -57,6 +57,8 @@ export class BlockingPool implements ConnectionPool {
   readonly #open = new Set<Connection>();
   readonly #queue: Array<(handoff: Handoff) => void> = [];
   #opening = 0;
+  /** What `#openOne` is doing now, for `openingSettled()`. */
+  readonly #openings = new Set<Promise<void>>();
   #closed = false;
   /** No longer hands out connections (see `stopServing`). */
   #stopped = false;
@@ -200,6 +202,14 @@ export class BlockingPool implements ConnectionPool {
     return this.#control;
   }
 
+  /**
+   * Connections still opening close as soon as they open: `openingSettled()` resolves then (a connection
+   * that cannot open gives up within the client's connect timeout).
+   */
+  openingSettled(): Promise<void> {
+    return Promise.all([...this.#openings]).then(() => undefined);
+  }
+
   /** Closes every connection; queued callers get null, and commands in flight reject. */
   close(): void {
     this.#stopped = true;
@@ -242,7 +252,15 @@ export class BlockingPool implements ConnectionPool {
     this.#idleSweep.unref();
   }
 
-  async #openOne(): Promise<void> {
+  #openOne(): Promise<void> {
+    const opening = this.#connectOne();
+    this.#openings.add(opening);
+    const untrack = () => this.#openings.delete(opening);
+    opening.then(untrack, untrack);
+    return opening;
+  }
+
+  async #connectOne(): Promise<void> {
     this.#opening++;
     let connection: Connection | undefined;
     try {

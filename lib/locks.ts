@@ -2,6 +2,7 @@
 import { BlockingPool } from './blocking-pool';
 import { adaptClient, topologyOf } from './client/adapt';
 import type { SupportedRedisClient } from './client/types';
+import { withDeadline } from './deadline';
 import { describe } from './describe';
 import { assertDuration } from './durations';
 import { SemaphoreClosedError } from './errors';
@@ -51,6 +52,8 @@ interface Entry {
 
 const DEFAULT_MAX_CONNECTIONS = 50;
 const DEFAULT_IDLE_TIMEOUT = 30_000;
+/** Longest close() waits for connections still opening (node-redis' default connect timeout). */
+const CLOSE_OPENING_MS = 5000;
 
 /**
  * Any number of semaphore names on one client: `locks.lock(name, fn)` for a lock per user, order or
@@ -147,6 +150,8 @@ export class Locks {
       this.#entries.clear();
       await Promise.allSettled([...semaphores, ...this.#closing]);
       this.#pool.close();
+      // A connection still opening closes as it opens: closed means nothing of ours is left open.
+      await withDeadline(this.#pool.openingSettled(), CLOSE_OPENING_MS, 'close').catch(() => undefined);
     })();
     return this.#closed;
   }
