@@ -115,7 +115,7 @@ export async function blockOnce(
     if (!error) {
       if (grant === null) return { grant, registration: kept };
       contention.contended = others;
-      // Kept for this caller's next wait (claim-10.lua), while no token was left free.
+      // Kept for this caller's next wait (claim-10.lua), when no token was left free and others are registered.
       if (kept !== null) contention.keepAdvanceRegistration(kept);
       return { grant, registration: null };
     }
