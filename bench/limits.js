@@ -11,9 +11,9 @@
  */
 const fs = require('node:fs');
 const os = require('node:os');
-const path = require('node:path');
 const server = require('./lib/server');
 const { gitCommit, localDate } = require('./lib/provenance');
+const { finish, privateDist, runMain } = require('./lib/report');
 const limits = require('./scenarios/limits');
 
 /** The whole run is killed (redis-server first) if it takes longer than this. */
@@ -54,12 +54,7 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const log = (line) => process.stderr.write(`${line}\n`);
 
-  // A private copy of dist/, so a rebuild in the same tree while this runs cannot pull it from under us.
-  const dist = path.join(__dirname, '..', 'dist');
-  if (!fs.existsSync(path.join(dist, 'index.js'))) throw new Error('No dist/: run `npm run build` first (`npm run bench:limits` does)');
-  const distCopy = path.join(__dirname, `.dist-${process.pid}`);
-  fs.cpSync(dist, distCopy, { recursive: true });
-  process.on('exit', () => fs.rmSync(distCopy, { recursive: true, force: true }));
+  const distCopy = privateDist('bench:limits');
 
   const canPin = args.pin && server.hasTaskset() && os.cpus().length >= 2;
   const redis = await server.startServer({ pin: canPin });
@@ -108,25 +103,7 @@ async function main() {
     await redis.stop();
   }
 
-  const seconds = ((Date.now() - startedAt) / 1000).toFixed(0);
-  const footer = [
-    result.failures.length ? `## Failed checks\n\n${result.failures.map((x) => `- ${x}`).join('\n')}\n` : '',
-    `Run time: ${seconds} s. Load average (1 min) at start ${loadAtStart.toFixed(2)}, at end ${os.loadavg()[0].toFixed(2)}: other work on the machine adds noise.`,
-    '',
-  ].join('\n');
-  process.stdout.write(footer);
-  if (args.save) {
-    const outDir = args.out ?? path.join(__dirname, 'results');
-    fs.mkdirSync(outDir, { recursive: true });
-    const file = path.join(outDir, `${date}-limits.md`);
-    fs.writeFileSync(file, [header, result.markdown, footer].join('\n'));
-    log(`wrote ${file}`);
-  }
-  process.exitCode = result.failures.length ? 1 : 0;
+  finish({ name: 'limits', date, header, result, startedAt, loadAtStart, args, log });
 }
 
-main().catch((error) => {
-  process.stderr.write(`${error.stack ?? error}\n`);
-  started.redis?.killNow();
-  process.exit(1);
-});
+runMain(main, started);

@@ -14,10 +14,10 @@
  */
 const fs = require('node:fs');
 const os = require('node:os');
-const path = require('node:path');
 const { createClient } = require('redis');
 const server = require('./lib/server');
 const { gitCommit, localDate } = require('./lib/provenance');
+const { finish, privateDist, runMain } = require('./lib/report');
 
 /** The whole run is killed (redis-server first) if it takes longer than this. */
 const RUN_DEADLINE_MS = 5 * 60_000;
@@ -192,11 +192,7 @@ async function main() {
   const startedAt = Date.now();
   const args = parseArgs(process.argv.slice(2));
   const log = (line) => process.stderr.write(`${line}\n`);
-  const dist = path.join(__dirname, '..', 'dist');
-  if (!fs.existsSync(path.join(dist, 'index.js'))) throw new Error('No dist/: run `npm run build` first (`npm run bench:locks` does)');
-  const distCopy = path.join(__dirname, `.dist-${process.pid}`);
-  fs.cpSync(dist, distCopy, { recursive: true });
-  process.on('exit', () => fs.rmSync(distCopy, { recursive: true, force: true }));
+  const distCopy = privateDist('bench:locks');
 
   const redis = await server.startServer({ pin: false });
   started.redis = redis;
@@ -209,6 +205,7 @@ async function main() {
 
   const pkg = require('../package.json');
   const date = localDate();
+  const loadAtStart = os.loadavg()[0];
   const header = [
     `# redis-token-semaphore lock manager, ${date}`,
     '',
@@ -225,25 +222,7 @@ async function main() {
   } finally {
     await redis.stop();
   }
-  const footer = [
-    '',
-    result.failures.length ? `## Failed checks\n\n${result.failures.map((x) => `- ${x}`).join('\n')}\n` : '',
-    `Run time: ${((Date.now() - startedAt) / 1000).toFixed(0)} s. Load average (1 min) at end ${os.loadavg()[0].toFixed(2)}.`,
-    '',
-  ].join('\n');
-  process.stdout.write(footer);
-  if (args.save) {
-    const outDir = args.out ?? path.join(__dirname, 'results');
-    fs.mkdirSync(outDir, { recursive: true });
-    const file = path.join(outDir, `${date}-locks.md`);
-    fs.writeFileSync(file, [header, result.markdown, footer].join('\n'));
-    log(`wrote ${file}`);
-  }
-  process.exitCode = result.failures.length ? 1 : 0;
+  finish({ name: 'locks', date, header, result, startedAt, loadAtStart, args, log });
 }
 
-main().catch((error) => {
-  process.stderr.write(`${error.stack ?? error}\n`);
-  started.redis?.killNow();
-  process.exit(1);
-});
+runMain(main, started);
