@@ -185,9 +185,13 @@ export interface AcquireTrace {
  * the release threw.
  */
 export interface HoldTrace {
+  /** The semaphore's name. */
   readonly semaphore: string;
+  /** The semaphore's `resources`. */
   readonly resources: number;
+  /** The token held. */
   readonly token: string;
+  /** The acquisition's fencing number. */
   readonly fence: number;
   /** The `acquire` trace of the same call, when that channel had subscribers at the call. */
   readonly acquisition: AcquireTrace | undefined;
