@@ -208,20 +208,59 @@ async function connectSentinel(options: ConnectOptions, lasting: boolean): Promi
   const first = await connectPrimary();
   if (!lasting) return first;
   const follower = new PrimaryFollower(first, connectPrimary);
-  return { client: follower, close: () => follower.close() };
+  const watcher = await watchSwitches(options, () => follower.switched());
+  return {
+    client: follower,
+    close: async () => {
+      await watcher?.disconnect().catch(() => undefined);
+      await follower.close();
+    },
+  };
 }
 
 /**
+ * Subscribes to `+switch-master` on the first Sentinel that answers, calling `switched` when the
+ * primary named changes: a demoted primary may still call itself one for a moment, so only the
+ * Sentinels can say. The subscription reconnects by itself; `undefined` if no Sentinel answers
+ * (the `ROLE` checks remain).
+ */
+async function watchSwitches(options: ConnectOptions, switched: () => void) {
+  const { nodes, name } = options.sentinel as NonNullable<ConnectOptions['sentinel']>;
+  for (const node of nodes) {
+    const watcher = createClient({ socket: socket(options, true, { host: node.host, port: node.port, connectTimeout: 2000 }) });
+    watcher.on('error', () => undefined);
+    try {
+      await watcher.connect();
+      await watcher.subscribe('+switch-master', (message: string) => {
+        if (message.split(' ')[0] === name) switched();
+      });
+      return watcher;
+    } catch {
+      await watcher.disconnect().catch(() => undefined);
+    }
+  }
+  return undefined;
+}
+
+/** How long the dashboard trusts that its node behind Sentinels is still the primary before asking it again (`ROLE`). */
+const ROLE_CHECK_MS = 250;
+
+/**
  * The dashboard's client behind Sentinels: a standalone client on the primary, replaced by one on
- * the new primary when a command is refused with READONLY (the old primary was demoted: the command
- * did not run, so it is sent again once) or fails on the connection (the next command asks the
- * Sentinels first; this one is not sent again, as it may have run).
+ * the new primary when the Sentinels announce a switch (`switched`) or the node says it is no
+ * longer the primary. Before a command, if it has not asked for
+ * {@link ROLE_CHECK_MS}, it asks (`ROLE`): a demoted primary still answers reads, from data it may
+ * not have re-synced yet. A command refused with READONLY (demoted in between: it did not run) is
+ * sent again once on the new primary; one that fails on the connection is not (it may have run),
+ * and the next command asks the Sentinels first.
  */
 class PrimaryFollower implements RedisClientLike {
   #current: Connected;
   #next: Promise<Connected> | undefined;
   readonly #connectPrimary: () => Promise<Connected>;
   #closed = false;
+  #roleCheckedAt = Date.now();
+  #switched = false;
 
   constructor(first: Connected, connectPrimary: () => Promise<Connected>) {
     this.#current = first;
@@ -243,10 +282,32 @@ class PrimaryFollower implements RedisClientLike {
     await this.#next;
   }
 
+  /** The Sentinels announced a new primary: the next command goes to it. */
+  switched(): void {
+    this.#switched = true;
+  }
+
+  /** Follows the primary if the Sentinels switched, or the current node is unreachable or says it is not the primary. */
+  async #check(): Promise<void> {
+    if (this.#next) {
+      await this.#next;
+      return;
+    }
+    if (this.#switched) {
+      this.#switched = false;
+      await this.#follow();
+      this.#roleCheckedAt = Date.now();
+      return;
+    }
+    if (this.#client.isReady && Date.now() - this.#roleCheckedAt < ROLE_CHECK_MS) return;
+    const role = this.#client.isReady ? ((await this.#client.sendCommand(['ROLE']).catch(() => [])) as unknown[])[0] : undefined;
+    if (role !== 'master') await this.#follow();
+    this.#roleCheckedAt = Date.now();
+  }
+
   async sendCommand(args: string[]): Promise<unknown> {
     if (this.#closed) throw new Error('The client is closed');
-    if (this.#next) await this.#next;
-    else if (!this.#client.isReady) await this.#follow().catch(() => undefined);
+    await this.#check();
     try {
       return await this.#client.sendCommand(args);
     } catch (error) {

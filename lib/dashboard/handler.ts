@@ -166,7 +166,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     }
     if (path === '/metrics') {
       allow(method, ['GET', 'HEAD']);
-      const statuses = await Promise.all(watched.map((name) => sampler.one(name))).catch(() => undefined);
+      const statuses = await withTimeout(Promise.all(watched.map((name) => sampler.one(name))), PING_TIMEOUT_MS).catch(() => undefined);
       return send(response, 200, METRICS_TYPE, metricsText(statuses));
     }
     const asset = ASSETS[path];
@@ -326,20 +326,22 @@ function semaphoreJson(
 
 /** Why Redis does not answer PING within {@link PING_TIMEOUT_MS}, or `undefined` when it does. */
 async function ping(redis: SupportedRedisClient): Promise<string | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<string>((resolve) => {
-    timer = setTimeout(() => resolve(`no answer to PING within ${PING_TIMEOUT_MS} ms`), PING_TIMEOUT_MS);
-  });
-  const answer = (async () => {
-    try {
-      const reply = await adaptClient(redis, 'healthz').sendCommand(['PING']);
-      return reply === 'PONG' ? undefined : `PING answered ${String(reply)}`;
-    } catch (error) {
-      return String((error as { message?: unknown } | null)?.message ?? error);
-    }
-  })();
   try {
-    return await Promise.race([answer, timeout]);
+    const reply = await withTimeout(adaptClient(redis, 'healthz').sendCommand(['PING']), PING_TIMEOUT_MS);
+    return reply === 'PONG' ? undefined : `PING answered ${String(reply)}`;
+  } catch (error) {
+    return String((error as { message?: unknown } | null)?.message ?? error);
+  }
+}
+
+/** `promise`, or a rejection once `ms` have passed: `/healthz` and `/metrics` answer in time even when Redis does not. */
+async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
   } finally {
     clearTimeout(timer);
   }
