@@ -101,10 +101,22 @@ test('shows holders and waiters; the release button frees a token and the waiter
   await page.waitForTimeout(2500);
   const released = tokens[0] as string;
   const button = card.locator('tr.holder', { has: page.locator('td.token', { hasText: new RegExp(`^${released}$`) }) }).locator('button.release');
+  await expect(card.locator('.audit li').count()).resolves.toBe(0);
   await button.click();
   await expect(button.textContent()).resolves.toBe('confirm release');
+  // The confirmation says what would be released, from whom.
+  await expect(page.locator('#message').textContent()).resolves.toMatch(
+    new RegExp(`^Click "confirm release" within 4 s to release token "${released}" of "crawler:example\\.com", held [^"]+ by "crawler-1@host-a:4242" \\(grant \\S+\\)\\. Its holder's unlock will find nothing\\.$`),
+  );
   await button.click();
   await page.locator('#message', { hasText: `Released token "${released}" of "crawler:example.com".` }).waitFor();
+  // The audit entry that follows: what, whose, and who (the dashboard and the browser's address).
+  const entry = card.locator('.audit li.audit-entry').first();
+  await entry.waitFor();
+  await expect(card.locator('.audit h3').textContent()).resolves.toBe('Released by operators');
+  await expect(entry.textContent()).resolves.toMatch(
+    new RegExp(`^\\d\\d:\\d\\d:\\d\\d release of token "${released}" held by "crawler-1@host-a:4242", by dashboard (::ffff:)?127\\.0\\.0\\.1$`),
+  );
   // (Which of the two waiters is served first is the fifo spec's business, not this one's.)
   const first = await Promise.race(waiters.map((waiter, i) => waiter.then((token) => ({ i, token }))));
   expect(first.token).toBe(released);
