@@ -11,6 +11,8 @@ import {
   resizeSemaphore,
   semaphoreExists,
 } from '../../lib/admin/operations';
+import { readAudit } from '../../lib/admin/audit';
+import { metricsText } from '../../lib/dashboard/metrics';
 import { escapeHtml } from '../../lib/dashboard/page';
 import { DEFAULT_KEY_PREFIX, existsKeyPattern, grantIdOfInboxKey, inboxKeyPattern, keyPattern, nameOfExistsKey, semaphoreKeys } from '../../lib/keys';
 import type { RedisClientLike, SupportedRedisClient } from '../../lib/client/types';
@@ -197,7 +199,7 @@ describe('createDashboard', () => {
     expect(one.semaphore.holders[0]).toMatchObject({ token: '0', owner: 'api-holder' });
     // The CLI's status JSON (lib/admin/json.ts), with the dashboard's hand-offs.
     const shape = statusJson(await readStatus(scope(), name));
-    expect(Object.keys(one.semaphore)).toEqual([...Object.keys(shape), 'handOffs']);
+    expect(Object.keys(one.semaphore)).toEqual([...Object.keys(shape), 'handOffs', 'audit']);
     expect(Object.keys(one.semaphore.holders[0])).toEqual(Object.keys(shape.holders[0] ?? {}));
     expect((await fetch(`${base.replace('/ops/semaphores', '')}/api/semaphores`)).status).toBe(404);
     expect((await fetch(`${base}x/api/semaphores`)).status).toBe(404);
@@ -245,6 +247,60 @@ describe('createDashboard', () => {
     expect(await (await post(path, { olderThanMs: 60_000 })).json()).toEqual({ released: 0 });
     expect(await (await post(path, { olderThanMs: 100 })).json()).toEqual({ released: 1 });
     await expect(sem.availableCount()).resolves.toBe(1);
+    // Logged: the Ruby holder (no grant id, no owner recorded), by the dashboard, with the request.
+    expect(await readAudit(scope(), name)).toEqual([
+      expect.objectContaining({ action: 'release-stale', token: ruby, grantId: '', owner: '', by: 'dashboard 127.0.0.1', command: `POST ${path}`, reason: '' }),
+    ]);
+  });
+
+  test('every release is logged with the holder it took the token from and the reason given; the API shows the log', async () => {
+    const name = uniqueName('dash-audit');
+    const sem = fx.semaphore({ resources: 2, owner: 'pod-x:1' }, name);
+    await sem.lock(0);
+    const path = `/api/semaphores/${encodeURIComponent(name)}/release`;
+    expect((await post(path, { token: '0', reason: 'x'.repeat(501) })).status).toBe(400);
+    expect((await post(path, { token: '0', reason: 'stuck since the deploy' })).status).toBe(200);
+    const [entry] = await readAudit(scope(), name);
+    expect(entry).toEqual({
+      id: expect.stringMatching(/^\d+-\d+$/),
+      at: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
+      action: 'release',
+      token: '0',
+      grantId: expect.stringMatching(/\S/),
+      owner: 'pod-x:1',
+      by: 'dashboard 127.0.0.1',
+      command: `POST ${path}`,
+      reason: 'stuck since the deploy',
+    });
+    const api = (await (await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}`)).json()) as Json;
+    expect(api.semaphore.audit).toEqual([entry]);
+  });
+
+  test('/metrics: only the watched semaphores, label values escaped; /healthz answers without the token', async () => {
+    expect(metricsText(undefined)).toBe(
+      '# HELP redis_token_semaphore_up Whether Redis answered the dashboard\'s reads for this scrape (1) or not (0).\n# TYPE redis_token_semaphore_up gauge\nredis_token_semaphore_up 0\n',
+    );
+    const name = uniqueName('dash-"metrics"\\\n');
+    const sem = fx.semaphore({ resources: 2 }, name);
+    await sem.lock(0);
+    const watching = createDashboard({ redis: client(), watch: [name] });
+    const other = createServer(watching);
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    try {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      const label = name.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+      expect(text).toContain(`redis_token_semaphore_held{semaphore="${label}"} 1\n`);
+      expect(text.split('\n').filter((line) => line.startsWith('redis_token_semaphore_held'))).toHaveLength(1);
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      expect((await fetch(`${base}/healthz`)).status).toBe(200); // under basePath
+      expect(await (await fetch(`${base}/metrics`)).text()).not.toContain('semaphore="'); // nothing watched
+      expect((await fetch(`${url}/metrics`, { method: 'POST' })).status).toBe(405);
+    } finally {
+      other.closeAllConnections();
+      await new Promise((resolve) => other.close(resolve));
+    }
+    expect(() => createDashboard({ redis: client(), watch: [''] })).toThrow(TypeError);
   });
 
   test('read-only: no token needed to look, every change refused with 403', async () => {
