@@ -40,6 +40,8 @@ export interface LocksStats {
   readonly connections: number;
   /** Blocking connections open and unused. */
   readonly idleConnections: number;
+  /** Callers (of any name) waiting in this process for a blocking connection. */
+  readonly queued: number;
 }
 
 interface Entry {
@@ -136,7 +138,7 @@ export class Locks {
 
   /** How many names and blocking connections the manager has now. */
   stats(): LocksStats {
-    return { names: this.#entries.size, connections: this.#pool.size, idleConnections: this.#pool.idle };
+    return { names: this.#entries.size, connections: this.#pool.size, idleConnections: this.#pool.idle, queued: this.#pool.queued };
   }
 
   /**

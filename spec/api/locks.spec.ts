@@ -41,7 +41,9 @@ describe('createLocks', () => {
     const waits = all.map((name) => locks.lock(name, 30_000, () => void served.push(name)));
     await until(() => locks.stats().connections === 3, 5000, 'the pool to fill');
     await sleep(300);
-    expect(locks.stats().connections).toBe(3);
+    expect(locks.stats()).toMatchObject({ names: 40, connections: 3, idleConnections: 0 });
+    // 37, but for a moment one fewer while a waiter whose turn ended queues again.
+    expect(locks.stats().queued).toBeGreaterThanOrEqual(36);
     expect(await blockedClients(fixture.redis)).toBeLessThanOrEqual(3);
     expect(served).toEqual([]);
     for (const lease of holders.reverse()) await lease.release();
