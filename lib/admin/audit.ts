@@ -1,4 +1,5 @@
 /** The operators' release log: every release the CLI or the dashboard makes, in a capped stream per semaphore (its AUDIT key). */
+import { isConnectionError } from '../client/errors';
 import type { HolderInfo } from '../holder-info';
 import { readStatus, releaseStale, target, type Scope } from './operations';
 
@@ -67,6 +68,20 @@ export async function readAudit(scope: Scope, name: string, count = 10): Promise
       reason: field('reason'),
     };
   });
+}
+
+/**
+ * `readAudit`, for views that show the log beside the state (`status`, the dashboard): a log Redis
+ * refuses to read (an ACL without XREVRANGE, a key of the wrong type) gives its error instead of
+ * failing the view. A connection failure still rejects.
+ */
+export async function readAuditOrError(scope: Scope, name: string, count = 10): Promise<{ records: AuditRecord[]; error?: string }> {
+  try {
+    return { records: await readAudit(scope, name, count) };
+  } catch (error) {
+    if (isConnectionError(error)) throw error;
+    return { records: [], error: String((error as { message?: unknown } | null)?.message ?? error) };
+  }
 }
 
 /** Who releases, from where and why: what every audit entry of one operator action shares. */

@@ -97,7 +97,8 @@ export function formatStatus(status: SemaphoreStatus): string {
 }
 
 /** The last releases operators made (newest first), under `status`. */
-export function formatAudit(records: readonly AuditRecord[]): string {
+export function formatAudit(records: readonly AuditRecord[], error?: string): string {
+  if (error !== undefined) return `released  (the audit log cannot be read: ${printable(error)})`;
   if (records.length === 0) return 'released  none by operators (CLI, dashboard)';
   const rows = records.map((r) => [
     formatTime(new Date(r.at)),

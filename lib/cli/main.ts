@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { readAudit } from '../admin/audit';
+import { readAuditOrError } from '../admin/audit';
 import { statusJson, summaryJson, unreadableJson } from '../admin/json';
 import { isUnreadable, listSemaphores, readStatus, readStatuses, resizeSemaphore, type Scope } from '../admin/operations';
 import { assertKeyPrefix, DEFAULT_KEY_PREFIX, existsKeyPattern, semaphoreKeys } from '../keys';
@@ -226,8 +226,9 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       return async (scope, io) => {
         const status = await readStatus(scope, name);
         if (!status.exists) throw missing(name, scope.keyPrefix);
-        const audit = await readAudit(scope, name, AUDIT_SHOWN);
-        io.out(io.json ? JSON.stringify({ ...statusJson(status), audit }) : `${formatStatus(status)}\n${formatAudit(audit)}`);
+        const { records, error } = await readAuditOrError(scope, name, AUDIT_SHOWN);
+        const json = { ...statusJson(status), audit: records, ...(error !== undefined && { auditError: error }) };
+        io.out(io.json ? JSON.stringify(json) : `${formatStatus(status)}\n${formatAudit(records, error)}`);
         return EXIT.ok;
       };
     case 'list':

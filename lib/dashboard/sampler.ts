@@ -1,5 +1,5 @@
 /** The dashboard's snapshots of semaphores, shared by every page polling it, the hand-offs seen between them, and their audit logs' latest entries. */
-import { readAudit, type AuditRecord } from '../admin/audit';
+import { readAuditOrError, type AuditRecord } from '../admin/audit';
 import {
   isUnreadable,
   listSemaphores,
@@ -110,8 +110,9 @@ export class Sampler {
   }
 
   async #sample(name: string): Promise<SemaphoreStatus> {
-    const [status, audit] = await Promise.all([readStatus(this.#scope, name, WAITER_IDS), readAudit(this.#scope, name, AUDIT_SHOWN)]);
-    this.#audits.set(name, audit);
+    // A log Redis refuses to read (an ACL without XREVRANGE) shows as none.
+    const [status, audit] = await Promise.all([readStatus(this.#scope, name, WAITER_IDS), readAuditOrError(this.#scope, name, AUDIT_SHOWN)]);
+    this.#audits.set(name, audit.records);
     if (!status.exists) {
       this.#histories.delete(name);
       this.#audits.delete(name);

@@ -190,6 +190,7 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
     ]);
     const admin = await connect();
     await admin.sendCommand(['ACL', 'SETUSER', 'ops', 'on', '>ops-secret', '~*', '+@all']);
+    await admin.sendCommand(['ACL', 'SETUSER', 'no-log', 'on', '>no-log-secret', '~*', '+@all', '-xadd', '-xrevrange']);
   });
   afterAll(async () => {
     await Promise.all(clients.map((client) => client.quit()));
@@ -216,6 +217,21 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
     const untrusted = await runCli(['status', name, '--url', url, '--user', 'ops', '--password', 'ops-secret']);
     expect(untrusted.code).toBe(1);
     expect((await runCli(['status', name, '--tls-ca', join(dir, 'nope.pem')])).code).toBe(2);
+  });
+
+  test('a user that may not write or read the audit log still releases (with a warning) and sees the status', async () => {
+    const plain = await connect();
+    const name = uniqueName('ops-acl');
+    const sem = fx.semaphore({ redis: plain }, name);
+    await sem.lock(0);
+    const url = server.url.replace('redis://', 'redis://no-log:no-log-secret@');
+    const release = await runCli(['release', name, '0', '--url', url, '--yes']);
+    expect(release.code).toBe(0);
+    expect(release.stderr).toMatch(/^redis-token-semaphore: warning: released, but not recorded in the audit log: NOPERM/);
+    await expect(sem.isLocked('0')).resolves.toBe(false);
+    const status = await runCli(['status', name, '--url', url]);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain('released  (the audit log cannot be read: NOPERM');
   });
 
   test('/healthz answers 200 while Redis answers PING, 503 when not; /metrics has gauges for the --watch semaphores only', async () => {
