@@ -22,3 +22,11 @@ export const notFound = (message: string) => new CliError(EXIT.notFound, 'not_fo
 export function missing(name: string, keyPrefix: string): CliError {
   return notFound(`semaphore "${printable(name)}" does not exist (no ${printable(semaphoreKeys(name, { keyPrefix }).exists)} key)`);
 }
+
+/** The message of a connection failure (node-redis may reject with an AggregateError of each address tried). */
+export function describeError(error: unknown): string {
+  const { message, code, errors } = (error ?? {}) as { message?: string; code?: string; errors?: unknown[] };
+  if (message) return message;
+  if (Array.isArray(errors) && errors.length > 0) return describeError(errors[0]);
+  return code ?? String(error);
+}

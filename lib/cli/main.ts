@@ -80,8 +80,8 @@ const COMMON = ['url', 'cluster', 'sentinel', 'sentinel-name', 'tls-ca', 'user',
 /** Options of the commands that change Redis. */
 const CHANGE = ['yes', 'dry-run', 'reason'];
 
-/** Which arguments and options each command takes (beyond COMMON); `positionals` names them, `more`: the last repeats. */
-const COMMANDS: Record<string, { readonly positionals: readonly string[]; readonly options: readonly string[]; readonly more?: boolean }> = {
+/** Which arguments and options each command takes (beyond COMMON). */
+const COMMANDS: Record<string, { readonly positionals: readonly string[]; readonly options: readonly string[] }> = {
   status: { positionals: ['name'], options: [] },
   list: { positionals: [], options: [] },
   watch: { positionals: ['name'], options: ['interval', 'count'] },
@@ -180,14 +180,13 @@ export async function main(argv: readonly string[]): Promise<number> {
         throw usage(`--${option} does not apply to ${command}`);
       }
     }
-    // release --owner takes names, not a name and a token.
-    const positionals = command === 'release' && values.owner !== undefined ? ['name'] : spec.positionals;
-    const more = command === 'release' && values.owner !== undefined;
-    if (more ? args.length < 1 : args.length !== positionals.length) {
-      const expected = more ? '<name>...' : positionals.map((p) => `<${p}>`).join(' ');
-      throw usage(`${command}${more ? ' --owner' : ''} takes ${expected || 'no arguments'}, got ${args.length} argument${args.length === 1 ? '' : 's'}`);
+    // release --owner takes one or more names, not a name and a token.
+    const byOwner = command === 'release' && values.owner !== undefined;
+    if (byOwner ? args.length === 0 : args.length !== spec.positionals.length) {
+      const expected = byOwner ? '<name>...' : spec.positionals.map((p) => `<${p}>`).join(' ');
+      throw usage(`${command}${byOwner ? ' --owner' : ''} takes ${expected || 'no arguments'}, got ${args.length} argument${args.length === 1 ? '' : 's'}`);
     }
-    if (args.some((arg, i) => arg === '' && (more || positionals[i] === 'name'))) throw usage('the semaphore name must not be empty');
+    if (args.some((arg, i) => arg === '' && (byOwner || spec.positionals[i] === 'name'))) throw usage('the semaphore name must not be empty');
     if (values.owner === '') throw usage('--owner must not be empty');
     const connection = connectOptions(values);
     const keyPrefix = prefixOption(values.prefix);
