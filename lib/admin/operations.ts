@@ -24,10 +24,15 @@ export interface Scope<Client = SupportedRedisClient> {
   readonly keyPrefix: string;
 }
 
+/** The keys of `name` as a `Semaphore` in `scope` names them (with a hash tag on a cluster client). */
+export function keysOf({ redis: client, keyPrefix }: Scope, name: string): SemaphoreKeys {
+  return semaphoreKeys(name, { cluster: topologyOf(client) === 'cluster', keyPrefix });
+}
+
 /** The keys of `name` as a `Semaphore` in `scope` names them, and its client routed to their slot. */
-export function target({ redis: client, keyPrefix }: Scope, name: string): { keys: SemaphoreKeys; redis: RedisClientLike } {
-  const keys = semaphoreKeys(name, { cluster: topologyOf(client) === 'cluster', keyPrefix });
-  return { keys, redis: adaptClient(client, keys.available) };
+export function target(scope: Scope, name: string): { keys: SemaphoreKeys; redis: RedisClientLike } {
+  const keys = keysOf(scope, name);
+  return { keys, redis: adaptClient(scope.redis, keys.available) };
 }
 
 /** One semaphore at one instant, as `status-9.lua` reads it. */

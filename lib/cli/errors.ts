@@ -1,5 +1,5 @@
 /** The CLI's errors and exit codes. */
-import { semaphoreKeys } from '../keys';
+import { keysOf, type Scope } from '../admin/operations';
 import { printable } from './format';
 
 /** What the CLI exits with: documented in the README ("Command line") and in `--help`. */
@@ -18,9 +18,9 @@ export class CliError extends Error {
 export const usage = (message: string) => new CliError(EXIT.usage, 'usage', message);
 export const notFound = (message: string) => new CliError(EXIT.notFound, 'not_found', message);
 
-/** The semaphore has no EXISTS key (under `keyPrefix`). */
-export function missing(name: string, keyPrefix: string): CliError {
-  return notFound(`semaphore "${printable(name)}" does not exist (no ${printable(semaphoreKeys(name, { keyPrefix }).exists)} key)`);
+/** The semaphore has no EXISTS key (as `scope` names it: under its prefix, with a hash tag on a cluster). */
+export function missing(name: string, scope: Scope): CliError {
+  return notFound(`semaphore "${printable(name)}" does not exist (no ${printable(keysOf(scope, name).exists)} key)`);
 }
 
 /** The message of a connection failure (node-redis may reject with an AggregateError of each address tried). */

@@ -224,7 +224,7 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
     case 'status':
       return async (scope, io) => {
         const status = await readStatus(scope, name);
-        if (!status.exists) throw missing(name, scope.keyPrefix);
+        if (!status.exists) throw missing(name, scope);
         const { records, error } = await readAuditOrError(scope, name, AUDIT_SHOWN);
         const json = { ...statusJson(status), audit: records, ...(error !== undefined && { auditError: error }) };
         io.out(io.json ? JSON.stringify(json) : `${formatStatus(status)}\n${formatAudit(records, error)}`);
@@ -285,7 +285,7 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       if (tokens > MAX_RESOURCES) throw usage(`<tokens> must be at most ${MAX_RESOURCES}`);
       return async (scope, io) => {
         const outcome = await resizeSemaphore(scope, name, tokens);
-        if (outcome.status === 'not-found') throw missing(name, scope.keyPrefix);
+        if (outcome.status === 'not-found') throw missing(name, scope);
         if (outcome.status === 'below-held') {
           throw new CliError(
             EXIT.error,

@@ -29,7 +29,7 @@ export interface Change {
 
 async function existing(scope: Scope, name: string): Promise<SemaphoreStatus> {
   const status = await readStatus(scope, name);
-  if (!status.exists) throw missing(name, scope.keyPrefix);
+  if (!status.exists) throw missing(name, scope);
   return status;
 }
 
@@ -93,7 +93,7 @@ export async function releaseOne(scope: Scope, name: string, token: string, chan
   }
   const outcome = await releaseToken(scope, name, token, holder.grantId ?? '');
   if (outcome.status !== 'released') {
-    if (outcome.status === 'not-found') throw missing(name, scope.keyPrefix);
+    if (outcome.status === 'not-found') throw missing(name, scope);
     if (outcome.status === 'not-held') throw notFound(`token "${printable(token)}" of semaphore "${printable(name)}" is not held any more; nothing released`);
     throw new CliError(EXIT.error, 'holder_changed', `token "${printable(token)}" of "${printable(name)}" was given back and taken again meanwhile; nothing released`);
   }

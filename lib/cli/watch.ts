@@ -27,7 +27,7 @@ export async function watch(scope: Scope, io: Io, name: string, interval: number
   try {
     for (let frame = 1; frame <= count && !stopped; frame++) {
       const status = await readStatus(scope, name);
-      if (frame === 1 && !status.exists) throw missing(name, scope.keyPrefix);
+      if (frame === 1 && !status.exists) throw missing(name, scope);
       if (io.json) {
         io.out(JSON.stringify(statusJson(status)));
       } else {

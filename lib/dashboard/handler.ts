@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { appendAudit, auditEntry, releaseStaleLogged, type Actor, type AuditRecord } from '../admin/audit';
 import { statusJson, unreadableJson, type StatusJson } from '../admin/json';
 import { isUnreadable, readStatus, releaseToken, staleHolders, type Scope, type SemaphoreStatus } from '../admin/operations';
-import { adaptClient } from '../client/adapt';
+import { adaptClient, topologyOf } from '../client/adapt';
 import type { SupportedRedisClient } from '../client/types';
 import { describe } from '../describe';
 import { assertKeyPrefix, DEFAULT_KEY_PREFIX } from '../keys';
@@ -133,7 +133,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   const expected = token === undefined ? undefined : digest(token);
   const sampler = new Sampler(scope);
   const assets = new Map<string, Buffer>();
-  const config = { basePath, readOnly, refreshMs, keyPrefix };
+  const config = { basePath, readOnly, refreshMs, keyPrefix, cluster: topologyOf(redis) === 'cluster' };
 
   const authorize = (request: IncomingMessage) => {
     if (readOnly) throw new HttpError(403, 'read_only', 'This dashboard is read-only');

@@ -7,6 +7,8 @@ export interface PageConfig {
   readonly refreshMs: number;
   /** The semaphores' key prefix (the `keyPrefix` option). */
   readonly keyPrefix: string;
+  /** Whether the client is a cluster client: names without a hash tag get one (lib/keys.ts). */
+  readonly cluster: boolean;
 }
 
 /** Escapes text for HTML element content and quoted attribute values. */
@@ -70,7 +72,7 @@ export function notFoundPage(config: PageConfig, name: string): string {
 <main class="not-found">
 <h2>404: no such semaphore</h2>
 <p>Semaphore <code class="name">${escapeHtml(name)}</code> does not exist: Redis has no
-<code>${escapeHtml(semaphoreKeys(name, { keyPrefix: config.keyPrefix }).exists)}</code> key. It was never created, or it was deleted, or its
+<code>${escapeHtml(semaphoreKeys(name, { keyPrefix: config.keyPrefix, cluster: config.cluster }).exists)}</code> key. It was never created, or it was deleted, or its
 keys expired (the <code>expiration</code> option).</p>
 <p><a href="${base}/">All semaphores</a></p>
 </main>`,

@@ -61,6 +61,8 @@ test('Cluster: status, list, release --owner and its audit entry (in the semapho
   const status = await runCli(['status', name, ...seeds, '--json']);
   expect(status.code).toBe(0);
   expect(JSON.parse(status.stdout)).toMatchObject({ name, tokens: 3, held: 3, available: 0, audit: [] });
+  const missing = uniqueName('ops-missing');
+  expect((await runCli(['status', missing, ...seeds])).stderr).toContain(`no SEMAPHORE:{${missing}}:EXISTS key`); // the key looked for, tagged
   const list = await runCli(['list', ...seeds, '--json']);
   expect(JSON.parse(list.stdout).semaphores).toContainEqual(expect.objectContaining({ name: `{${name}}`, held: 3 }));
 
