@@ -170,6 +170,33 @@ test('shows holders and waiters; the release button frees a token and the waiter
   for (const token of await Promise.all(late)) await lateSem.unlock(token as string);
 });
 
+test('release stale asks for confirmation too; the tokens it frees are logged under the card', async () => {
+  const name = `stale:${nanoid(6)}`;
+  const lapsed = new Semaphore(name, { redis, resources: 2, owner: 'lapsed@host-d:5', staleClientTimeout: 300, autoRefresh: false });
+  semaphores.push(lapsed);
+  const token = (await lapsed.lock(0)) as string;
+  await new Promise((resolve) => setTimeout(resolve, 600)); // its lease is over
+  const { page, errors } = await openPage(`/semaphores/${encodeURIComponent(name)}#token=${encodeURIComponent(TOKEN)}`);
+  const button = page.locator('form.stale button.release-stale');
+  await page.locator('tr.holder td.owner', { hasText: 'lapsed@host-d:5' }).waitFor();
+  await button.click();
+  await expect(button.textContent()).resolves.toBe('confirm release stale');
+  await expect(page.locator('#message').textContent()).resolves.toBe(
+    `Click "confirm release stale" within 4 s to release every token of "${name}" whose holder's lease is over, and Ruby gem holders' held longer than 30 s.`,
+  );
+  await expect(lapsed.isLocked(token)).resolves.toBe(true); // nothing yet
+  await button.click();
+  await page.locator('#message', { hasText: `Released 1 stale token of "${name}".` }).waitFor();
+  const entry = page.locator('.audit li.audit-entry');
+  await entry.waitFor();
+  await expect(entry.textContent()).resolves.toMatch(
+    new RegExp(`^\\d\\d:\\d\\d:\\d\\d release-stale of token "${token}" held by "lapsed@host-d:5", by dashboard (::ffff:)?127\\.0\\.0\\.1$`),
+  );
+  await expect(lapsed.isLocked(token)).resolves.toBe(false);
+  expect(errors).toEqual([]);
+  await page.close();
+});
+
 test('a semaphore that does not exist is a clear 404 page, with the name escaped', async () => {
   const name = '<b id="injected">gone</b>';
   const { page, dialogs, errors } = await openPage('/');

@@ -243,11 +243,32 @@
     root.append(title, bar, counts, columns, audit);
     if (!readOnly) {
       const input = field('number', 'seconds', { min: '1', value: '30' });
-      const content = ['Release tokens held longer than ', input, ' s ', submitButton('release-stale', 'release stale')];
+      const button = submitButton('release-stale', 'release stale');
+      const content = ['Release tokens held longer than ', input, ' s ', button];
+      // Armed by the first submit, like a release button: the second within ARM_MS releases.
+      let armedUntil = 0;
+      const disarm = () => {
+        armedUntil = 0;
+        button.textContent = 'release stale';
+        button.classList.remove('armed');
+      };
       const form = inputForm('stale', content, () => {
         const seconds = Number(input.value);
         if (!(seconds > 0)) return say('Give a number of seconds > 0.', true);
-        post(name, 'release-stale', { olderThanMs: seconds * 1000 });
+        if (armedUntil > Date.now()) {
+          disarm();
+          post(name, 'release-stale', { olderThanMs: seconds * 1000 });
+          return;
+        }
+        armedUntil = Date.now() + ARM_MS;
+        button.textContent = 'confirm release stale';
+        button.classList.add('armed');
+        setTimeout(() => armedUntil <= Date.now() && disarm(), ARM_MS + 50);
+        say(
+          'Click "confirm release stale" within ' + ARM_MS / 1000 + ' s to release every token of "' + name +
+            '" whose holder\'s lease is over, and Ruby gem holders\' held longer than ' + seconds + ' s.',
+          false,
+        );
       });
       root.append(form);
     }
