@@ -20,8 +20,8 @@ export interface ConnectOptions {
   readonly password?: string;
 }
 
-/** The connection options as given on the command line, checked; usage errors before anything connects. */
-export function connectOptions(values: {
+/** The connection options as parsed from the command line, before they are checked. */
+export interface ConnectValues {
   url?: string;
   cluster?: string;
   sentinel?: string;
@@ -29,7 +29,10 @@ export function connectOptions(values: {
   'tls-ca'?: string;
   user?: string;
   password?: string;
-}): ConnectOptions {
+}
+
+/** The connection options as given on the command line, checked; usage errors before anything connects. */
+export function connectOptions(values: ConnectValues): ConnectOptions {
   const url = values.url ?? process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
   if (values.cluster !== undefined && values.sentinel !== undefined) throw usage('--cluster and --sentinel exclude each other');
   if ((values.sentinel === undefined) !== (values['sentinel-name'] === undefined)) {

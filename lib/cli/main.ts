@@ -9,7 +9,7 @@ import { isUnreadable, listSemaphores, readStatus, readStatuses, resizeSemaphore
 import { assertKeyPrefix, DEFAULT_KEY_PREFIX, existsKeyPattern, semaphoreKeys } from '../keys';
 import { MAX_RESOURCES } from '../options';
 import { assertConfirmable } from './confirm';
-import { connect, connectOptions } from './connect';
+import { connect, connectOptions, type ConnectValues } from './connect';
 import { CliError, EXIT, missing, usage } from './errors';
 import { formatAudit, formatDuration, formatStatus, parseDuration, printable, table } from './format';
 import { deleteCommand, releaseOne, releaseOwner, releaseStaleCommand, type Change } from './release';
@@ -92,14 +92,7 @@ const COMMANDS: Record<string, { readonly positionals: readonly string[]; readon
   dashboard: { positionals: [], options: ['port', 'host', 'token', 'read-only', 'watch'] },
 };
 
-type Values = {
-  url?: string;
-  cluster?: string;
-  sentinel?: string;
-  'sentinel-name'?: string;
-  'tls-ca'?: string;
-  user?: string;
-  password?: string;
+type Values = ConnectValues & {
   prefix?: string;
   json?: boolean;
   help?: boolean;
