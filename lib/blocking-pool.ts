@@ -1,6 +1,9 @@
 import { MAX_TIMER_MS } from './durations';
 import { disconnectQuietly, type Connection } from './client/connection';
 
+/** How long a pool that has connections waits before it tries to open another after one failed to open. */
+const OPEN_RETRY_MS = 1000;
+
 /** What a queued caller is handed: a connection, the error that kept one from opening, or null (gave up). */
 type Handoff = Connection | Error | null;
 
@@ -57,6 +60,8 @@ export class BlockingPool implements ConnectionPool {
   readonly #open = new Set<Connection>();
   readonly #queue: Array<(handoff: Handoff) => void> = [];
   #opening = 0;
+  /** See `#mayOpen`. */
+  #openPausedUntil = 0;
   /** What `#openOne` is doing now, for `openingSettled()`. */
   readonly #openings = new Set<Promise<void>>();
   #closed = false;
@@ -103,7 +108,12 @@ export class BlockingPool implements ConnectionPool {
 
   /** Whether every connection the pool may open is open or opening. */
   get full(): boolean {
-    return this.size >= this.#max;
+    return this.size >= this.#max || !this.#mayOpen();
+  }
+
+  /** No new connection is tried for OPEN_RETRY_MS after one failed to open while others were open. */
+  #mayOpen(): boolean {
+    return this.#open.size === 0 || performance.now() >= this.#openPausedUntil;
   }
 
   /** Connections open and not in use. */
@@ -142,7 +152,7 @@ export class BlockingPool implements ConnectionPool {
       signal?.addEventListener('abort', giveUp, { once: true });
       this.#queue.push(entry);
     });
-    if (this.size < this.#max) void this.#openOne();
+    if (this.size < this.#max && this.#mayOpen()) void this.#openOne();
     const handoff = await handed;
     if (handoff instanceof Error) throw handoff;
     return handoff;
@@ -167,7 +177,7 @@ export class BlockingPool implements ConnectionPool {
   release(connection: Connection, broken = false): void {
     if (broken || this.#closed) {
       this.#discard(connection);
-      if (this.#queue.length > 0 && !this.#closed) void this.#openOne();
+      if (this.#queue.length > 0 && !this.#closed && this.#mayOpen()) void this.#openOne();
       return;
     }
     this.#handOut(connection);
@@ -271,8 +281,14 @@ export class BlockingPool implements ConnectionPool {
     } catch (error) {
       this.#opening--;
       if (connection) void disconnectQuietly(connection);
-      // Every queued caller hears of it (each retries on its own schedule): handing the error to
-      // the first alone would leave the others queued with no connection on its way.
+      if (this.#open.size > 0) {
+        // Other connections serve the line (a server's maxclients reached, say): the queued callers
+        // wait for them, and no new connection is tried for a while (each try would fail the same way).
+        this.#openPausedUntil = performance.now() + OPEN_RETRY_MS;
+        return;
+      }
+      // None: every queued caller hears of it (each retries on its own schedule); handing the error
+      // to the first alone would leave the others queued with no connection on its way.
       const failure = error instanceof Error ? error : new Error(String(error));
       for (const next of this.#queue.splice(0)) next(failure);
       return;

@@ -1,14 +1,15 @@
 // The lock manager: any number of semaphore names on one client and one bounded pool of blocking connections (createLocks).
 import { BlockingPool } from './blocking-pool';
+import type { Connection } from './client/connection';
 import { adaptClient, topologyOf } from './client/adapt';
 import type { SupportedRedisClient } from './client/types';
 import { withDeadline } from './deadline';
 import { describe } from './describe';
-import { assertDuration } from './durations';
+import { assertDuration, MAX_TIMER_MS } from './durations';
 import { SemaphoreClosedError } from './errors';
 import type { AcquireOptions, Lease } from './lease';
 import { assertName, resolveOptions, SHARED_POOL, type SemaphoreOptions } from './options';
-import { IS_IDLE, Semaphore, type LockCallback } from './semaphore';
+import { IS_CLOSED, IS_IDLE, Semaphore, type LockCallback } from './semaphore';
 import { prepareConnection } from './slice';
 
 /** The options of `createLocks`: those of every semaphore it serves, and the pool's. */
@@ -56,6 +57,8 @@ const DEFAULT_MAX_CONNECTIONS = 50;
 const DEFAULT_IDLE_TIMEOUT = 30_000;
 /** Longest close() waits for connections still opening (node-redis' default connect timeout). */
 const CLOSE_OPENING_MS = 5000;
+/** How often the manager checks whether the caller closed its client, while it has names or connections. */
+const CLIENT_WATCH_MS = 250;
 
 /**
  * Any number of semaphore names on one client: `locks.lock(name, fn)` for a lock per user, order or
@@ -67,6 +70,9 @@ export class Locks {
   readonly #defaults: SemaphoreOptions & { [SHARED_POOL]: BlockingPool };
   readonly #idleTimeout: number;
   readonly #pool: BlockingPool;
+  /** The caller's client as the library talks to it: watched for the caller closing it. */
+  readonly #source: Connection;
+  #clientWatch: NodeJS.Timeout | undefined;
   readonly #entries = new Map<string, Entry>();
   /** Semaphores being closed by a sweep: close() waits for them too. */
   readonly #closing = new Set<Promise<void>>();
@@ -81,7 +87,9 @@ export class Locks {
     if (redis === undefined) throw new TypeError('createLocks needs the `redis` client its names share');
     if ('url' in semaphoreOptions) throw new TypeError('createLocks takes a connected `redis` client, not a `url`');
     assertDuration('idleTimeout', idleTimeout, true);
-    if (idleTimeout < 10) throw new RangeError(`Expected \`idleTimeout\` to be at least 10 ms, got ${idleTimeout}`);
+    if (idleTimeout < 10 || idleTimeout > MAX_TIMER_MS) {
+      throw new RangeError(`Expected \`idleTimeout\` to be from 10 ms to ${MAX_TIMER_MS} ms (about 24.8 days), got ${idleTimeout}`);
+    }
     // Checks every option (and the client) now rather than at the first name.
     const resolved = resolveOptions({ ...semaphoreOptions, redis, maxBlockingConnections });
     if (topologyOf(redis) === 'cluster') {
@@ -91,7 +99,8 @@ export class Locks {
       );
     }
     this.#idleTimeout = idleTimeout;
-    this.#pool = new BlockingPool(adaptClient(redis, ''), resolved.maxBlockingConnections, prepareConnection, idleTimeout);
+    this.#source = adaptClient(redis, '');
+    this.#pool = new BlockingPool(this.#source, resolved.maxBlockingConnections, prepareConnection, idleTimeout);
     this.#defaults = { ...semaphoreOptions, redis, [SHARED_POOL]: this.#pool };
   }
 
@@ -148,6 +157,7 @@ export class Locks {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       clearTimeout(this.#sweep);
+      clearInterval(this.#clientWatch);
       const semaphores = [...this.#entries.values()].map((entry) => entry.semaphore.close());
       this.#entries.clear();
       await Promise.allSettled([...semaphores, ...this.#closing]);
@@ -161,7 +171,13 @@ export class Locks {
   #entry(name: string, resources?: number): Entry {
     assertName(name);
     if (this.#closed) throw new SemaphoreClosedError(name);
-    const entry = this.#entries.get(name);
+    let entry = this.#entries.get(name);
+    // Closed by its caller (`semaphore(name).close()`), or by itself when the caller closed the client:
+    // a new one serves the name (or says why it cannot).
+    if (entry !== undefined && entry.semaphore[IS_CLOSED]()) {
+      this.#entries.delete(name);
+      entry = undefined;
+    }
     if (entry !== undefined) {
       if (resources !== undefined && resources !== entry.semaphore.resources) {
         throw new TypeError(
@@ -175,7 +191,26 @@ export class Locks {
     const created: Entry = { semaphore: new Semaphore(name, options), pinned: false, idleSince: undefined };
     this.#entries.set(name, created);
     this.#sweepLater();
+    this.#watchClient();
     return created;
+  }
+
+  /**
+   * The caller may close its client without closing the manager: nothing could then end the shared
+   * connections (the pool's control connection among them) and they would keep the process alive.
+   * While it serves names or has connections, the manager checks every CLIENT_WATCH_MS and closes
+   * itself once the client is closed.
+   */
+  #watchClient(): void {
+    if (this.#clientWatch !== undefined || this.#closed) return;
+    this.#clientWatch = setInterval(() => {
+      if (!this.#source.isOpen) void this.close();
+      else if (this.#entries.size === 0 && this.#pool.size === 0) {
+        clearInterval(this.#clientWatch);
+        this.#clientWatch = undefined;
+      }
+    }, CLIENT_WATCH_MS);
+    this.#clientWatch.unref();
   }
 
   /** Closes the semaphores of names found idle by two sweeps in a row, `idleTimeout` apart. */

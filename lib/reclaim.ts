@@ -91,6 +91,11 @@ export class Reclaim {
     }
   }
 
+  /** Whether drains of abandoned inboxes are still scheduled (a lock manager keeps such a name). */
+  get drainsPending(): boolean {
+    return this.#drains.size > 0;
+  }
+
   /** Cancels the pending drains and resolves the abandoned marks they were for (close() drains them at once). */
   takePendingDrains(): string[] {
     const abandoned = [...this.#drains].map(([timer, id]) => {

@@ -44,6 +44,9 @@ function tokenOf(holding: Holding | null): string | null {
 /** A lock manager's question (lib/locks.ts): whether this semaphore holds, awaits and keeps nothing, so closing it loses nothing. */
 export const IS_IDLE = Symbol('redis-token-semaphore.isIdle');
 
+/** A lock manager's question: whether this semaphore was closed (by its caller, or when the caller closed its client). */
+export const IS_CLOSED = Symbol('redis-token-semaphore.isClosed');
+
 /** How long close() waits for blocked waits to settle by themselves before it closes their connections. */
 const CLOSE_SETTLE_MS = 1500;
 
@@ -371,7 +374,17 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
 
   /** See IS_IDLE. */
   [IS_IDLE](): boolean {
-    return this.#ctx.inFlight.size === 0 && this.#ctx.pool.size === 0 && this.#holdings.live().length === 0;
+    return (
+      this.#ctx.inFlight.size === 0 &&
+      this.#ctx.pool.size === 0 &&
+      this.#holdings.live().length === 0 &&
+      !this.#reclaim.drainsPending
+    );
+  }
+
+  /** See IS_CLOSED. */
+  [IS_CLOSED](): boolean {
+    return this.#ctx.closing !== undefined;
   }
 
   async #withToken<T>(timeout: number | null, fn: LockCallback<T>): Promise<Awaited<T>> {

@@ -87,7 +87,8 @@ export class BlockingWait {
           const slice = Math.min(Math.max(remaining, 1), longest);
           registration ??= { id: newId(), until: 0 };
           broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
-          const lastSlice = remaining <= ctx.options.waitSlice;
+          // The deadline ends within this slice (shortened or not): its claim ends the registration.
+          const lastSlice = slice >= remaining;
           const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, signal, deadline);
           let outcome: SliceOutcome;
           try {

@@ -1,7 +1,8 @@
 import { createLocks, LockTimeoutError, SemaphoreClosedError, type Lease, type Locks, type LocksOptions } from '../../lib';
 import { censusProblems, describeCensus, takeCensus } from '../support/census';
 import { useFixture } from '../support/fixture';
-import { blockedClients, sleep, uniqueName, until } from '../support/redis';
+import { PrivateServers } from '../support/private-servers';
+import { blockedClients, connectSemaphoreClient, sleep, uniqueName, until } from '../support/redis';
 
 /**
  * The lock manager (`createLocks`): many names, one bounded pool of blocking connections shared in
@@ -9,10 +10,12 @@ import { blockedClients, sleep, uniqueName, until } from '../support/redis';
  */
 const fixture = useFixture();
 const managers: Locks[] = [];
+const servers = new PrivateServers();
 
 afterEach(async () => {
   await Promise.all(managers.splice(0).map((locks) => locks.close()));
 });
+afterAll(() => servers.close());
 
 function manager(options: Omit<LocksOptions, 'redis'> = {}): Locks {
   const locks = createLocks({ redis: fixture.semaphoreRedis, ...options });
@@ -167,6 +170,45 @@ describe('createLocks', () => {
     expect(await fixture.redis.ping()).toBe('PONG');
   });
 
+  test('a connection that cannot open (maxclients) leaves the queued callers to the connections that did', async () => {
+    // The admin client, the manager's client and two blocking connections: the third cannot open.
+    const { server } = await servers.start(['--maxclients', '4']);
+    const locks = createLocks({ redis: await servers.connect(server.url), maxBlockingConnections: 5 });
+    managers.push(locks);
+    const all = names(4);
+    const holders = await Promise.all(all.map((name) => locks.acquire(name)));
+    const served: string[] = [];
+    const waits = all.map((name) => locks.lock(name, 20_000, () => void served.push(name)));
+    await sleep(2500); // several turns, and more than the 5 failures in a row that used to fail every caller
+    expect(locks.stats().connections).toBe(2);
+    for (const lease of holders) await lease.release();
+    await Promise.all(waits);
+    expect(served.sort()).toEqual([...all].sort());
+  });
+
+  test('closes itself when the caller closes its client: waits end, no connection is left open', async () => {
+    const redis = await connectSemaphoreClient();
+    const locks = manager({ redis, maxBlockingConnections: 2 } as Omit<LocksOptions, 'redis'>);
+    const [name] = names(1) as [string];
+    await locks.acquire(name); // held: the waiters below wait
+    const waits = [1, 2, 3].map(() => locks.lock(name, () => undefined).catch((error: unknown) => error));
+    await until(() => locks.stats().connections === 2, 5000, 'the pool to fill');
+    await ('quit' in redis && typeof redis.quit === 'function' ? redis.quit() : undefined);
+    for (const outcome of await Promise.all(waits)) expect(outcome).toBeInstanceOf(SemaphoreClosedError);
+    await until(() => locks.stats().connections === 0, 5000, 'the shared connections to close');
+    await expect(locks.lock(name, () => undefined)).rejects.toThrow(SemaphoreClosedError);
+  });
+
+  test('a name whose semaphore was closed gets a new one', async () => {
+    const locks = manager();
+    const [name] = names(1) as [string];
+    const first = locks.mutex(name);
+    await first.close();
+    expect(await locks.lock(name, 0, () => 'ran')).toBe('ran');
+    expect(locks.mutex(name)).not.toBe(first);
+    await expectIdle([name]);
+  });
+
   test('rejects what it cannot serve, with TypeErrors that say why', () => {
     const locks = manager();
     expect(() => createLocks(undefined as unknown as LocksOptions)).toThrow(TypeError);
@@ -174,6 +216,7 @@ describe('createLocks', () => {
     expect(() => createLocks({ redis: fixture.semaphoreRedis, url: 'redis://x' } as LocksOptions)).toThrow(/not a `url`/);
     expect(() => createLocks({ redis: fixture.semaphoreRedis, resource: 2 } as LocksOptions)).toThrow(/Unknown option `resource`/);
     expect(() => createLocks({ redis: fixture.semaphoreRedis, idleTimeout: 1 })).toThrow(RangeError);
+    expect(() => createLocks({ redis: fixture.semaphoreRedis, idleTimeout: 30 * 86_400_000 })).toThrow(RangeError);
     expect(() => createLocks({ redis: fixture.semaphoreRedis, maxBlockingConnections: 0 })).toThrow(RangeError);
     expect(() => locks.semaphore('')).toThrow(TypeError);
     return expect(locks.lock('x', 5 as unknown as () => void)).rejects.toThrow(/last argument of lock to be a function/);
