@@ -1,7 +1,7 @@
 /**
  * A blocking, fair, crash-safe distributed counting semaphore and mutex on a Redis token list
  * (`BLMOVE`), for node-redis. Key names follow the Ruby gem redis-semaphore, so Ruby and Node
- * processes can share a semaphore. The README covers the protocol, the guarantees and their limits.
+ * processes can share a semaphore. docs/GUARANTEES.md covers how it works, the guarantees and their limits.
  *
  * @example
  * ```ts

@@ -112,7 +112,7 @@ export interface SemaphoreOptions {
   /**
    * After each grant and each release, wait until this many replicas have it (Redis `WAIT`, on the
    * connection that wrote it), so that a failover cannot silently undo it. `null` (the default)
-   * does not wait. Narrows the failover window; does not close it (see the README).
+   * does not wait. Narrows the failover window; does not close it (see docs/DEPLOYMENT.md, "Sentinel and failover").
    * @default null
    */
   readonly waitReplicas?: WaitReplicasOptions | null;

@@ -2,7 +2,7 @@
 import { keysOf, type Scope } from '../admin/operations';
 import { printable } from './format';
 
-/** What the CLI exits with: documented in the README ("Command line") and in `--help`. */
+/** What the CLI exits with: documented in docs/OPERATIONS.md ("Command line") and in `--help`. */
 export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3 } as const;
 
 /** An error with an exit code and a machine-readable code for `--json`. */

@@ -1,6 +1,6 @@
 /**
  * Bounded in every bad moment: a Redis that dies for good, a caller that closes its own client, a
- * semaphore of a million tokens and its re-creation. Every call settles within a bound the README
+ * semaphore of a million tokens and its re-creation. Every call settles within a bound docs/GUARANTEES.md
  * states, the library's connections never outlive the caller's client, and Redis is never blocked
  * for long by one of its scripts.
  */
@@ -226,7 +226,7 @@ describe('large semaphores never block Redis for long', () => {
   });
 
   // Re-creation finds the survivors in batches (GRABBED, then AVAILABLE, at most 10,000 entries a
-  // script), then pushes the missing ones in batches: README "Limits" gives the bound.
+  // script), then pushes the missing ones in batches: docs/GUARANTEES.md "Limits and bounds" gives the bound.
   test('re-creating 100,000 tokens after EXISTS was lost: no duplicate, and a PING waits at most 100 ms', async () => {
     server = await startRedisServer();
     const url = server.url;

@@ -251,7 +251,7 @@ describe('Redis Cluster, 3 masters', () => {
 
 // node-redis v4's cluster client never learns that a dead master's slots moved (its slot map is
 // private, and it only rediscovers on MOVED/ASK): commands for them wait on the dead address. The
-// README says so; with v4, recreate the cluster client after a failover.
+// docs/DEPLOYMENT.md says so; with v4, recreate the cluster client after a failover.
 const describeFailover = redisClientPackage() === 'redis' ? describe.skip : describe;
 
 describeFailover('Redis Cluster, 3 masters + 3 replicas: failover under load', () => {

@@ -7,7 +7,7 @@ import { checkAfterFailover, describeLoad, loadGoesOnThenStop, loadStarted, star
 
 jest.setTimeout(120_000);
 
-// node-redis v4 has no Sentinel client (the README gives the alternative); v5 and v6 do.
+// node-redis v4 has no Sentinel client (docs/DEPLOYMENT.md gives the alternative); v5 and v6 do.
 const createSentinel = (redis as unknown as { createSentinel?: (options: object) => SentinelClient }).createSentinel;
 const describeSentinel = redisClientPackage() === 'redis' || !createSentinel ? describe.skip : describe;
 
