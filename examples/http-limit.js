@@ -1,7 +1,7 @@
 'use strict';
 /**
  * At most 2 requests at once per user, across every server process: HTTP middleware with a
- * semaphore per user. A request that would be a user's 3rd concurrent one gets 429 at once
+ * semaphore per user, served by one lock manager (`createLocks`). A request that would be a user's 3rd concurrent one gets 429 at once
  * (`lock(0, fn)` never waits); the others run inside `lock`, which gives the token back when the
  * response is over, whatever happens.
  *
@@ -17,7 +17,7 @@
 const http = require('node:http');
 const { useRedis, uniqueSuffix, exitAfter } = require('./support/redis');
 // In your code: require('redis-token-semaphore'). Here: the package built from this repository.
-const { Semaphore, LockTimeoutError } = require('..');
+const { createLocks, LockTimeoutError } = require('..');
 
 // ---------------------------------------------------------------------------------------------------
 // The middleware
@@ -30,33 +30,26 @@ const { Semaphore, LockTimeoutError } = require('..');
  * @param {string} [options.prefix]  semaphore names are `<prefix>:<user>`
  */
 function limitConcurrentRequests({ redis, limit, userOf, prefix = 'http:concurrent' }) {
-  // One Semaphore object per user, made on first use. They open no connection of their own
-  // (lock(0) never blocks), so keeping many is cheap; a long-lived server with millions of users
-  // would evict idle ones from this map.
-  const semaphores = new Map();
-  const semaphoreOf = (user) => {
-    let semaphore = semaphores.get(user);
-    if (!semaphore) {
-      semaphore = new Semaphore(`${prefix}:${user}`, {
-        redis,
-        resources: limit,
-        // A server that dies mid-request gives the user's token back after a minute. Requests
-        // longer than that would need sem.refresh(token) on a timer.
-        staleClientTimeout: 60_000,
-        // An idle user's keys vanish from Redis after 10 minutes (never while a request holds one).
-        expiration: 600_000,
-      });
-      semaphores.set(user, semaphore);
-    }
-    return semaphore;
-  };
+  // Any number of users on one client: the manager makes a user's semaphore on first use and drops
+  // it once idle (idleTimeout), so a long-lived server with millions of users keeps only the active.
+  const locks = createLocks({
+    redis,
+    resources: limit,
+    // A server that dies mid-request gives the user's token back after a minute (autoRefresh keeps
+    // a longer request's token while this process lives).
+    staleClientTimeout: 60_000,
+    // An idle user's keys vanish from Redis after 10 minutes (never while a request holds one).
+    expiration: 600_000,
+  });
+  const users = new Set(); // for close({ deleteKeys }) only
 
   const middleware = (req, res, next) => {
     const user = userOf(req);
     if (user === undefined) return next();
-    semaphoreOf(user)
-      // Hold a token until the response is over ('close' comes after 'finish', and on an aborted request).
-      .lock(0, () => new Promise((resolve) => {
+    users.add(user);
+    // Hold a token until the response is over ('close' comes after 'finish', and on an aborted request).
+    locks
+      .lock(`${prefix}:${user}`, 0, () => new Promise((resolve) => {
         res.once('close', resolve);
         next();
       }))
@@ -71,13 +64,10 @@ function limitConcurrentRequests({ redis, limit, userOf, prefix = 'http:concurre
         }
       });
   };
-  /** Forgets the semaphores (and, with `deleteKeys`, their keys in Redis). */
+  /** Closes the lock manager (and, with `deleteKeys`, deletes the users' keys in Redis). */
   middleware.close = async ({ deleteKeys = false } = {}) => {
-    for (const semaphore of semaphores.values()) {
-      if (deleteKeys) await semaphore.delete();
-      await semaphore.close();
-    }
-    semaphores.clear();
+    if (deleteKeys) for (const user of users) await locks.semaphore(`${prefix}:${user}`).delete();
+    await locks.close();
   };
   return middleware;
 }
