@@ -49,7 +49,8 @@ export interface StatusSnapshot {
 export function snapshotOf({ exists, now, available, waiting, waiterIds, held }: StatusReply): StatusSnapshot {
   const nowSeconds = Number(now);
   const holders = held.map(({ token, record }) => decodeHolder(token, record, nowSeconds));
-  holders.sort((a, b) => (a.since?.getTime() ?? 0) - (b.since?.getTime() ?? 0));
+  // Oldest first; grants of one millisecond in the order they were made (their fencing numbers).
+  holders.sort((a, b) => (a.since?.getTime() ?? 0) - (b.since?.getTime() ?? 0) || (a.fence ?? 0) - (b.fence ?? 0));
   return { exists, nowSeconds, available, waiting, waiterIds, holders };
 }
 

@@ -328,6 +328,23 @@ describe('fencing numbers and introspection', () => {
     expect(await sem.waiting()).toBe(0);
   });
 
+  test('holders() orders grants of the same millisecond by their fencing numbers (the order they were made)', async () => {
+    const sem = fixture.semaphore({ resources: 3 });
+    await sem.existsOrCreate();
+    const key = `SEMAPHORE:${sem.name}`;
+    await fixture.redis.del(`${key}:AVAILABLE`);
+    // Three grant records stamped in one millisecond, written in an order their fences do not follow.
+    const stamp = '1763800000.123456';
+    for (const [token, fence] of [['2', 30], ['0', 10], ['1', 20]] as const) {
+      await fixture.redis.hSet(`${key}:GRABBED`, token, `${stamp} g.${token} ${fence} 0 ${stamp} label`);
+    }
+    expect((await sem.holders()).map((h) => [h.token, h.fence])).toEqual([
+      ['0', 10],
+      ['1', 20],
+      ['2', 30],
+    ]);
+  });
+
   test('holders() shows a holder the Ruby gem recorded, without owner or fence', async () => {
     const sem = fixture.semaphore();
     await sem.existsOrCreate();
