@@ -12,8 +12,6 @@ type Handoff = Connection | Error | null;
  * its share of a pool that a lock manager's semaphores share (`PoolShare`, lib/pool-share.ts).
  */
 export interface ConnectionPool {
-  /** Whether callers of this semaphore are queued for a connection. */
-  readonly hasQueue: boolean;
   /** How many callers of this semaphore are queued for a connection. */
   readonly queued: number;
   /** Connections this semaphore has open (its own pool) or in use (a share). */
@@ -84,11 +82,6 @@ export class BlockingPool implements ConnectionPool {
     this.#max = max;
     this.#prepare = prepare;
     this.#idleMs = idleMs;
-  }
-
-  /** Whether callers are queued for a connection. */
-  get hasQueue(): boolean {
-    return this.#queue.length > 0;
   }
 
   /** How many callers are queued for a connection. */

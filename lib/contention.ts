@@ -33,7 +33,7 @@ export class Contention {
    * advance registration or with one in its pipeline (see DESIGN "Contended mode"). lock(0) always tries.
    */
   skipsTryLock(timeout: number | null): boolean {
-    return timeout !== 0 && (this.#ctx.pool.hasQueue || this.contended);
+    return timeout !== 0 && (this.#ctx.pool.queued > 0 || this.contended);
   }
 
   /** Keeps an advance registration for the next contended wait; removed once idle (or beyond what can be used). */

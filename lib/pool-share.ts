@@ -22,10 +22,6 @@ export class PoolShare implements ConnectionPool {
     setMaxListeners(0, this.#stop.signal);
   }
 
-  get hasQueue(): boolean {
-    return this.#queued > 0;
-  }
-
   /** This semaphore's callers queued in the shared pool's line (not those of other names). */
   get queued(): number {
     return this.#queued;
@@ -37,7 +33,7 @@ export class PoolShare implements ConnectionPool {
 
   /** Callers (of any semaphore of the manager) are queued: a waiter hands its connection on between slices. */
   get turnTaking(): boolean {
-    return this.#shared.hasQueue;
+    return this.#shared.queued > 0;
   }
 
   /** Every connection of the shared pool is open: slices are short, so callers that queue get a turn soon. */
@@ -103,7 +99,10 @@ export class PoolShare implements ConnectionPool {
   }
 }
 
-/** A signal that aborts when either does (AbortSignal.any needs Node 20.3), and a way to stop listening. */
+/**
+ * A signal that aborts when either does, and a way to stop listening at once: the stop signal lives as
+ * long as the semaphore, and each queued caller's listener on it must go when the caller is served.
+ */
 function eitherSignal(a: AbortSignal, b: AbortSignal): { signal: AbortSignal; dispose(): void } {
   const controller = new AbortController();
   const onA = () => controller.abort(a.reason);
