@@ -142,7 +142,8 @@ export class BlockingWait {
    */
   #watchClient(): void {
     const { ctx, interrupts } = this.#parts;
-    if (ctx.ownsClient || this.#clientWatch !== undefined || ctx.closing) return;
+    // A lock manager's semaphore: the manager watches the client once for all its names (lib/locks.ts).
+    if (ctx.ownsClient || ctx.options.sharedPool !== undefined || this.#clientWatch !== undefined || ctx.closing) return;
     this.#clientWatch = setInterval(() => {
       if (!ctx.client.isOpen) {
         debug('%s: the caller closed its client; closing', ctx.name);
