@@ -29,10 +29,34 @@ const INCLUDE = /^--- @include (\w+)[ \t]*$/gm;
  */
 const COMMENTS = /^[ \t]*--\[\[[\s\S]*?\]\][ \t]*\n|^[ \t]*--.*\n|^[ \t]*\n/gm;
 
+/** An include's function: `local function name(…)` at the start of a line, to the first `end` that starts one. */
+const FUNCTION = /^local function (\w+)\([^)]*\)\n[\s\S]*?^end\n/gm;
+
+/**
+ * `source` without the include functions it never calls, repeated until none is left: Redis runs a
+ * script's every `local function` statement on every call (a closure, and its upvalues, each time),
+ * so a helper a script does not use would cost it on every call (npm run bench:instructions).
+ */
+export function withoutUnusedFunctions(source: string): string {
+  for (;;) {
+    let removed = false;
+    const shaken = source.replace(FUNCTION, (definition: string, name: string) => {
+      const uses = source.split(definition).join('').match(new RegExp(`\\b${name}\\b`, 'g'));
+      if (uses !== null) return definition;
+      removed = true;
+      return '';
+    });
+    if (!removed) return source;
+    source = shaken;
+  }
+}
+
 function loadScript(file: string): Script {
-  const source = readFileSync(join(SCRIPTS_DIR, file), 'utf8')
-    .replace(INCLUDE, (_, include: string) => readFileSync(join(SCRIPTS_DIR, 'includes', `${include}.lua`), 'utf8'))
-    .replace(COMMENTS, '');
+  const source = withoutUnusedFunctions(
+    readFileSync(join(SCRIPTS_DIR, file), 'utf8')
+      .replace(INCLUDE, (_, include: string) => readFileSync(join(SCRIPTS_DIR, 'includes', `${include}.lua`), 'utf8'))
+      .replace(COMMENTS, ''),
+  );
   const [, name = file, keys] = /^(.*?)(?:-(\d+))?\.lua$/.exec(file) ?? [];
   return {
     name,

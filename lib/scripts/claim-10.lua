@@ -27,16 +27,15 @@
 --- @include keys
 --- @include clock
 --- @include present
---- @include ensure
---- @include expiry
 --- @include grant
---- @include reclaim
+-- Helpers that only an empty slice, a sampled reclaim or `expiration` needs are included in the
+-- block that uses them, so that a grant does not define them (see lib/scripts.ts).
 local inbox, registration, expiry, keep = KEYS[#KEYS], ARGV[1], ARGV[6], ARGV[9]
 local grant = ARGV[8] or ''
 if grant == '' then
   grant = registration
 end
-local now, stamp = clock(ARGV[2])
+local stamp = clock_stamp(ARGV[2])
 local registered = redis.call('ZSCORE', K_WAITING, registration) ~= false
 if not registered then
   redis.call('ZREM', K_WAITING, '~' .. registration)
@@ -48,6 +47,9 @@ if token then
     redis.call('LPUSH', K_AVAILABLE, token)
     token = false
   end
+  -- The inbox holds one token, or more if a BLMOVE was sent again (a client's offline queue after a
+  -- reconnect): the others go back. (LPOP with a count would do both in one call, but costs more
+  -- than the two: its reply is an array.)
   drain_inbox(inbox)
 end
 local renewed, fence, others = 0, 0, 0
@@ -67,31 +69,38 @@ if token then
   else
     redis.call('ZREM', K_WAITING, registration)
   end
-  -- Waits that skip tryLock do not reclaim: one grant in 16 (fencing numbers count grants) does.
-  -- (Ruby holders, which need a scan, are left to empty slices, misses and the watchdog.)
-  if fence % 16 == 0 then
-    reclaim_stale(now, ruby_stale(ARGV[5]), 'never')
-  end
-else
-  if expiry ~= '' then
-    ensure(tonumber(ARGV[4]))
-    reclaim_stale(now, ruby_stale(ARGV[5]), 'unindexed')
-  end
-  if registered and expiry ~= '' then
-    redis.call('ZADD', K_WAITING, redis_now() + tonumber(expiry), registration)
-    renewed = 1
-  else
-    redis.call('ZREM', K_WAITING, registration)
-  end
 end
-touch_expiry(ARGV[3])
 local reply = { token, renewed, fence, others, grant }
--- Dead waiters' tokens come back through empty slices, tryLock misses and the watchdog; on the hot
--- path of grants, one claim in 16 looks too (fencing numbers count grants), so even a semaphore
+-- Waits that skip tryLock do not reclaim: one grant in 16 (fencing numbers count grants) does, and
+-- so does every empty slice. (Ruby holders, which need a scan, are left to empty slices, misses and
+-- the watchdog.) Dead waiters' tokens come back through empty slices, tryLock misses and the
+-- watchdog, and on the hot path of grants through the same one claim in 16, so even a semaphore
 -- whose waiters never see an empty slice gets them back.
 if not token or fence % 16 == 0 then
+--- @include holder
+--- @include reclaim
+  local now = clock(ARGV[2])
+  if token then
+    reclaim_stale(now, ruby_stale(ARGV[5]), 'never')
+  else
+    if expiry ~= '' then
+--- @include ensure
+      ensure(tonumber(ARGV[4]))
+      reclaim_stale(now, ruby_stale(ARGV[5]), 'unindexed')
+    end
+    if registered and expiry ~= '' then
+      redis.call('ZADD', K_WAITING, redis_now() + tonumber(expiry), registration)
+      reply[2] = 1
+    else
+      redis.call('ZREM', K_WAITING, registration)
+    end
+  end
   for _, id in ipairs(expired_waiters()) do
     reply[#reply + 1] = id
   end
+end
+if ARGV[3] ~= '' then
+--- @include expiry
+  touch_expiry(ARGV[3])
 end
 return reply

@@ -15,6 +15,7 @@
 ]]
 --- @include keys
 --- @include grant
+--- @include holder
 local token, expected = ARGV[1], ARGV[2]
 if redis.call('HEXISTS', K_GRABBED, token) == 0 then
   return -1

@@ -26,6 +26,7 @@
 --- @include ensure
 --- @include expiry
 --- @include grant
+--- @include holder
 --- @include reclaim
 local grant = ARGV[1]
 if redis.call('ZSCORE', K_WAITING, '~' .. grant) ~= false then

@@ -26,6 +26,7 @@
 --- @include expiry
 --- @include present
 --- @include grant
+--- @include holder
 local inbox, grant = KEYS[#KEYS], ARGV[1]
 local registration = ARGV[7] or ''
 if registration == '' then

@@ -14,13 +14,14 @@
 ]]
 --- @include keys
 --- @include grant
+--- @include holder
 --- @include clock
 local record = redis.call('HGET', K_GRABBED, ARGV[1])
 local old, grant, _, lease = parse_grant(record)
 if grant ~= ARGV[2] then
   return { 0, ARGV[2] }
 end
-local _, stamp = clock(ARGV[3])
+local stamp = clock_stamp(ARGV[3])
 redis.call('HSET', K_GRABBED, ARGV[1], stamp .. string.sub(record, #old + 1))
 index_lease(ARGV[1], stamp, lease)
 return { 1, ARGV[2] }

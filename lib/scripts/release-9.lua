@@ -16,8 +16,7 @@
             the grant id (ARGV[2]: names the call this reply answers, see lib/scripts.ts) }
 ]]
 --- @include keys
---- @include grant
---- @include expiry
+--- @include holder
 local token, grant = ARGV[1], ARGV[2]
 if holder_grant(redis.call('HGET', K_GRABBED, token)) ~= grant then
   return { 0, redis.call('LLEN', K_AVAILABLE), grant }
@@ -29,5 +28,8 @@ if ARGV[3] == '1' then
 else
   available = redis.call('LLEN', K_AVAILABLE)
 end
-touch_expiry(ARGV[4])
+if ARGV[4] ~= '' then
+--- @include expiry
+  touch_expiry(ARGV[4])
+end
 return { 1, available, grant }

@@ -14,6 +14,7 @@
 --- @include clock
 --- @include expiry
 --- @include grant
+--- @include holder
 --- @include reclaim
 local now = clock(ARGV[1])
 local reply = { reclaim_stale(now, ruby_stale(ARGV[2]), 'always') }

@@ -15,6 +15,7 @@
 --- @include present
 --- @include ensure
 --- @include grant
+--- @include holder
 --- @include expiry
 local token = ARGV[1]
 ensure(tonumber(ARGV[2]))

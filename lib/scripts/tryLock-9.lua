@@ -24,30 +24,42 @@
 --- @include clock
 --- @include present
 --- @include ensure
---- @include expiry
 --- @include grant
---- @include reclaim
 local resources, grant, lease_ms, expiration = tonumber(ARGV[1]), ARGV[2], ARGV[4], ARGV[5]
-local now, stamp = clock(ARGV[3])
+local stamp = clock_stamp(ARGV[3])
 ensure(resources)
 -- LLEN before LPOP: a script's first write decides whether Redis refuses it when out of memory
 -- (and LPOP counts as one even on an empty list), so a miss must reach its ZADD with no write before.
 local may_take = redis.call('LLEN', K_AVAILABLE) > 0
+local token, fence = false, 0
+if may_take then
+  token = redis.call('LPOP', K_AVAILABLE)
+  mark_present(token)
+  fence = record_grant(token, grant, stamp, lease_ms, ARGV[7])
+  if expiration ~= '' then
+--- @include expiry
+    touch_expiry(expiration)
+  end
+  return { token, fence, grant }
+end
+-- A miss. Helpers only it needs are included here, so that a hit does not define them (see
+-- lib/scripts.ts).
+--- @include holder
+--- @include reclaim
 -- Stale holders matter only when no token is free: a hit reclaims nothing.
-if not may_take and reclaim_stale(now, ruby_stale(lease_ms), 'unindexed') > 0 then
+if reclaim_stale(clock(ARGV[3]), ruby_stale(lease_ms), 'unindexed') > 0 then
   may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
 end
-local token = false
 if may_take then
   token = redis.call('LPOP', K_AVAILABLE)
 end
-local fence = 0
 if token then
   mark_present(token)
   fence = record_grant(token, grant, stamp, lease_ms, ARGV[7])
 elseif ARGV[6] ~= '' then
   redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[6]), grant)
 end
+--- @include expiry
 touch_expiry(expiration)
 local reply = { token, fence, grant }
 if not token then

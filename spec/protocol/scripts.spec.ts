@@ -1,5 +1,5 @@
 import { semaphoreKeys } from '../../lib/keys';
-import { runScript, scripts } from '../../lib/scripts';
+import { runScript, scripts, withoutUnusedFunctions } from '../../lib/scripts';
 import { snapshot, useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
 
@@ -466,5 +466,32 @@ describe('the grant record (includes/grant.lua)', () => {
     const ttl = await redis.pTTL(keys.owners);
     expect(ttl).toBeGreaterThan(50_000);
     expect(Math.abs(ttl - (await redis.pTTL(keys.exists)))).toBeLessThan(1000);
+  });
+});
+
+describe('loading (lib/scripts.ts)', () => {
+  test('drops the helpers a script never calls, and the helpers only they called', () => {
+    const source = [
+      'local function used()\n  return 1\nend\n',
+      'local function only_for_unused()\n  return 2\nend\n',
+      'local function unused()\n  return only_for_unused()\nend\n',
+      'local function recursive(n)\n  if n > 0 then\n    return recursive(n - 1)\n  end\nend\n',
+      'return used()\n',
+    ].join('');
+    expect(withoutUnusedFunctions(source)).toBe('local function used()\n  return 1\nend\nreturn used()\n');
+  });
+
+  test('a release defines no grant, creation or reclaim helper; a grant defines creation and reclaim only where they run', () => {
+    const release = scripts.release.source;
+    for (const helper of ['record_grant', 'next_fence', 'create_batch', 'reclaim_stale', 'ensure']) {
+      expect(release).not.toContain(`function ${helper}(`);
+    }
+    // In claim, the helpers of an empty slice or a sampled reclaim come after the grant, in their block.
+    const claim = scripts.claim.source;
+    const block = claim.indexOf('if not token or fence % 16 == 0 then');
+    expect(block).toBeGreaterThan(claim.indexOf('local function record_grant('));
+    for (const helper of ['reclaim_stale', 'ensure', 'touch_expiry']) {
+      expect(claim.indexOf(`local function ${helper}(`)).toBeGreaterThan(block);
+    }
   });
 });

@@ -1,22 +1,36 @@
 -- The current time, as seconds (a number) and as the gem's GRABBED string ("sec.usec").
 -- ARGV_NOW is '' for Redis TIME, or the caller's local time in decimal seconds (useLocalTime).
 -- Registration expiries (WAITING scores) always use Redis TIME, whatever useLocalTime says, so that
--- they and the keys' expiry deadlines are on one clock. TIME is called once per script: every
--- redis.call costs a few µs, and a script runs in one instant anyway.
+-- they and the keys' expiry deadlines are on one clock. TIME is called once per script, and each
+-- form is computed only when asked for: every redis.call and string operation costs Redis
+-- instructions on every run, and a script runs in one instant anyway.
 local redis_time
 
-local function redis_now()
+local function redis_clock()
   if not redis_time then
-    local t = redis.call('TIME')
-    redis_time = { tonumber(t[1]) + tonumber(t[2]) / 1000000, t[1] .. '.' .. string.format('%06d', tonumber(t[2])) }
+    redis_time = redis.call('TIME')
   end
-  return redis_time[1]
+  return redis_time
+end
+
+local function redis_now()
+  local t = redis_clock()
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
+-- The GRABBED stamp. (string.sub pads the microseconds to six digits at half the cost of a
+-- string.format.)
+local function clock_stamp(argv_now)
+  if argv_now ~= '' then
+    return argv_now
+  end
+  local t = redis_clock()
+  return t[1] .. '.' .. string.sub('00000' .. t[2], -6)
 end
 
 local function clock(argv_now)
   if argv_now ~= '' then
     return tonumber(argv_now), argv_now
   end
-  redis_now()
-  return redis_time[1], redis_time[2]
+  return redis_now(), clock_stamp(argv_now)
 end

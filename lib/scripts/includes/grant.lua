@@ -29,52 +29,25 @@ end
 -- LEASES indexes the grants of this library by when their lease ends (the stamp plus the lease, in
 -- seconds on the stamp's clock; +inf for no lease), so reclaim finds the due ones without reading
 -- every holder. Ruby holders are not in it (see reclaim.lua).
+-- (The score goes to Redis as a Lua number, which Redis writes in full precision: formatting it here
+-- would cost a string.format, about 5k Redis instructions, on every grant.)
 local function index_lease(token, stamp, lease)
   local ms = tonumber(lease)
   local score = '+inf'
   if ms > 0 then
-    score = string.format('%.6f', tonumber(stamp) + ms / 1000)
+    score = tonumber(stamp) + ms / 1000
   end
   redis.call('ZADD', K_LEASES, score, token)
 end
 
--- Records TOKEN as held by GRANT since STAMP with a lease of LEASE_MS for the owner LABEL; returns
--- its fencing number.
+-- Records TOKEN as held by GRANT since STAMP with a lease of LEASE_MS (whole milliseconds in digits,
+-- as lib/scripts.ts sends it; '' or nil for none) for the owner LABEL; returns its fencing number.
 local function record_grant(token, grant, stamp, lease_ms, label)
+  if (lease_ms or '') == '' then
+    lease_ms = '0'
+  end
   local fence = next_fence()
-  local f = string.format('%d', fence)
-  local lease = string.format('%d', tonumber(lease_ms) or 0)
-  redis.call('HSET', K_GRABBED, token, stamp .. ' ' .. grant .. ' ' .. f .. ' ' .. lease .. ' ' .. stamp .. ' ' .. (label or ''))
-  index_lease(token, stamp, lease)
+  redis.call('HSET', K_GRABBED, token, stamp .. ' ' .. grant .. ' ' .. string.format('%d', fence) .. ' ' .. lease_ms .. ' ' .. stamp .. ' ' .. (label or ''))
+  index_lease(token, stamp, lease_ms)
   return fence
-end
-
--- Forgets TOKEN's holder: its record and lease (the caller pushes or drops the token).
-local function forget_holder(token)
-  redis.call('HDEL', K_GRABBED, token)
-  redis.call('ZREM', K_LEASES, token)
-end
-
--- A GRABBED value's parts: stamp, grant id, fence, lease ms, acquired stamp, owner label (strings;
--- a four-field record from an earlier version gives its stamp and ''); nil for a Ruby holder's
--- plain stamp (or anything else this library did not write).
-local function parse_grant(value)
-  if not value then
-    return nil
-  end
-  local stamp, grant, fence, lease, acquired, label = string.match(value, '^(%S+) (%S+) (%d+) (%d+) (%S+) (.*)$')
-  if stamp then
-    return stamp, grant, fence, lease, acquired, label
-  end
-  stamp, grant, fence, lease = string.match(value, '^(%S+) (%S+) (%d+) (%d+)$')
-  if stamp then
-    return stamp, grant, fence, lease, stamp, ''
-  end
-  return nil
-end
-
--- The grant id a GRABBED value names, or nil.
-local function holder_grant(value)
-  local _, grant = parse_grant(value)
-  return grant
 end

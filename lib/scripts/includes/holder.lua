@@ -1,0 +1,31 @@
+-- Reading and ending this library's grant records in GRABBED (their format: see grant.lua).
+
+-- Forgets TOKEN's holder: its record and lease (the caller pushes or drops the token).
+local function forget_holder(token)
+  redis.call('HDEL', K_GRABBED, token)
+  redis.call('ZREM', K_LEASES, token)
+end
+
+-- A GRABBED value's parts: stamp, grant id, fence, lease ms, acquired stamp, owner label (strings;
+-- a four-field record from an earlier version gives its stamp and ''); nil for a Ruby holder's
+-- plain stamp (or anything else this library did not write).
+local function parse_grant(value)
+  if not value then
+    return nil
+  end
+  local stamp, grant, fence, lease, acquired, label = string.match(value, '^(%S+) (%S+) (%d+) (%d+) (%S+) (.*)$')
+  if stamp then
+    return stamp, grant, fence, lease, acquired, label
+  end
+  stamp, grant, fence, lease = string.match(value, '^(%S+) (%S+) (%d+) (%d+)$')
+  if stamp then
+    return stamp, grant, fence, lease, stamp, ''
+  end
+  return nil
+end
+
+-- The grant id a GRABBED value names, or nil.
+local function holder_grant(value)
+  local _, grant = parse_grant(value)
+  return grant
+end
