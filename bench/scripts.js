@@ -1,0 +1,151 @@
+'use strict';
+// Owns the per-script instruction benchmark: Redis instructions per call of each hot-path script
+// (tryLock hit, claim of a token, release), and the unit costs they are made of, counted by callgrind.
+//
+// Where `bench:instructions` counts whole lock + unlock cycles, this says which part of a script
+// costs what, so a change to a script can be judged on its own. Each case sets up the keys it needs
+// (the same commands before every call), runs the script N times by SHA1, and reports the counted
+// instructions minus those of the set-up alone. Calls are built by the library's own script layer
+// (dist/scripts.js), so KEYS and ARGV are exactly what a semaphore sends.
+//
+//   npm run bench:scripts                      # this build (dist/)
+//   node bench/scripts.js --dist /other/dist   # another build, to compare
+//   node bench/scripts.js --calls 1000         # calls per case (default 500)
+const { execFileSync } = require('node:child_process');
+const { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } = require('node:fs');
+const { tmpdir } = require('node:os');
+const path = require('node:path');
+const { createClient } = require('redis');
+const { startRedisServer } = require('../tools/redis-server');
+const { gitCommit } = require('./lib/provenance');
+
+function option(name, fallback) {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1] : fallback;
+}
+
+const dist = path.resolve(option('dist', path.join(__dirname, '..', 'dist')));
+const calls = Number(option('calls', '500'));
+const lib = require(path.join(dist, 'scripts.js'));
+const { semaphoreKeys } = require(path.join(dist, 'keys.js'));
+
+const keys = semaphoreKeys('bench');
+/** A semaphore as its scripts see it, with the defaults: a 30 s lease, Redis TIME, no expiration. */
+const target = {
+  keys,
+  resources: 1,
+  options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'host:1234' },
+};
+const record = '1763800000.123456 g1 1795561087434814 30000 1763800000.123456 host:1234';
+
+/** Each case: the script call, and the commands that put Redis in the state it needs before every call. */
+const CASES = [
+  {
+    name: 'tryLock, a hit',
+    call: lib.tryLock(target, 'g1', null),
+    setup: [
+      ['SET', keys.exists, '1'],
+      ['HDEL', keys.grabbed, '0'],
+      ['DEL', keys.available],
+      ['LPUSH', keys.available, '0'],
+    ],
+  },
+  {
+    name: 'claim of a token (others wait: registration kept)',
+    call: lib.claim(target, 'r1', { grantId: 'g1', nextLifetimeMs: 10_000, keep: true }),
+    setup: [
+      ['SET', keys.exists, '1'],
+      ['LPUSH', keys.inbox('r1'), '0'],
+      ['ZADD', keys.waiting, '9999999999', 'r1', '9999999999', 'r2'],
+      ['HDEL', keys.grabbed, '0'],
+      ['DEL', keys.available],
+      ['SET', keys.fence, '1795561087434000'], // never a multiple of 16 after INCR: no sampled reclaim
+    ],
+  },
+  {
+    name: 'release (unlock)',
+    call: lib.release(target, '0', 'g1', true),
+    setup: [
+      ['HSET', keys.grabbed, '0', record],
+      ['DEL', keys.available],
+    ],
+  },
+];
+
+/** Unit costs: one command in a loop of 10 inside a script with no keys or arguments. */
+const UNITS = [
+  ['EVALSHA of `return 1`', 'return 1', 1],
+  ['a redis.call TIME', "for i = 1, 10 do redis.call('TIME') end return 1", 10],
+  ['a redis.call EXISTS', "for i = 1, 10 do redis.call('EXISTS', 'k') end return 1", 10],
+  ["string.format('%d', fence)", "for i = 1, 10 do local s = string.format('%d', 1795561087434814) end return 1", 10],
+  ["string.format('%.6f', score)", "for i = 1, 10 do local s = string.format('%.6f', 1763800030.5) end return 1", 10],
+];
+
+async function main() {
+  if (statSync(path.join(dist, 'scripts.js'), { throwIfNoEntry: false }) === undefined) {
+    throw new Error(`no build in ${dist}: run npm run build first`);
+  }
+  const dir = mkdtempSync(path.join(tmpdir(), 'rts-callgrind-'));
+  const server = await startRedisServer([], {
+    stopOnExit: true,
+    readyTimeoutMs: 60_000,
+    wrapper: ['valgrind', '--tool=callgrind', `--callgrind-out-file=${dir}/cg.%p`],
+  });
+  const client = createClient({ url: server.url });
+  await client.connect();
+  // serverCron runs 10 times a second and its instructions would count against whichever case runs.
+  await client.sendCommand(['CONFIG', 'SET', 'hz', '1']);
+  /** The instructions counted between `callgrind_control -z` and `-d` while `work` runs. */
+  const counted = async (work) => {
+    execFileSync('callgrind_control', ['-z', String(server.pid)], { stdio: 'ignore' });
+    await work();
+    execFileSync('callgrind_control', ['-d', String(server.pid)], { stdio: 'ignore' });
+    const newest = readdirSync(dir)
+      .map((f) => path.join(dir, f))
+      .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+    return Number(/^(?:summary|totals): (\d+)/m.exec(readFileSync(newest, 'utf8'))[1]);
+  };
+  const repeat = async (n, step) => {
+    for (let i = 0; i < n; i++) await step();
+  };
+  try {
+    const build = option('dist', null) === null ? `dist/ of ${gitCommit()}` : dist;
+    console.log(`# Redis instructions per script call (callgrind), ${calls} calls each, library from ${build}\n`);
+    console.log('| script call | KEYS + ARGV | Redis instructions per call |');
+    console.log('|---|---|---|');
+    for (const { name, call, setup } of CASES) {
+      const run = async () => {
+        for (const command of setup) await client.sendCommand(command);
+        return client.sendCommand(lib.evalshaCommand(call));
+      };
+      await client.sendCommand(lib.scriptLoadCommand(call.script));
+      const reply = await run();
+      call.decode(reply); // throws if the script did not answer as the library expects
+      const base = await counted(() => repeat(calls, async () => {
+        for (const command of setup) await client.sendCommand(command);
+      }));
+      const total = await counted(() => repeat(calls, run));
+      const perCall = Math.round((total - base) / calls);
+      console.log(`| ${name} | ${call.keys.length} + ${call.args.length} | ${perCall.toLocaleString('en-US')} |`);
+    }
+    console.log('\n| unit cost | Redis instructions each |');
+    console.log('|---|---|');
+    const empty = await client.sendCommand(['SCRIPT', 'LOAD', 'return 1']);
+    const evalOverhead = (await counted(() => repeat(calls, () => client.sendCommand(['EVALSHA', empty, '0'])))) / calls;
+    for (const [name, source, times] of UNITS) {
+      const sha = await client.sendCommand(['SCRIPT', 'LOAD', source]);
+      const perRun = (await counted(() => repeat(calls, () => client.sendCommand(['EVALSHA', sha, '0'])))) / calls;
+      const each = times === 1 ? perRun : (perRun - evalOverhead) / times;
+      console.log(`| ${name} | ${Math.round(each).toLocaleString('en-US')} |`);
+    }
+  } finally {
+    await client.quit().catch(() => client.disconnect());
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exitCode = 1;
+});
