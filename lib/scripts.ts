@@ -39,15 +39,21 @@ const FUNCTION = /^local function (\w+)\([^)]*\)\n[\s\S]*?^end\n/gm;
  */
 export function withoutUnusedFunctions(source: string): string {
   for (;;) {
-    let removed = false;
-    const shaken = source.replace(FUNCTION, (definition: string, name: string) => {
-      const uses = source.split(definition).join('').match(new RegExp(`\\b${name}\\b`, 'g'));
-      if (uses !== null) return definition;
-      removed = true;
-      return '';
-    });
-    if (!removed) return source;
-    source = shaken;
+    const definitions = [...source.matchAll(FUNCTION)].map(([text, name]) => ({ text, name: name as string }));
+    if (definitions.length === 0) return source;
+    const word = new RegExp(`\\b(?:${definitions.map((d) => d.name).join('|')})\\b`, 'g');
+    const uses = (text: string) => {
+      const counts = new Map<string, number>();
+      for (const [name] of text.matchAll(word)) counts.set(name, (counts.get(name) ?? 0) + 1);
+      return counts;
+    };
+    const everywhere = uses(source);
+    // A function is used if its name occurs outside its own definition(s).
+    const inOwn = new Map<string, number>();
+    for (const { text, name } of definitions) inOwn.set(name, (inOwn.get(name) ?? 0) + (uses(text).get(name) ?? 0));
+    const unused = new Set(definitions.filter(({ name }) => everywhere.get(name) === inOwn.get(name)).map((d) => d.name));
+    if (unused.size === 0) return source;
+    source = source.replace(FUNCTION, (text: string, name: string) => (unused.has(name) ? '' : text));
   }
 }
 
