@@ -349,7 +349,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       // settle in time (Redis unreachable) have their connections closed, which ends them too.
       ctx.pool.stopServing();
       this.#parts.interrupts.interruptAll();
-      const settled = Promise.allSettled([...ctx.inFlight]);
+      const settled = everyCallSettled(ctx.inFlight);
       await withDeadline(settled, CLOSE_SETTLE_MS, 'close').catch(() => undefined);
       ctx.pool.close();
       await settled;
@@ -445,3 +445,13 @@ export interface Semaphore {
   wait: Semaphore['lock'];
 }
 Semaphore.prototype.wait = Semaphore.prototype.lock;
+
+/**
+ * Resolves once no call is in flight, including calls that begin while earlier ones settle: a wait
+ * aborted as close() ends it hands its slice's clean-up (the token back, the registration's end) to
+ * a tracked call that starts only when the abort lands, and that clean-up needs the connections
+ * close() is about to close.
+ */
+async function everyCallSettled(inFlight: ReadonlySet<Promise<unknown>>): Promise<void> {
+  while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+}

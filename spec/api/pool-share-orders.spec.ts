@@ -207,7 +207,7 @@ async function managerConnections(): Promise<Array<{ id: string; flags: string; 
 }
 
 /** What the runs saw, for the summary line. */
-const seen = { runs: 0, triggers: 0, granted: 0, timeout: 0, aborted: 0, closed: 0, queuedRuns: 0, lateCleanups: 0, knownBug: 0 };
+const seen = { runs: 0, triggers: 0, granted: 0, timeout: 0, aborted: 0, closed: 0, queuedRuns: 0, lateCleanups: 0 };
 
 async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
   const started = performance.now();
@@ -488,17 +488,6 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
     }
 
     // Redis: every token back on AVAILABLE, GRABBED empty, nothing registered, no inbox with a token.
-    // A name whose waiter was aborted after its semaphore (or the manager) began to close may keep a
-    // registration, or a token granted to nobody: the known bug below, counted rather than failed as
-    // long as every token is still in exactly one place.
-    const knownBug = names.map((_, n) =>
-      waiters.some((waiter, index) => {
-        const { startSeq, abortSeq } = waiter;
-        if (waiter.plan.name !== n || lives[index]?.outcome !== 'aborted' || startSeq === undefined || abortSeq === undefined) return false;
-        const closedAt = [...(closeAllSeq === undefined ? [] : [closeAllSeq]), ...closes.filter((c) => c.name === n).map((c) => c.seq)];
-        return closedAt.some((at) => at > startSeq && at < abortSeq);
-      }),
-    );
     const settledBy = performance.now() + 3000;
     let late = false;
     let clean = false;
@@ -513,12 +502,7 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
       if (clean) break;
       if (performance.now() > settledBy) {
         wrong.forEach((text, n) => {
-          if (text === undefined) return;
-          // The known bug leaves Redis consistent: every token once, none in an inbox.
-          if (knownBug[n] && censusProblems(censuses[n]!, resources).length === 0) {
-            note(`KNOWN BUG (abort after close began): ${names[n]}: ${text}`);
-            seen.knownBug++;
-          } else problem(`after close: ${names[n]}: ${text}`);
+          if (text !== undefined) problem(`after close: ${names[n]}: ${text}`);
         });
         break;
       }
@@ -571,22 +555,21 @@ test(`${RUNS} orders of waits, aborts, deadlines, releases and closes on a lock 
   );
   console.log(
     `${seen.runs} runs, ${seen.triggers} triggers: ${seen.granted} granted, ${seen.timeout} timed out, ${seen.aborted} aborted, ` +
-      `${seen.closed} closed; callers queued for a connection in ${seen.queuedRuns} runs; Redis clean only after a moment in ${seen.lateCleanups} runs; ` +
-      `the known bug (an abort after close began) left ${seen.knownBug} name(s) unclean`,
+      `${seen.closed} closed; callers queued for a connection in ${seen.queuedRuns} runs; Redis clean only after a moment in ${seen.lateCleanups} runs`,
   );
 }, 180_000 + RUNS * 600);
 
 /**
  * The bug the orders above found, in its smallest form: a waiter's signal aborts on the tick after
- * close() began to end its blocked wait. close() (lib/semaphore.ts) waits for the calls in flight
- * when it starts, and the call rejects with the abort at once; the abort's settling of the slice
- * (lib/wait.ts, #settleAbandonedSlice) is tracked only then, so close() does not wait for it and
- * closes its connection under it. The slice's registration then stays in WAITING: renewed by its
- * claim (the ZREM on the closed connection fails) or marked abandoned by the recover its lost reply
- * sets off. (With ioredis, a token a release handed to that waiter meanwhile can stay held by
- * nobody until its lease ends.) Remove `.failing` once close() waits for those steps too.
+ * close() began to end its blocked wait. The call rejects with the abort at once, and the abort's
+ * settling of the slice (lib/wait.ts, #settleAbandonedSlice) is tracked only then: close() used to
+ * wait only for the calls in flight when it started, so it closed the connection under that
+ * settling, and the slice's registration stayed in WAITING (renewed by its claim, or marked
+ * abandoned by the recover its lost reply set off; with ioredis a token handed to that waiter
+ * meanwhile could stay held by nobody until its lease ended). close() now waits until no call is in
+ * flight, including those that begin while others settle.
  */
-test.failing('known bug: a waiter aborted on the tick after locks.close() began leaves its registration in WAITING', async () => {
+test('a waiter aborted on the tick after locks.close() began leaves no registration and no token behind', async () => {
   const locks = createLocks({ redis: managerClient!, maxBlockingConnections: 1 });
   const name = uniqueName('orders');
   try {
