@@ -17,6 +17,7 @@ const client = requested.startsWith('ioredis') ? 'redis' : requested;
  */
 const clientIndependent = [
   'spec/package/package.spec.ts',
+  'spec/package/exit-code.spec.ts',
   'spec/package/docs.spec.ts',
   'spec/package/types.spec.ts',
   'spec/tools/examples.spec.ts',

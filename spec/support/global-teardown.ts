@@ -5,7 +5,10 @@ export default async function globalTeardown(): Promise<void> {
   await globalThis.__RTS_REDIS__?.stop();
   // Specs run in this process (--runInBand): a client, server or child process a spec left open
   // would keep it alive. jest.config.js sets forceExit so CI cannot hang on one; this says what it was.
-  await new Promise((resolve) => setTimeout(resolve, 1000).unref());
+  // Not unref'd: with the server stopped, an unref'd timer could leave the event loop empty, and
+  // Node would exit in the middle of this teardown with code 0, before jest sets the run's own code
+  // (a failed run then passed CI).
+  await new Promise((resolve) => setTimeout(resolve, 1000));
   const open = process.getActiveResourcesInfo().filter((kind) => LEAKS.has(kind));
   if (open.length > 0) {
     const counts = new Map<string, number>();
