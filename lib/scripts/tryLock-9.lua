@@ -31,40 +31,34 @@ ensure(resources)
 -- LLEN before LPOP: a script's first write decides whether Redis refuses it when out of memory
 -- (and LPOP counts as one even on an empty list), so a miss must reach its ZADD with no write before.
 local may_take = redis.call('LLEN', K_AVAILABLE) > 0
-local token, fence = false, 0
-if may_take then
-  token = redis.call('LPOP', K_AVAILABLE)
-  mark_present(token)
-  fence = record_grant(token, grant, stamp, lease_ms, ARGV[7])
-  if expiration ~= '' then
---- @include expiry
-    touch_expiry(expiration)
-  end
-  return { token, fence, grant }
-end
--- A miss. Helpers only it needs are included here, so that a hit does not define them (see
--- lib/scripts.ts).
+local token, fence, expired = false, 0, nil
+if not may_take then
+  -- A miss. Helpers only it needs are included here, so that a hit does not define them (see
+  -- lib/scripts.ts). Stale holders matter only when no token is free: a hit reclaims nothing.
 --- @include holder
 --- @include reclaim
--- Stale holders matter only when no token is free: a hit reclaims nothing.
-if reclaim_stale(clock(ARGV[3]), ruby_stale(lease_ms), 'unindexed') > 0 then
-  may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
+  if reclaim_stale(clock(ARGV[3]), ruby_stale(lease_ms), 'unindexed') > 0 then
+    may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
+  end
+  -- Only a caller that will wait needs the tokens of dead waiters back; a hit skips the lookup.
+  if not may_take then
+    expired = expired_waiters()
+  end
 end
 if may_take then
   token = redis.call('LPOP', K_AVAILABLE)
-end
-if token then
   mark_present(token)
   fence = record_grant(token, grant, stamp, lease_ms, ARGV[7])
 elseif ARGV[6] ~= '' then
   redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[6]), grant)
 end
+if expiration ~= '' then
 --- @include expiry
-touch_expiry(expiration)
+  touch_expiry(expiration)
+end
 local reply = { token, fence, grant }
-if not token then
-  -- Only a caller that will wait needs the tokens of dead waiters back; a hit skips the lookup.
-  for _, id in ipairs(expired_waiters()) do
+if expired then
+  for _, id in ipairs(expired) do
     reply[#reply + 1] = id
   end
 end
