@@ -22,11 +22,7 @@ const { startRedisServer } = require('../tools/redis-server');
 const { num, ratioRange, range, table } = require('./lib/format');
 const { summary } = require('./lib/metrics');
 const { gitCommit } = require('./lib/provenance');
-
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1] : fallback;
-}
+const { option } = require('./lib/report');
 
 const KINDS = ['bare', 'lean', 'lib'];
 

@@ -12,12 +12,12 @@
 //   node bench/instructions.js --seconds 4          # measured window per cell (default 4 s)
 //   node bench/instructions.js --only mutex-8x8     # some cells (uncontended, mutex-8, mutex-8x8, sem4-32)
 //   node bench/instructions.js --save               # also writes bench/results/<date>-instructions.md
-const { execFileSync, fork } = require('node:child_process');
-const { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } = require('node:fs');
-const { tmpdir } = require('node:os');
+const { fork } = require('node:child_process');
+const { cpSync, rmSync, writeFileSync } = require('node:fs');
 const path = require('node:path');
 const { sleep } = require('./lib/server');
-const { startRedisServer } = require('../tools/redis-server');
+const { dumpCounters, hasCallgrind, lastDumpTotal, startUnderCallgrind, zeroCounters } = require('./lib/callgrind');
+const { option } = require('./lib/report');
 const { gitCommit, localDate } = require('./lib/provenance');
 
 const NAMES = {
@@ -35,20 +35,6 @@ const CELLS = [
 
 /** Issue 16's target: Redis instructions per contended cycle ≤ 5× the bare list's. */
 const TARGET_RATIO = 5;
-
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1] : fallback;
-}
-
-function hasCommand(command, args) {
-  try {
-    execFileSync(command, args, { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Forks one worker (bench/lib/instructions-worker.js) with a queue of its messages. */
 function startWorker(config) {
@@ -122,18 +108,8 @@ async function runLoop(config, procs, between = { before() {}, after() {} }) {
   }
 }
 
-/** The instruction total of callgrind's newest dump in `dir`. */
-function lastDumpTotal(dir) {
-  const [newest] = readdirSync(dir)
-    .map((file) => path.join(dir, file))
-    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
-  const match = /^(?:summary|totals): (\d+)/m.exec(readFileSync(newest, 'utf8'));
-  if (!match) throw new Error(`no totals in ${newest}`);
-  return Number(match[1]);
-}
-
 async function main() {
-  if (!hasCommand('valgrind', ['--version']) || !hasCommand('callgrind_control', ['--help'])) {
+  if (!hasCallgrind()) {
     console.error('bench/instructions.js needs valgrind (apt-get install valgrind)');
     process.exit(2);
   }
@@ -144,13 +120,7 @@ async function main() {
   cpSync(source, dist, { recursive: true });
   process.on('exit', () => rmSync(dist, { recursive: true, force: true }));
   const seconds = Number(option('seconds', '4'));
-  const dir = mkdtempSync(path.join(tmpdir(), 'rts-callgrind-'));
-  // Under valgrind it starts slowly; `stopOnExit` kills it however this process ends (Ctrl-C too).
-  const server = await startRedisServer([], {
-    wrapper: ['valgrind', '--tool=callgrind', `--callgrind-out-file=${dir}/cg.%p`],
-    readyTimeoutMs: 60_000,
-    stopOnExit: true,
-  });
+  const { server, dir } = await startUnderCallgrind();
   process.on('SIGINT', () => process.exit(130));
   const { url } = server;
   const lines = [];
@@ -172,8 +142,8 @@ async function main() {
         const base = { url, dist, contender, clients: cell.clients, permits: cell.permits, key: `ir-${cell.id}-${contender}-${Date.now()}` };
         await runLoop({ ...base, seconds: 1 }, cell.procs); // warm-up: scripts loaded, code paths warm
         const cycles = await runLoop({ ...base, key: `${base.key}-m`, seconds }, cell.procs, {
-          before: () => execFileSync('callgrind_control', ['-z', String(server.pid)], { stdio: 'ignore' }),
-          after: () => execFileSync('callgrind_control', ['-d', String(server.pid)], { stdio: 'ignore' }),
+          before: () => zeroCounters(server),
+          after: () => dumpCounters(server),
         });
         await sleep(500);
         perCycle[contender] = lastDumpTotal(dir) / cycles;

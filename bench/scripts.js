@@ -11,18 +11,12 @@
 //   npm run bench:scripts                      # this build (dist/)
 //   node bench/scripts.js --dist /other/dist   # another build, to compare
 //   node bench/scripts.js --calls 1000         # calls per case (default 500)
-const { execFileSync } = require('node:child_process');
-const { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } = require('node:fs');
-const { tmpdir } = require('node:os');
+const { rmSync, statSync } = require('node:fs');
 const path = require('node:path');
 const { createClient } = require('redis');
-const { startRedisServer } = require('../tools/redis-server');
+const { dumpCounters, hasCallgrind, lastDumpTotal, startUnderCallgrind, zeroCounters } = require('./lib/callgrind');
 const { gitCommit } = require('./lib/provenance');
-
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1] : fallback;
-}
+const { option } = require('./lib/report');
 
 const dist = path.resolve(option('dist', path.join(__dirname, '..', 'dist')));
 const calls = Number(option('calls', '500'));
@@ -85,25 +79,18 @@ async function main() {
   if (statSync(path.join(dist, 'scripts.js'), { throwIfNoEntry: false }) === undefined) {
     throw new Error(`no build in ${dist}: run npm run build first`);
   }
-  const dir = mkdtempSync(path.join(tmpdir(), 'rts-callgrind-'));
-  const server = await startRedisServer([], {
-    stopOnExit: true,
-    readyTimeoutMs: 60_000,
-    wrapper: ['valgrind', '--tool=callgrind', `--callgrind-out-file=${dir}/cg.%p`],
-  });
+  if (!hasCallgrind()) throw new Error('bench/scripts.js needs valgrind (apt-get install valgrind)');
+  const { server, dir } = await startUnderCallgrind();
   const client = createClient({ url: server.url });
   await client.connect();
   // serverCron runs 10 times a second and its instructions would count against whichever case runs.
   await client.sendCommand(['CONFIG', 'SET', 'hz', '1']);
   /** The instructions counted between `callgrind_control -z` and `-d` while `work` runs. */
   const counted = async (work) => {
-    execFileSync('callgrind_control', ['-z', String(server.pid)], { stdio: 'ignore' });
+    zeroCounters(server);
     await work();
-    execFileSync('callgrind_control', ['-d', String(server.pid)], { stdio: 'ignore' });
-    const newest = readdirSync(dir)
-      .map((f) => path.join(dir, f))
-      .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
-    return Number(/^(?:summary|totals): (\d+)/m.exec(readFileSync(newest, 'utf8'))[1]);
+    dumpCounters(server);
+    return lastDumpTotal(dir);
   };
   const repeat = async (n, step) => {
     for (let i = 0; i < n; i++) await step();

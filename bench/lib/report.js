@@ -1,5 +1,5 @@
 'use strict';
-// What the standalone benchmark scripts (limits.js, locks.js) share: a private copy of dist/, the report's footer and --save, and the exit on a crash.
+// What the standalone benchmark scripts (limits.js, locks.js, instructions.js, scripts.js, client.js) share: a private copy of dist/, a `--name value` option, the report's footer and --save, and the exit on a crash.
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -12,6 +12,12 @@ function privateDist(npmScript) {
   fs.cpSync(dist, copy, { recursive: true });
   process.on('exit', () => fs.rmSync(copy, { recursive: true, force: true }));
   return copy;
+}
+
+/** The value after `--name` on the command line, or `fallback`. */
+function option(name, fallback) {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1] : fallback;
 }
 
 /** Prints the footer (failed checks, run time, load) and with --save writes `bench/results/<date>-<name>.md`. */
@@ -42,4 +48,4 @@ function runMain(main, started) {
   });
 }
 
-module.exports = { privateDist, finish, runMain };
+module.exports = { privateDist, option, finish, runMain };
