@@ -11,15 +11,16 @@
     KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
     KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out)
     ARGV[1] registration id
-    ARGV[2] local time in decimal seconds, or '' for Redis TIME
-    ARGV[3] expiration in milliseconds, or '' for none
-    ARGV[4] resources
-    ARGV[5] the caller's lease in ms ('0' for none): recorded with a grant; Ruby holders' stale timeout
-    ARGV[6] the registration's expiry for the next slice, in seconds from now, or '' on the last slice
-    ARGV[7] owner label recorded with the grant
-    ARGV[8] the grant id to record with a token (unique per grant; names the call this reply answers),
+    ARGV[2] resources
+    ARGV[3] the caller's lease in ms ('0' for none): recorded with a grant; Ruby holders' stale timeout
+    ARGV[4] the registration's expiry for the next slice, in seconds from now, or '' on the last slice
+    ARGV[5] owner label recorded with the grant
+    ARGV[6] the grant id to record with a token (unique per grant; names the call this reply answers),
             or '' (or absent) for the registration id
-    ARGV[9] '1' to keep the registration after a grant while no token is free, '' (or absent) to end it
+    ARGV[7] '1' to keep the registration after a grant while no token is free, '' (or absent) to end it
+    ARGV[8] local time in decimal seconds, or '' (or absent) for Redis TIME
+    ARGV[9] expiration in milliseconds, or '' (or absent) for none
+    (The last two are absent in the usual case: every argument costs Redis about 1k instructions.)
   Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
             after a grant, how many other registrations remain while no token is free (else 0), the grant id,
             expired waiter registration... }
@@ -30,12 +31,13 @@
 --- @include grant
 -- Helpers that only an empty slice, a sampled reclaim or `expiration` needs are included in the
 -- block that uses them, so that a grant does not define them (see lib/scripts.ts).
-local inbox, registration, expiry, keep = KEYS[#KEYS], ARGV[1], ARGV[6], ARGV[9]
-local grant = ARGV[8] or ''
+local inbox, registration, expiry, keep = KEYS[#KEYS], ARGV[1], ARGV[4], ARGV[7]
+local local_time, expiration = ARGV[8] or '', ARGV[9] or ''
+local grant = ARGV[6] or ''
 if grant == '' then
   grant = registration
 end
-local stamp = clock_stamp(ARGV[2])
+local stamp = clock_stamp(local_time)
 local registered = redis.call('ZSCORE', K_WAITING, registration) ~= false
 if not registered then
   redis.call('ZREM', K_WAITING, '~' .. registration)
@@ -54,7 +56,7 @@ if token then
 end
 local renewed, fence, others = 0, 0, 0
 if token then
-  fence = record_grant(token, grant, stamp, ARGV[5], ARGV[7])
+  fence = record_grant(token, grant, stamp, ARGV[3], ARGV[5])
   -- Others wait if no token is left free (a free token means nobody is blocked) and registrations
   -- other than this one remain. ZCARD also counts abandoned '~' marks and lapsed registrations:
   -- telling them apart costs a scan (ZRANGE) or float arguments (ZCOUNT).
@@ -79,14 +81,14 @@ local reply = { token, renewed, fence, others, grant }
 if not token or fence % 16 == 0 then
 --- @include holder
 --- @include reclaim
-  local now = clock(ARGV[2])
+  local now = clock(local_time)
   if token then
-    reclaim_stale(now, ruby_stale(ARGV[5]), 'never')
+    reclaim_stale(now, ruby_stale(ARGV[3]), 'never')
   else
     if expiry ~= '' then
 --- @include ensure
-      ensure(tonumber(ARGV[4]))
-      reclaim_stale(now, ruby_stale(ARGV[5]), 'unindexed')
+      ensure(tonumber(ARGV[2]))
+      reclaim_stale(now, ruby_stale(ARGV[3]), 'unindexed')
     end
     if registered and expiry ~= '' then
       redis.call('ZADD', K_WAITING, redis_now() + tonumber(expiry), registration)
@@ -99,8 +101,8 @@ if not token or fence % 16 == 0 then
     reply[#reply + 1] = id
   end
 end
-if ARGV[3] ~= '' then
+if expiration ~= '' then
 --- @include expiry
-  touch_expiry(ARGV[3])
+  touch_expiry(expiration)
 end
 return reply

@@ -11,7 +11,7 @@
     ARGV[1] token
     ARGV[2] grant id
     ARGV[3] '1' to put the token back (unlock), '0' to drop it (consume)
-    ARGV[4] expiration in milliseconds, or '' for none
+    ARGV[4] expiration in milliseconds, or '' (or absent: the usual case) for none
   Output: { 1 when this grant was ended here, 0 when it no longer held the token; the length of AVAILABLE;
             the grant id (ARGV[2]: names the call this reply answers, see lib/scripts.ts) }
 ]]
@@ -28,7 +28,7 @@ if ARGV[3] == '1' then
 else
   available = redis.call('LLEN', K_AVAILABLE)
 end
-if ARGV[4] ~= '' then
+if (ARGV[4] or '') ~= '' then
 --- @include expiry
   touch_expiry(ARGV[4])
 end

@@ -11,12 +11,13 @@
     KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
     ARGV[1] resources
     ARGV[2] grant id: the owner recorded for the token
-    ARGV[3] local time in decimal seconds, or '' for Redis TIME
-    ARGV[4] the caller's lease in ms (its staleClientTimeout; '0' for none): recorded with a grant,
+    ARGV[3] the caller's lease in ms (its staleClientTimeout; '0' for none): recorded with a grant,
             and the stale timeout of Ruby holders it reclaims
-    ARGV[5] expiration in milliseconds, or '' for none
-    ARGV[6] the registration's expiry in seconds from now, to register on a miss, or '' not to register (lock(0))
-    ARGV[7] owner label recorded with the grant
+    ARGV[4] the registration's expiry in seconds from now, to register on a miss, or '' not to register (lock(0))
+    ARGV[5] owner label recorded with the grant
+    ARGV[6] local time in decimal seconds, or '' (or absent) for Redis TIME
+    ARGV[7] expiration in milliseconds, or '' (or absent) for none
+    (The last two are absent in the usual case: every argument costs Redis about 1k instructions.)
   Output: { token or nil, its fencing number or 0, the grant id (ARGV[2]), expired waiter registration...
             (on a miss only) }: the grant id names the call this reply answers (see lib/scripts.ts)
 ]]
@@ -25,8 +26,9 @@
 --- @include present
 --- @include ensure
 --- @include grant
-local resources, grant, lease_ms, expiration = tonumber(ARGV[1]), ARGV[2], ARGV[4], ARGV[5]
-local stamp = clock_stamp(ARGV[3])
+local resources, grant, lease_ms = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local local_time, expiration = ARGV[6] or '', ARGV[7] or ''
+local stamp = clock_stamp(local_time)
 ensure(resources)
 -- LLEN before LPOP: a script's first write decides whether Redis refuses it when out of memory
 -- (and LPOP counts as one even on an empty list), so a miss must reach its ZADD with no write before.
@@ -37,7 +39,7 @@ if not may_take then
   -- lib/scripts.ts). Stale holders matter only when no token is free: a hit reclaims nothing.
 --- @include holder
 --- @include reclaim
-  if reclaim_stale(clock(ARGV[3]), ruby_stale(lease_ms), 'unindexed') > 0 then
+  if reclaim_stale(clock(local_time), ruby_stale(lease_ms), 'unindexed') > 0 then
     may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
   end
   -- Only a caller that will wait needs the tokens of dead waiters back; a hit skips the lookup.
@@ -48,9 +50,9 @@ end
 if may_take then
   token = redis.call('LPOP', K_AVAILABLE)
   mark_present(token)
-  fence = record_grant(token, grant, stamp, lease_ms, ARGV[7])
-elseif ARGV[6] ~= '' then
-  redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[6]), grant)
+  fence = record_grant(token, grant, stamp, lease_ms, ARGV[5])
+elseif ARGV[4] ~= '' then
+  redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[4]), grant)
 end
 if expiration ~= '' then
 --- @include expiry

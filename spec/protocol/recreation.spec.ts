@@ -32,11 +32,11 @@ function setup(resources: number) {
       while ((await this.create()) === 2) scriptsRun += 1;
       return scriptsRun;
     },
-    tryLock: async (grant: string) => ((await run('tryLock', [size, grant, '', '0', '', '', 'me'])) as [string | null])[0],
+    tryLock: async (grant: string) => ((await run('tryLock', [size, grant, '0', '', 'me'])) as [string | null])[0],
     /** `count` tryLocks sent at once (one pipeline, run in order): the tokens, null for a miss. */
     async lockMany(grants: string[]): Promise<(string | null)[]> {
       await redis.sendCommand(['SCRIPT', 'LOAD', scripts.tryLock.source]);
-      return Promise.all(grants.map(async (grant) => ((await run('tryLock', [size, grant, '', '0', '', '', 'me'])) as [string | null])[0]));
+      return Promise.all(grants.map(async (grant) => ((await run('tryLock', [size, grant, '0', '', 'me'])) as [string | null])[0]));
     },
     release: (token: string, grant: string) => run('release', [token, grant, '1', '']),
     /** A waiter's BLMOVE moving the head token into its inbox (its registration first, as prepareWait does). */
@@ -45,7 +45,7 @@ function setup(resources: number) {
       return redis.lMove(keys.available, keys.inbox(grant), 'LEFT', 'RIGHT');
     },
     claim: async (grant: string) =>
-      ((await run('claim', [grant, '', '', size, '0', '', 'me', '', ''], [keys.inbox(grant)])) as [string | null])[0],
+      ((await run('claim', [grant, size, '0', '', 'me', '', ''], [keys.inbox(grant)])) as [string | null])[0],
     /** Every token, wherever it is. */
     async census(): Promise<string[]> {
       const inboxes = await Promise.all((await redis.zRange(keys.waiting, 0, -1)).map((r) => redis.lRange(keys.inboxOfRegistration(r), 0, -1)));

@@ -33,34 +33,34 @@ function setup() {
 describe('tryLock-9.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {
     const { name, run } = setup();
-    expect(await run('tryLock', ['2', 'g1', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number), 'g1']);
+    expect(await run('tryLock', ['2', 'g1', '', '', 'me'])).toEqual(['0', expect.any(Number), 'g1']);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['1']);
     expect(grantIds(state.grabbed)).toEqual({ '0': 'g1' });
     expect(state.owners).toEqual({}); // one record per grant: nothing writes OWNERS
-    expect(await run('tryLock', ['2', 'g2', '', '', '', '', 'me'])).toEqual(['1', expect.any(Number), 'g2']);
-    expect(await run('tryLock', ['2', 'g3', '', '', '', '', 'me'])).toEqual([null, 0, 'g3']);
+    expect(await run('tryLock', ['2', 'g2', '', '', 'me'])).toEqual(['1', expect.any(Number), 'g2']);
+    expect(await run('tryLock', ['2', 'g3', '', '', 'me'])).toEqual([null, 0, 'g3']);
   });
 
   test('numbers every grant with a fence that keeps growing, even after the keys are gone', async () => {
     const { keys, run } = setup();
-    const [, first] = (await run('tryLock', ['2', 'g1', '', '', '', '', 'host:1 worker a'])) as [string, number];
-    const [, second] = (await run('tryLock', ['2', 'g2', '', '', '', '', ''])) as [string, number];
+    const [, first] = (await run('tryLock', ['2', 'g1', '', '', 'host:1 worker a'])) as [string, number];
+    const [, second] = (await run('tryLock', ['2', 'g2', '', '', ''])) as [string, number];
     expect(second).toBe(first + 1);
     // One record: stamp, grant id, fence, lease, acquired stamp (the stamp, at first), the label last.
     expect(await redis.hGet(keys.grabbed, '0')).toMatch(new RegExp(`^(\\d+\\.\\d{6}) g1 ${first} 0 \\1 host:1 worker a$`));
     expect(await redis.hGet(keys.grabbed, '1')).toMatch(new RegExp(`^\\d+\\.\\d{6} g2 ${second} 0 \\d+\\.\\d{6} $`)); // an empty label
     expect(await redis.exists(keys.owners)).toBe(0);
     await redis.del([...keys.scriptKeys]); // expired, deleted, or lost in a restart without persistence
-    const [token, afterReset] = (await run('tryLock', ['2', 'g3', '', '', '', '', ''])) as [string, number];
+    const [token, afterReset] = (await run('tryLock', ['2', 'g3', '', '', ''])) as [string, number];
     expect(token).toBe('0');
     expect(afterReset).toBeGreaterThan(second);
   });
 
   test('registers the caller as a waiter on a miss when given a lease', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
-    expect(await run('tryLock', ['1', 'g2', '100.000000', '', '', '25', 'me'])).toEqual([null, 0, 'g2']);
+    await run('tryLock', ['1', 'g1', '', '', 'me', '100.000000']);
+    expect(await run('tryLock', ['1', 'g2', '', '25', 'me', '100.000000'])).toEqual([null, 0, 'g2']);
     // Leases count on Redis TIME even when the caller brings its own clock (useLocalTime).
     const [registration] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(registration?.value).toBe('g2');
@@ -69,17 +69,17 @@ describe('tryLock-9.lua', () => {
 
   test('leaves a reclaimed token to a registered waiter, and reports expired registrations', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'old', '100.000000', '5000', '', '', 'me']);
+    await run('tryLock', ['1', 'old', '5000', '', 'me', '100.000000']);
     await redis.zAdd(keys.waiting, [{ score: 1e12, value: 'waiter' }, { score: 1, value: 'gone' }]);
-    expect(await run('tryLock', ['1', 'new', '200.000000', '5', '', '', 'me'])).toEqual([null, 0, 'new', 'gone']);
+    expect(await run('tryLock', ['1', 'new', '5', '', 'me', '200.000000'])).toEqual([null, 0, 'new', 'gone']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
   });
   test('a hit leaves expired registrations to callers that will wait (no lookup on the fast path)', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
     await redis.zAdd(keys.waiting, [{ score: 1, value: 'gone' }]);
-    expect(await run('tryLock', ['1', 'hit', '', '', '', '25', 'me'])).toEqual(['0', expect.any(Number), 'hit']);
-    expect(await run('tryLock', ['1', 'miss', '', '', '', '25', 'me'])).toEqual([null, 0, 'miss', 'gone']);
+    expect(await run('tryLock', ['1', 'hit', '', '25', 'me'])).toEqual(['0', expect.any(Number), 'hit']);
+    expect(await run('tryLock', ['1', 'miss', '', '25', 'me'])).toEqual([null, 0, 'miss', 'gone']);
   });
 });
 
@@ -87,10 +87,10 @@ describe('claim-10.lua', () => {
   test('turns the token in a registered inbox into a grant', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['w', '', '10', '1', '', '']);
-    await run('tryLock', ['1', 'other', '', '', '', '', 'me']); // take "0" so we can place it by hand
+    await run('tryLock', ['1', 'other', '', '', 'me']); // take "0" so we can place it by hand
     await redis.hDel(keys.grabbed, '0');
     await redis.rPush(keys.inbox('w'), '0');
-    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0, 'w']);
+    expect(await run('claim', ['w', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0, 'w']);
     expect(grantIds(await redis.hGetAll(keys.grabbed))).toEqual({ '0': 'w' });
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
@@ -98,18 +98,18 @@ describe('claim-10.lua', () => {
   test('after an empty slice, renews the registration (or ends it on the last slice)', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['w', '', '10', '1', '', '']);
-    expect(await run('claim', ['w', '105.000000', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
+    expect(await run('claim', ['w', '1', '', '25', 'me', '', '', '105.000000'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
     const [renewed] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(Math.abs(renewed!.score - (await serverSeconds()) - 25)).toBeLessThan(2);
-    expect(await run('claim', ['w', '106.000000', '', '1', '', '', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0, 'w']);
+    expect(await run('claim', ['w', '1', '', '', 'me', '', '', '106.000000'], [keys.inbox('w')])).toEqual([null, 0, 0, 0, 'w']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 
   test('while waiting, reclaims stale holders so the next slice can get their token', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'dead', '100.000000', '5000', '', '', 'me']);
-    await run('tryLock', ['1', 'w', '100.000000', '', '', '25', 'me']);
-    expect(await run('claim', ['w', '200.000000', '', '1', '5', '25', 'me'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
+    await run('tryLock', ['1', 'dead', '5000', '', 'me', '100.000000']);
+    await run('tryLock', ['1', 'w', '', '25', 'me', '100.000000']);
+    expect(await run('claim', ['w', '1', '5', '25', 'me', '', '', '200.000000'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hGetAll(keys.grabbed)).toEqual({});
   });
@@ -120,7 +120,7 @@ describe('claim-10.lua', () => {
     await run('prepareWait', ['w', '', '10', '1', '', '']);
     await run('prepareWait', ['next', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    const [token, renewed, fence, others] = (await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])) as number[];
+    const [token, renewed, fence, others] = (await run('claim', ['w', '1', '', '25', 'me'], [keys.inbox('w')])) as number[];
     expect([token, renewed, others]).toEqual(['0', 0, 1]);
     expect(fence).toBeGreaterThan(0);
     // Nobody is blocked while a token is still free, however many registrations there are.
@@ -129,20 +129,20 @@ describe('claim-10.lua', () => {
     await run('prepareWait', ['w3', '', '10', '1', '', '']);
     await run('prepareWait', ['w4', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w3'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w3', '', '', '1', '', '25', 'me'], [keys.inbox('w3')])).toEqual(['extra', 0, expect.any(Number), 0, 'w3']);
+    expect(await run('claim', ['w3', '1', '', '25', 'me'], [keys.inbox('w3')])).toEqual(['extra', 0, expect.any(Number), 0, 'w3']);
   });
 
   test('keeps the registration for the caller\'s next wait when asked while others wait, and reclaims stale holders one grant in 16', async () => {
     const { keys, run } = setup();
     await run('create', ['2', '']);
-    await run('tryLock', ['2', 'dead', '100.000000', '5000', '', '', 'me']); // takes "0"; stale by t=200
+    await run('tryLock', ['2', 'dead', '5000', '', 'me', '100.000000']); // takes "0"; stale by t=200
     // Local time (useLocalTime) keeps the dead holder's lease running until the claim at t=200.
     await run('prepareWait', ['w', '', '10', '2', '', '100.000000']);
     await run('prepareWait', ['other', '', '10', '2', '', '100.000000']);
     const before = await redis.zScore(keys.waiting, 'w');
     await redis.set(keys.fence, '15'); // the next grant is number 16: it reclaims
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    const claimed = await run('claim', ['w', '200.000000', '', '2', '0', '25', 'me', 'g1', '1'], [keys.inbox('w')]);
+    const claimed = await run('claim', ['w', '2', '0', '25', 'me', 'g1', '1', '200.000000'], [keys.inbox('w')]);
     expect(claimed).toEqual(['1', 1, 16, 1, 'g1']);
     // Kept as it was (its expiry unchanged), and the grant recorded under its own id.
     expect(await redis.zScore(keys.waiting, 'w')).toBe(before);
@@ -153,14 +153,14 @@ describe('claim-10.lua', () => {
     await redis.zRem(keys.waiting, 'w');
     await run('prepareWait', ['w2', '', '10', '2', '', '200.000000']);
     await redis.lMove(keys.available, keys.inbox('w2'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w2', '', '', '2', '', '25', 'me', 'g2', ''], [keys.inbox('w2')])).toEqual(['0', 0, 17, 1, 'g2']);
+    expect(await run('claim', ['w2', '2', '', '25', 'me', 'g2', ''], [keys.inbox('w2')])).toEqual(['0', 0, 17, 1, 'g2']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
     // Nobody else registered: not kept even when asked.
     await redis.zRem(keys.waiting, 'other');
     await run('release', ['0', 'g2', '1', '']);
     await run('prepareWait', ['w4', '', '10', '2', '', '']);
     await redis.lMove(keys.available, keys.inbox('w4'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w4', '', '', '2', '', '25', 'me', 'g4', '1'], [keys.inbox('w4')])).toEqual(['0', 0, 18, 0, 'g4']);
+    expect(await run('claim', ['w4', '2', '', '25', 'me', 'g4', '1'], [keys.inbox('w4')])).toEqual(['0', 0, 18, 0, 'g4']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
     // A token left free: not kept even when others are registered.
     await run('release', ['0', 'g4', '1', '']);
@@ -168,7 +168,7 @@ describe('claim-10.lua', () => {
     await run('prepareWait', ['other', '', '10', '2', '', '']);
     await run('prepareWait', ['w3', '', '10', '2', '', '']);
     await redis.lMove(keys.available, keys.inbox('w3'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w3', '', '', '2', '', '25', 'me', 'g3', '1'], [keys.inbox('w3')])).toEqual(['job', 0, 19, 0, 'g3']);
+    expect(await run('claim', ['w3', '2', '', '25', 'me', 'g3', '1'], [keys.inbox('w3')])).toEqual(['job', 0, 19, 0, 'g3']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
   });
 
@@ -180,7 +180,7 @@ describe('claim-10.lua', () => {
       await redis.set(keys.fence, String(fenceBefore));
       await run('prepareWait', [id, '', '10', '1', '', '']);
       await redis.lMove(keys.available, keys.inbox(id), 'LEFT', 'RIGHT');
-      const reply = await run('claim', [id, '', '', '1', '', '25', 'me'], [keys.inbox(id)]);
+      const reply = await run('claim', [id, '1', '', '25', 'me'], [keys.inbox(id)]);
       await run('release', ['0', id, '1', '']);
       return reply;
     };
@@ -192,7 +192,7 @@ describe('claim-10.lua', () => {
     const { name, keys, run } = setup();
     await run('create', ['1', '']);
     await redis.lMove(keys.available, keys.inbox('gone'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['gone', '', '', '1', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0, 0, 'gone']);
+    expect(await run('claim', ['gone', '1', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0, 0, 'gone']);
     const state = await snapshot(redis, name);
     expect(state.available).toEqual(['0']);
     expect(state.grabbed).toEqual({});
@@ -203,7 +203,7 @@ describe('claim-10.lua', () => {
 describe('recover-10.lua', () => {
   test('adopts a grant whose claim ran but whose reply was lost', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['2', 'lost-reply', '', '', '', '', 'me']);
+    await run('tryLock', ['2', 'lost-reply', '', '', 'me']);
     expect(await run('recover', ['lost-reply', '', '', '100', 'me'], [keys.inbox('lost-reply')])).toEqual(['0', expect.any(Number), expect.any(Number), 'lost-reply']);
   });
 
@@ -214,7 +214,7 @@ describe('recover-10.lua', () => {
     await run('prepareWait', ['other', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     // The claim grants as g1 and keeps w (others wait, no token free); its reply is lost.
-    expect(await run('claim', ['w', '', '', '1', '', '25', 'me', 'g1', '1'], [keys.inbox('w')])).toEqual(['0', 1, expect.any(Number), 1, 'g1']);
+    expect(await run('claim', ['w', '1', '', '25', 'me', 'g1', '1'], [keys.inbox('w')])).toEqual(['0', 1, expect.any(Number), 1, 'g1']);
     expect((await redis.zRange(keys.waiting, 0, -1)).sort()).toEqual(['other', 'w']);
     // recover by grant id and registration id adopts the grant, and the kept registration goes:
     // the client never heard of it.
@@ -242,7 +242,7 @@ describe('recover-10.lua', () => {
     expect(Math.abs(mark!.score - (await serverSeconds()) - 100)).toBeLessThan(2);
     // A blocked command still alive on the server delivers late: its claim bounces the token.
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w', '', '', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0, 'w']);
+    expect(await run('claim', ['w', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([null, 0, 0, 0, 'w']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
@@ -253,7 +253,7 @@ describe('prepareWait-9.lua', () => {
     const { name, keys, run } = setup();
     expect(await run('prepareWait', ['w', '', '10', '2', '', ''])).toBe(1);
     expect((await snapshot(redis, name)).available).toEqual(['0', '1']);
-    await run('tryLock', ['2', 'dead', '100.000000', '5000', '', '', 'me']);
+    await run('tryLock', ['2', 'dead', '5000', '', 'me', '100.000000']);
     expect(await run('prepareWait', ['w2', '', '10', '2', '5', '200.000000'])).toBe(1);
     const state = await snapshot(redis, name);
     expect(state.available.sort()).toEqual(['0', '1']);
@@ -269,7 +269,7 @@ describe('prepareWait-9.lua', () => {
     expect(await run('prepareWait', ['late', '', '10', '1', '', ''])).toBe(0);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~late']);
     await redis.lMove(keys.available, keys.inbox('late'), 'LEFT', 'RIGHT'); // its BLMOVE
-    expect(await run('claim', ['late', '', '', '1', '', '25', 'me'], [keys.inbox('late')])).toEqual([null, 0, 0, 0, 'late']);
+    expect(await run('claim', ['late', '1', '', '25', 'me'], [keys.inbox('late')])).toEqual([null, 0, 0, 0, 'late']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hGetAll(keys.grabbed)).toEqual({});
   });
@@ -279,7 +279,7 @@ describe('includes: ensure and touch_expiry', () => {
   test('re-creation after EXISTS alone was lost does not duplicate tokens still on AVAILABLE', async () => {
     const { name, keys, run } = setup();
     await run('create', ['3', '']);
-    await run('tryLock', ['3', 'g', '', '', '', '', 'me']); // holds "0"
+    await run('tryLock', ['3', 'g', '', '', 'me']); // holds "0"
     await redis.del(keys.exists); // e.g. evicted
     expect(await run('create', ['3', ''])).toBe(1);
     const state = await snapshot(redis, name);
@@ -293,7 +293,7 @@ describe('includes: ensure and touch_expiry', () => {
     expect(await redis.get(keys.creating)).toBe('N 25000 10000');
     expect(await redis.exists(keys.exists)).toBe(0);
     // Between batches the pool is usable: a lock takes the first token (and pushes the next batch).
-    expect(await run('tryLock', ['25000', 'g', '', '', '', '', 'me'])).toEqual(['0', expect.any(Number), 'g']);
+    expect(await run('tryLock', ['25000', 'g', '', '', 'me'])).toEqual(['0', expect.any(Number), 'g']);
     expect(await redis.get(keys.creating)).toBe('N 25000 20000');
     expect(await run('create', ['25000', ''])).toBe(1);
     expect(await redis.exists([keys.creating])).toBe(0);
@@ -351,8 +351,8 @@ describe('reapWaiters.lua', () => {
 describe('the LEASES index', () => {
   test('grants and refreshes index their lease end; releases and reclaims remove it; no lease is +inf', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['3', 'a', '100.000000', '5000', '', '', 'me']);
-    await run('tryLock', ['3', 'b', '100.000000', '0', '', '', 'me']);
+    await run('tryLock', ['3', 'a', '5000', '', 'me', '100.000000']);
+    await run('tryLock', ['3', 'b', '0', '', 'me', '100.000000']);
     expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0', '1']);
     expect(await redis.zScore(keys.leases, '0')).toBe(105);
     // +inf: "inf" in RESP2, Infinity as RESP3 decodes it (v6).
@@ -368,8 +368,8 @@ describe('the LEASES index', () => {
   test('reclaims through the index, cleans entries whose record went behind its back, and finds Ruby holders', async () => {
     const { name, keys, run } = setup();
     await run('create', ['3', '']);
-    await run('tryLock', ['3', 'a', '100.000000', '5000', '', '', 'me']); // "0"
-    await run('tryLock', ['3', 'b', '100.000000', '5000', '', '', 'me']); // "1"
+    await run('tryLock', ['3', 'a', '5000', '', 'me', '100.000000']); // "0"
+    await run('tryLock', ['3', 'b', '5000', '', 'me', '100.000000']); // "1"
     // The gem reclaims "1" (HDEL + LPUSH), then a Ruby client takes it: a plain stamp, no index entry.
     await redis.hDel(keys.grabbed, '1');
     await redis.hSet(keys.grabbed, '1', '150.5');
@@ -385,7 +385,7 @@ describe('the LEASES index', () => {
 describe('release-9.lua and refresh-9.lua', () => {
   test('only the owning grant releases, refreshes or consumes', async () => {
     const { name, run } = setup();
-    await run('tryLock', ['1', 'g1', '100.000000', '', '', '', 'me']);
+    await run('tryLock', ['1', 'g1', '', '', 'me', '100.000000']);
     expect(await run('refresh', ['0', 'intruder', ''])).toEqual([0, 'intruder']);
     expect(await run('release', ['0', 'intruder', '1', ''])).toEqual([0, 0, 'intruder']);
     expect(await run('refresh', ['0', 'g1', '150.000000'])).toEqual([1, 'g1']);
@@ -396,7 +396,7 @@ describe('release-9.lua and refresh-9.lua', () => {
     expect(await run('release', ['0', 'g1', '1', ''])).toEqual([1, 1, 'g1']);
     expect(await run('release', ['0', 'g1', '1', ''])).toEqual([0, 1, 'g1']); // a second release pushes nothing
     expect((await snapshot(redis, name)).available).toEqual(['0']);
-    await run('tryLock', ['1', 'g2', '', '', '', '', 'me']);
+    await run('tryLock', ['1', 'g2', '', '', 'me']);
     expect(await run('release', ['0', 'g2', '0', ''])).toEqual([1, 0, 'g2']); // consume: not put back
     expect(await redis.lRange(`SEMAPHORE:${name}:AVAILABLE`, 0, -1)).toEqual([]);
   });
@@ -406,9 +406,9 @@ describe('releaseStale-9.lua', () => {
   test('reclaims by each holder\'s own lease, Ruby holders and unreadable stamps by the caller\'s, and forgets their records', async () => {
     const { name, keys, run } = setup();
     await run('create', ['5', '']);
-    await run('tryLock', ['5', 'a', '100.000000', '5000', '', '', 'me']); // "0": lease over at 105
-    await run('tryLock', ['5', 'b', '104.000000', '10000', '', '', 'me']); // "1": lease runs to 114
-    await run('tryLock', ['5', 'c', '104.000000', '60000', '', '', 'me']); // "2": a longer lease than the caller's
+    await run('tryLock', ['5', 'a', '5000', '', 'me', '100.000000']); // "0": lease over at 105
+    await run('tryLock', ['5', 'b', '10000', '', 'me', '104.000000']); // "1": lease runs to 114
+    await run('tryLock', ['5', 'c', '60000', '', 'me', '104.000000']); // "2": a longer lease than the caller's
     await redis.lPop(keys.available);
     await redis.hSet(keys.grabbed, '3', 'garbage');
     await redis.lPop(keys.available);
@@ -429,7 +429,7 @@ describe('releaseStale-9.lua', () => {
 describe('the grant record (includes/grant.lua)', () => {
   test('one HSET per grant: the label stays last and whole, with spaces or empty, through refreshes', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['2', 'g1', '100.000000', '5000', '', '', ' two  spaces ']);
+    await run('tryLock', ['2', 'g1', '5000', '', ' two  spaces ', '100.000000']);
     expect(await run('refresh', ['0', 'g1', '101.500000'])).toEqual([1, 'g1']);
     expect(await redis.hGet(keys.grabbed, '0')).toMatch(/^101\.500000 g1 \d+ 5000 100\.000000 {2}two {2}spaces $/);
     expect(await redis.zScore(keys.leases, '0')).toBe(106.5);
@@ -460,7 +460,7 @@ describe('the grant record (includes/grant.lua)', () => {
   test('with expiration, old OWNERS data expires with the other keys, and is never made persistent', async () => {
     const { keys, run } = setup();
     await redis.hSet(keys.owners, '0', 'old 1 100.000000 label');
-    await run('tryLock', ['1', 'g1', '', '', '60000', '', 'me']);
+    await run('tryLock', ['1', 'g1', '', '', 'me', '', '60000']);
     expect(await redis.pTTL(keys.exists)).toBe(-1); // held: no TTL on the semaphore's keys
     expect(await run('release', ['0', 'g1', '1', '60000'])).toEqual([1, 1, 'g1']);
     const ttl = await redis.pTTL(keys.owners);

@@ -185,8 +185,6 @@ async function rawClient() {
   const move = ['BLMOVE', keys.available, inbox, 'LEFT', 'RIGHT', String(config.blockSeconds)];
   const claim = evalArguments(scripts.claim, [...keys.scriptKeys, inbox], [
     config.grantId,
-    '',
-    '',
     String(config.resources),
     '',
     String(config.leaseSeconds),
