@@ -103,17 +103,17 @@ export class SemaphoreContext {
   }
 
   /** Runs a script call on the main client (or `via`: a waiter's own connection, which can settle its wait when the main client is gone). */
-  async call<R>(
-    operation: string,
-    call: ScriptCall<R>,
-    { whileClosing = false, via }: { whileClosing?: boolean; via?: Connection | undefined } = {},
-  ): Promise<R> {
-    const client = via ?? this.readyNow() ?? (await this.#connect(whileClosing));
-    try {
-      return await callScript(client, call);
-    } catch (error) {
+  call<R>(operation: string, call: ScriptCall<R>, options?: { whileClosing?: boolean; via?: Connection | undefined }): Promise<R> {
+    // Without an async frame when the client is ready (every hot-path call).
+    const client = options?.via ?? this.readyNow();
+    if (client !== undefined) return this.#run(client, operation, call);
+    return this.#connect(options?.whileClosing ?? false).then((ready) => this.#run(ready, operation, call));
+  }
+
+  #run<R>(client: Connection, operation: string, call: ScriptCall<R>): Promise<R> {
+    return callScript(client, call).catch((error: unknown) => {
       throw new SemaphoreRedisError(this.name, operation, error);
-    }
+    });
   }
 
   async command(operation: string, args: string[]): Promise<unknown> {

@@ -37,6 +37,90 @@ export function withDeadline<T>(
   });
 }
 
+/** One call `DeadlineQueue.watch` waits for. */
+interface Watched {
+  readonly at: number;
+  readonly expire: () => void;
+  settled: boolean;
+}
+
+/**
+ * `withDeadline` for many calls with the same time limit (every release), with one timer for all of
+ * them instead of one per call: the calls are queued in the order they began, so their deadlines are
+ * in order too. A call that settles at the head of the queue leaves at once (calls mostly settle in
+ * order, so the queue stays short); the timer, armed for the head's deadline, rejects the calls past
+ * theirs and re-arms for the next. Same guarantees: a call rejects no earlier than `ms` after it
+ * began and, timers allowing, not much later.
+ */
+export class DeadlineQueue {
+  readonly #ms: number;
+  #queue: Watched[] = [];
+  #head = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(ms: number) {
+    this.#ms = ms;
+  }
+
+  /** Settles as `promise` does, or rejects with what `expired` makes of a `DeadlineExceeded` after `ms`. */
+  watch<T>(promise: Promise<T>, what: string, expired: (error: DeadlineExceeded) => Error): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const watched: Watched = {
+        at: performance.now() + this.#ms,
+        expire: () => reject(expired(new DeadlineExceeded(what, this.#ms))),
+        settled: false,
+      };
+      this.#queue.push(watched);
+      if (this.#timer === undefined) this.#arm(this.#ms);
+      promise.then(
+        (value) => {
+          this.#settle(watched);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.#settle(watched);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  #settle(watched: Watched): void {
+    watched.settled = true;
+    if (this.#queue[this.#head] === watched) this.#dropSettled();
+  }
+
+  /** Drops the settled calls at the head of the queue. */
+  #dropSettled(): void {
+    const queue = this.#queue;
+    while (this.#head < queue.length && queue[this.#head]!.settled) this.#head++;
+    if (this.#head === queue.length) {
+      this.#queue = [];
+      this.#head = 0;
+    } else if (this.#head >= 1024 && this.#head * 2 >= queue.length) {
+      this.#queue = queue.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  #arm(ms: number): void {
+    this.#timer = setTimeout(() => this.#expire(), ms);
+    this.#timer.unref();
+  }
+
+  #expire(): void {
+    this.#timer = undefined;
+    const now = performance.now();
+    for (let next = this.#queue[this.#head]; next !== undefined && next.at <= now; next = this.#queue[this.#head]) {
+      next.settled = true;
+      next.expire();
+      this.#dropSettled();
+    }
+    const head = this.#queue[this.#head];
+    if (head !== undefined) this.#arm(Math.max(1, head.at - now));
+  }
+}
+
 /** Settles as `promise` does, or rejects with `signal`'s reason as soon as it aborts. */
 export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (!signal) return promise;

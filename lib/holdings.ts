@@ -2,7 +2,7 @@
 import type { Connection } from './client/connection';
 import { checkpoint } from './checkpoint';
 import type { SemaphoreContext } from './context';
-import { backoffMs, DeadlineExceeded, sleep, withDeadline } from './deadline';
+import { backoffMs, DeadlineExceeded, DeadlineQueue, sleep } from './deadline';
 import { MAX_TIMER_MS } from './durations';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { grantIdOf } from './holder-info';
@@ -40,6 +40,9 @@ export interface Attempt {
  * few seconds), during which the release is held and then runs on the new primary.
  */
 const RELEASE_ANSWER_MS = 10_000;
+
+/** Every release try of the process, each limited to RELEASE_ANSWER_MS, with one timer for all. */
+const releaseDeadlines = new DeadlineQueue(RELEASE_ANSWER_MS);
 
 /** Most tries of a release whose connection failed (each after a backoff): about 3 s in all. */
 const RELEASE_TRIES = 6;
@@ -237,13 +240,12 @@ export class Holdings {
       try {
         // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
         // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
-        const [{ ended, available }, acknowledged] = await withDeadline(
+        const [{ ended, available }, acknowledged] = await releaseDeadlines.watch(
           callAndWait(ctx, operation, release(ctx, grant.token, grant.id, putBack), {
             whileClosing: true,
             wait: replicated,
             via,
           }),
-          RELEASE_ANSWER_MS,
           operation,
           (expired) => new SemaphoreRedisError(ctx.name, operation, expired),
         );
