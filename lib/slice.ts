@@ -10,7 +10,7 @@ import { disconnectQuietly, type Connection } from './client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForNow } from './client/errors';
 import { newId } from './ids';
 import { endRegistrations, type Registration } from './registration';
-import { callBySha, callScript, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts } from './scripts';
+import { callBySha, callScript, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts, type ClaimReply } from './scripts';
 import { debug, debugEnabled } from './telemetry';
 import type { Interrupts } from './unblock';
 
@@ -43,7 +43,7 @@ export async function blockOnce(
   signal: AbortSignal | undefined,
   deadline: number,
 ): Promise<SliceOutcome> {
-  const { ctx, holdings, contention, reclaim, interrupts } = parts;
+  const { ctx, interrupts } = parts;
   const { id } = registration;
   if (debugEnabled) debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
   const lifetime = ctx.registrationLifetimeMs();
@@ -80,6 +80,54 @@ export async function blockOnce(
   const unblocking = disarm();
   if (unblocking) await unblocking;
 
+  if (prepare.status === 'fulfilled' && move.status === 'fulfilled' && claim.status === 'fulfilled') {
+    // The usual end: every command answered.
+    const { token, renewed, fence, others, expired } = claim.value;
+    parts.reclaim.reapInBackground(expired);
+    // Renewed by the claim after an empty slice, or by this slice's prepareWait: from `sent` on.
+    if (token === null) return { grant: null, registration: renewed ? { id, until: sent + lifetime } : null };
+    parts.contention.contended = others;
+    // Kept for this caller's next wait (claim-10.lua), when no token was left free and others are registered.
+    if (renewed) {
+      parts.contention.keepAdvanceRegistration({ id, until: prepared !== undefined ? sent + lifetime : registration.until });
+    }
+    // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
+    // (Holdings.granted refreshes the grant first when that leaves too little of it).
+    return { grant: { token, id: grantId, fence, anchor: sent }, registration: null };
+  }
+  return settleTroubledSlice(parts, connection, { prepare, move, claim }, { registration, grantId, sent, sliceMs }, signal, deadline);
+}
+
+/** How each command of a slice's pipeline settled. */
+interface SliceResults {
+  readonly prepare: PromiseSettledResult<unknown>;
+  readonly move: PromiseSettledResult<unknown>;
+  readonly claim: PromiseSettledResult<ClaimReply>;
+}
+
+/** What a slice sent, for `settleTroubledSlice`. */
+interface SentSlice {
+  readonly registration: Registration;
+  readonly grantId: string;
+  /** When the pipeline was sent (`performance.now()`). */
+  readonly sent: number;
+  readonly sliceMs: number;
+}
+
+/**
+ * A slice whose pipeline did not simply answer: a connection failure, a refusal or an error reply on
+ * one of its commands. Settles what the pipeline may have done and says how the wait goes on.
+ */
+async function settleTroubledSlice(
+  parts: WaitParts,
+  connection: Connection,
+  { prepare, move, claim }: SliceResults,
+  { registration, grantId, sent, sliceMs }: SentSlice,
+  signal: AbortSignal | undefined,
+  deadline: number,
+): Promise<SliceOutcome> {
+  const { ctx, holdings, reclaim } = parts;
+  const { id } = registration;
   const results = [prepare, move, claim];
   // A connection failure, or a cluster or failover refusing for now (TRYAGAIN mid-migration,
   // CLUSTERDOWN, READONLY from a demoted primary), or a reply meant for another command (the claim's
@@ -106,28 +154,17 @@ export async function blockOnce(
     });
     return { grant, registration: null, failure: failure.reason };
   }
+  // Not a failure: a refusal on a healthy connection (OOM, NOPERM, WRONGTYPE, NOSCRIPT…).
   const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (claim.status === 'fulfilled') {
-    const { token, renewed, fence, others, expired } = claim.value;
+    // So prepareWait or BLMOVE was refused (blockOnce took the slices where all three answered).
+    // The claim ran after it and settled the inbox, so no recover is needed: undo what the claim
+    // kept, report.
+    const { token, renewed, expired } = claim.value;
     reclaim.reapInBackground(expired);
-    // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
-    // (Holdings.granted refreshes the grant first when that leaves too little of it).
-    const grant = token === null ? null : { token, id: grantId, fence, anchor: sent };
-    // Renewed by the claim after an empty slice, or by this slice's prepareWait: from `sent` on.
-    const until = grant === null || prepared !== undefined ? sent + lifetime : registration.until;
-    const kept = renewed ? { id, until } : null;
-    if (!error) {
-      if (grant === null) return { grant, registration: kept };
-      contention.contended = others;
-      // Kept for this caller's next wait (claim-10.lua), when no token was left free and others are registered.
-      if (kept !== null) contention.keepAdvanceRegistration(kept);
-      return { grant, registration: null };
-    }
-    // prepareWait or BLMOVE was refused (OOM, NOPERM, WRONGTYPE…) on a healthy connection. The claim
-    // ran after it and settled the inbox, so no recover is needed: undo what the claim kept, report.
-    if (grant !== null) await holdings.giveBack(grant);
-    void endRegistrations(ctx, [kept?.id]);
-    throw new SemaphoreRedisError(ctx.name, 'lock', error.reason);
+    if (token !== null) await holdings.giveBack({ token, id: grantId });
+    if (renewed) void endRegistrations(ctx, [id]);
+    throw new SemaphoreRedisError(ctx.name, 'lock', error?.reason);
   }
   // The claim failed (NOSCRIPT, OOM…): settle what BLMOVE may have moved, then report the first
   // error unless the claim was all that failed.
