@@ -67,7 +67,15 @@ export class DeadlineQueue {
     return new Promise<T>((resolve, reject) => {
       const watched: Watched = {
         at: performance.now() + this.#ms,
-        expire: () => reject(expired(new DeadlineExceeded(what, this.#ms))),
+        expire: () => {
+          const error = new DeadlineExceeded(what, this.#ms);
+          // What `expired` makes, or what it threw: the call settles either way.
+          try {
+            reject(expired(error));
+          } catch (thrown) {
+            reject(thrown);
+          }
+        },
         settled: false,
       };
       this.#queue.push(watched);
@@ -113,8 +121,8 @@ export class DeadlineQueue {
     const now = performance.now();
     for (let next = this.#queue[this.#head]; next !== undefined && next.at <= now; next = this.#queue[this.#head]) {
       next.settled = true;
-      next.expire();
       this.#dropSettled();
+      next.expire();
     }
     const head = this.#queue[this.#head];
     if (head !== undefined) this.#arm(Math.max(1, head.at - now));

@@ -64,11 +64,12 @@ export async function blockOnce(
   const claimed = ctx.options.useLocalTime
     ? moved.then(() => callScript(connection, claimCall()))
     : callBySha(connection, claimCall());
-  const waiting = checkpoint('lock:waiting');
+  // (A test's hook: its rejection is handled at once, like every promise here.)
+  const hooked = checkpoint('lock:waiting')?.then(undefined, () => undefined);
   const prepareOutcome = prepared && outcomeOf(prepared);
   const moveOutcome = outcomeOf(moved);
   const claimOutcome = outcomeOf(claimed);
-  const settled = allSettled(moveOutcome, claimOutcome, prepareOutcome, waiting);
+  const settled = allSettled(moveOutcome, claimOutcome, prepareOutcome, hooked);
   // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
   // settles what the pipeline may have done.
   const guard = setTimeout(() => void disconnectQuietly(connection), Math.ceil(sliceMs + grace / 2));
@@ -200,11 +201,11 @@ function allSettled(
   move: Promise<unknown>,
   claim: Promise<unknown>,
   prepare: Promise<unknown> | undefined,
-  waiting: void | Promise<void>,
+  hooked: Promise<void> | undefined,
 ): Promise<unknown> {
   let settled = move.then(() => claim);
   if (prepare) settled = settled.then(() => prepare);
-  if (waiting) settled = settled.then(() => waiting.then(undefined, () => undefined));
+  if (hooked) settled = settled.then(() => hooked);
   return settled;
 }
 

@@ -96,3 +96,14 @@ test('thousands of calls answering out of order, a few never: each settles once,
   await expect(watchedLater).resolves.toBe('fine');
   await expect(queue.watch(new Promise(() => undefined), 'stuck', expired)).rejects.toThrow('stuck: no answer');
 });
+
+test('an `expired` that throws rejects its call with what it threw, and the calls after it still get their limit', async () => {
+  const queue = new DeadlineQueue(MS);
+  const broken = queue.watch(new Promise<never>(() => undefined), 'broken', () => {
+    throw new TypeError('expired threw');
+  });
+  const next = queue.watch(new Promise<never>(() => undefined), 'next', expired);
+  await expect(broken).rejects.toThrow('expired threw');
+  await expect(next).rejects.toThrow('wrapped: next: no answer');
+  await expect(queue.watch(new Promise<never>(() => undefined), 'later', expired)).rejects.toThrow('later: no answer');
+});
