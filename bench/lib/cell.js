@@ -4,10 +4,10 @@
 const { fork } = require('node:child_process');
 const path = require('node:path');
 const { randomBytes } = require('node:crypto');
+const { now } = require('./clock');
 const m = require('./metrics');
 
 const WORKER = path.join(__dirname, 'worker.js');
-const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Every worker started and not yet gone, so the runner can end them (by pid) on the way out. */

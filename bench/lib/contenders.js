@@ -5,7 +5,7 @@ const path = require('node:path');
 const { createClient } = require('redis');
 const Redis = require('ioredis');
 
-const now = () => performance.timeOrigin + performance.now();
+const { now } = require('./clock');
 
 /** Commands sent by this process (top-level only: calls made inside scripts are not counted here). */
 const sent = { count: 0 };

@@ -4,6 +4,7 @@ const { execFileSync } = require('node:child_process');
 const os = require('node:os');
 const { createClient } = require('redis');
 const { startRedisServer } = require('../../tools/redis-server');
+const { now } = require('./clock');
 
 const SERVER_CPU = 0;
 const CLIENT_CPU = 1;
@@ -74,7 +75,7 @@ async function monitor(url) {
         calls += n;
       }
       return {
-        at: performance.timeOrigin + performance.now(),
+        at: now(),
         calls,
         commands,
         usec,
