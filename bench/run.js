@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 /*
- * npm run bench [-- --quick] [-- --colocated] [-- --reps N --duration MS --only uncontended,mutex-8x1 --no-pin --no-sweep]
+ * npm run bench [-- --quick] [-- --colocated] [-- --reps N --duration MS --warmup MS --only uncontended,mutex-8x1 --no-pin --no-sweep]
  *
  * Runs this library, its peers and the floors against one redis-server (started here on a free
  * loopback port, pinned to CPU 0, with client processes pinned to CPU 1; or REDIS_URL), and writes
@@ -43,6 +43,7 @@ function parseArgs(argv) {
     else if (a === '--verbose') args.verbose = true;
     else if (a === '--reps') args.reps = Number(value());
     else if (a === '--duration') args.durationMs = Number(value());
+    else if (a === '--warmup') args.warmMs = Number(value());
     else if (a === '--only') args.only = value().split(',');
     else if (a === '--out') args.out = value();
     else if (a === '--help' || a === '-h') {
@@ -58,7 +59,7 @@ function settings(args) {
   return {
     quick,
     reps: args.reps ?? (quick ? 1 : 5),
-    warmMs: quick ? 50 : 250,
+    warmMs: args.warmMs ?? (quick ? 50 : 250),
     durationMs: args.durationMs ?? (quick ? 200 : 1000),
     drainMs: 20000,
     idleMs: quick ? 250 : 1000,
