@@ -21,7 +21,7 @@ export interface SemaphoreKeys {
   readonly waiting: string;
   /** Counter of fencing numbers, INCRed by every grant. */
   readonly fence: string;
-  /** Sorted set token → when its holder's lease ends (seconds), for this library's grants (see includes/grant.lua). */
+  /** Sorted set token → when its holder's lease ends (microseconds), for this library's grants (see includes/grant.lua). */
   readonly leases: string;
   /** `"<next token> <target> <partial>"` while a creation is under way in batches (see includes/ensure.lua). */
   readonly creating: string;

@@ -157,7 +157,7 @@ class Reclaim implements Command {
     const key = (suffix: string) => `SEMAPHORE:${real.name}:${suffix}`;
     const record = (await fixture.redis.hGet(key('GRABBED'), token))!;
     await fixture.redis.hSet(key('GRABBED'), token, record.replace(/^\S+/, '1000.000000'));
-    await fixture.redis.zAdd(key('LEASES'), { score: 1060, value: token }); // the 60 s lease below
+    await fixture.redis.zAdd(key('LEASES'), { score: 1060e6, value: token }); // the 60 s lease below, in µs
     expect(await real.sems[this.client]!.releaseStaleLocks()).toBe(1);
     model.invalidate(token);
     model.available.unshift(token);

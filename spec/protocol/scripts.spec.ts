@@ -349,16 +349,16 @@ describe('reapWaiters.lua', () => {
 });
 
 describe('the LEASES index', () => {
-  test('grants and refreshes index their lease end; releases and reclaims remove it; no lease is +inf', async () => {
+  test('grants and refreshes index their lease end in µs; releases and reclaims remove it; no lease is +inf', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['3', 'a', '5000', '', 'me', '100.000000']);
     await run('tryLock', ['3', 'b', '0', '', 'me', '100.000000']);
     expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0', '1']);
-    expect(await redis.zScore(keys.leases, '0')).toBe(105);
+    expect(await redis.zScore(keys.leases, '0')).toBe(105_000_000);
     // +inf: "inf" in RESP2, Infinity as RESP3 decodes it (v6).
     expect(['inf', 'Infinity']).toContain(String(await redis.sendCommand(['ZSCORE', keys.leases, '1'])));
     expect(await run('refresh', ['0', 'a', '102.000000'])).toEqual([1, 'a']);
-    expect(await redis.zScore(keys.leases, '0')).toBe(107);
+    expect(await redis.zScore(keys.leases, '0')).toBe(107_000_000);
     expect(await run('release', ['1', 'b', '1', ''])).toEqual([1, 2, 'b']);
     expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
     expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([1]);
@@ -376,7 +376,7 @@ describe('the LEASES index', () => {
     // A refresh on another clock leaves "0" indexed as due although its record says live.
     await redis.hSet(keys.grabbed, '0', (await redis.hGet(keys.grabbed, '0'))!.replace(/^100\.000000/, '199.000000'));
     expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([0]); // no Ruby timeout: Ruby holder kept
-    expect(await redis.zRangeWithScores(keys.leases, 0, -1)).toEqual([{ value: '0', score: 204 }]);
+    expect(await redis.zRangeWithScores(keys.leases, 0, -1)).toEqual([{ value: '0', score: 204_000_000 }]);
     expect(await run('releaseStale', ['200.000000', '10000', ''])).toEqual([1]); // 49.5 s old Ruby holder
     expect(Object.keys((await snapshot(redis, name)).grabbed)).toEqual(['0']);
   });
@@ -432,7 +432,7 @@ describe('the grant record (includes/grant.lua)', () => {
     await run('tryLock', ['2', 'g1', '5000', '', ' two  spaces ', '100.000000']);
     expect(await run('refresh', ['0', 'g1', '101.500000'])).toEqual([1, 'g1']);
     expect(await redis.hGet(keys.grabbed, '0')).toMatch(/^101\.500000 g1 \d+ 5000 100\.000000 {2}two {2}spaces $/);
-    expect(await redis.zScore(keys.leases, '0')).toBe(106.5);
+    expect(await redis.zScore(keys.leases, '0')).toBe(106_500_000);
     expect(await run('release', ['0', 'g1', '1', ''])).toEqual([1, 2, 'g1']);
     expect(await redis.exists([keys.grabbed, keys.owners])).toBe(0);
   });
@@ -444,10 +444,10 @@ describe('the grant record (includes/grant.lua)', () => {
     expect([a, b]).toEqual(['0', '1']);
     await redis.hSet(keys.grabbed, { '0': '100.000000 old-a 7 5000', '1': '100.000000 old-b 8 0' });
     await redis.hSet(keys.owners, { '0': 'old-a 7 100.000000 label a', '1': 'old-b 8 100.000000 label b' });
-    await redis.zAdd(keys.leases, [{ score: 105, value: '0' }]);
+    await redis.zAdd(keys.leases, [{ score: 105, value: '0' }]); // in seconds, as the index once counted: due at once
     expect(await run('refresh', ['0', 'old-a', '102.000000'])).toEqual([1, 'old-a']);
     expect(await redis.hGet(keys.grabbed, '0')).toBe('102.000000 old-a 7 5000');
-    expect(await redis.zScore(keys.leases, '0')).toBe(107);
+    expect(await redis.zScore(keys.leases, '0')).toBe(107_000_000);
     expect(await run('releaseStale', ['106.000000', '0', ''])).toEqual([0]);
     expect(await run('releaseStale', ['108.000000', '0', ''])).toEqual([1]);
     expect(await run('release', ['1', 'intruder', '1', ''])).toEqual([0, 1, 'intruder']);

@@ -31,7 +31,7 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
     return 1
   end
   local reclaimed = 0
-  for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. string.format('%.6f', now), 'LIMIT', 0, 100)) do
+  for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. string.format('%d', math.floor(now * 1000000)), 'LIMIT', 0, 100)) do
     local value = redis.call('HGET', K_GRABBED, token)
     local stamp, _, _, lease = parse_grant(value)
     if reclaim_if_stale(token, value, now, nil) == 1 then
