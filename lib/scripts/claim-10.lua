@@ -38,7 +38,8 @@ if grant == '' then
   grant = registration
 end
 local stamp = clock_stamp(local_time)
-local registered = redis.call('ZSCORE', K_WAITING, registration) ~= false
+-- ZRANK, not ZSCORE: Redis formats a score it replies with (a printf), and a rank is an integer.
+local registered = redis.call('ZRANK', K_WAITING, registration) ~= false
 if not registered then
   redis.call('ZREM', K_WAITING, '~' .. registration)
 end
