@@ -7,7 +7,7 @@ import { recover } from './recover';
 import { isConnectionError, isMisattributedReply, wasNeverSent } from './client/errors';
 import { newId } from './ids';
 import { endRegistrations, type Registration } from './registration';
-import { callAndWait, checkReplicated } from './replication';
+import { callAndWait, checkReplicated, type Replied } from './replication';
 import { tryLock, type TryLockReply } from './scripts';
 import type { WaitParts } from './slice';
 import { acquireTraced, debug, debugEnabled, traceAcquire, type AcquireForm, type AcquireTrace } from './telemetry';
@@ -64,7 +64,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
     let acknowledged: number | null;
     const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs()));
     try {
-      [reply, acknowledged] = await raceAbort(trying, attempt.signal);
+      ({ reply, acknowledged } = await raceAbort(trying, attempt.signal));
     } catch (error) {
       if (attempt.signal?.aborted && error === attempt.signal.reason) {
         // Aborted while the script was on its way: whatever it did is undone in the background.
@@ -106,11 +106,11 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
 /** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
 async function undoTryLock(
   parts: AcquireParts,
-  trying: Promise<[TryLockReply, unknown]>,
+  trying: Promise<Replied<TryLockReply>>,
   id: string,
 ): Promise<void> {
   try {
-    const [{ token }] = await trying;
+    const { token } = (await trying).reply;
     if (token !== null) await parts.holdings.releaseGrant({ token, id }, true);
     else void endRegistrations(parts.ctx, [id]);
   } catch {

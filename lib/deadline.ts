@@ -37,10 +37,12 @@ export function withDeadline<T>(
   });
 }
 
-/** One call `DeadlineQueue.watch` waits for. */
+/** One call `DeadlineQueue.watch` waits for: what rejects it when its deadline passes. */
 interface Watched {
   readonly at: number;
-  readonly expire: () => void;
+  readonly what: string;
+  readonly expired: (error: DeadlineExceeded) => Error;
+  readonly reject: (error: unknown) => void;
   settled: boolean;
 }
 
@@ -54,7 +56,7 @@ interface Watched {
  */
 export class DeadlineQueue {
   readonly #ms: number;
-  #queue: Watched[] = [];
+  readonly #queue: Watched[] = [];
   #head = 0;
   #timer: NodeJS.Timeout | undefined;
 
@@ -62,22 +64,13 @@ export class DeadlineQueue {
     this.#ms = ms;
   }
 
-  /** Settles as `promise` does, or rejects with what `expired` makes of a `DeadlineExceeded` after `ms`. */
+  /**
+   * Settles as `promise` does, or rejects with what `expired` makes of a `DeadlineExceeded` after
+   * `ms`. (`expired` is best made once per kind of call, not per call: every release passes one.)
+   */
   watch<T>(promise: Promise<T>, what: string, expired: (error: DeadlineExceeded) => Error): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const watched: Watched = {
-        at: performance.now() + this.#ms,
-        expire: () => {
-          const error = new DeadlineExceeded(what, this.#ms);
-          // What `expired` makes, or what it threw: the call settles either way.
-          try {
-            reject(expired(error));
-          } catch (thrown) {
-            reject(thrown);
-          }
-        },
-        settled: false,
-      };
+      const watched: Watched = { at: performance.now() + this.#ms, what, expired, reject, settled: false };
       this.#queue.push(watched);
       if (this.#timer === undefined) this.#arm(this.#ms);
       promise.then(
@@ -103,10 +96,10 @@ export class DeadlineQueue {
     const queue = this.#queue;
     while (this.#head < queue.length && queue[this.#head]!.settled) this.#head++;
     if (this.#head === queue.length) {
-      this.#queue = [];
+      queue.length = 0;
       this.#head = 0;
     } else if (this.#head >= 1024 && this.#head * 2 >= queue.length) {
-      this.#queue = queue.slice(this.#head);
+      queue.splice(0, this.#head);
       this.#head = 0;
     }
   }
@@ -122,7 +115,13 @@ export class DeadlineQueue {
     for (let next = this.#queue[this.#head]; next !== undefined && next.at <= now; next = this.#queue[this.#head]) {
       next.settled = true;
       this.#dropSettled();
-      next.expire();
+      const error = new DeadlineExceeded(next.what, this.#ms);
+      // What `expired` makes, or what it threw: the call settles either way.
+      try {
+        next.reject(next.expired(error));
+      } catch (thrown) {
+        next.reject(thrown);
+      }
     }
     const head = this.#queue[this.#head];
     if (head !== undefined) this.#arm(Math.max(1, head.at - now));

@@ -9,8 +9,8 @@ import { grantIdOf } from './holder-info';
 import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holding';
 import type { LockLostReason } from './options';
 import { replyErrorCode, wasNeverSent } from './client/errors';
-import { callAndWait, checkReplicated } from './replication';
-import { refresh, release } from './scripts';
+import { callAndWait, checkReplicated, type Replied } from './replication';
+import { refresh, release, type ReleaseReply } from './scripts';
 import { debug } from './telemetry';
 import { warn } from './warn';
 
@@ -57,6 +57,9 @@ export class Holdings {
   /** The one timer of all the holdings (see `Holding.tick`), and when it fires (`performance.now()`). */
   #timer: NodeJS.Timeout | undefined;
   #timerAt = Infinity;
+  /** What a release try past its time limit rejects with, made once rather than per try. */
+  readonly #unlockExpired: (error: DeadlineExceeded) => Error;
+  readonly #consumeExpired: (error: DeadlineExceeded) => Error;
 
   constructor(ctx: SemaphoreContext) {
     this.#ctx = ctx;
@@ -67,6 +70,8 @@ export class Holdings {
       holdingLost: (holding, reason) => this.#holdingLost(holding, reason),
       wake: (at) => this.#wake(at),
     };
+    this.#unlockExpired = (error) => new SemaphoreRedisError(ctx.name, 'unlock', error);
+    this.#consumeExpired = (error) => new SemaphoreRedisError(ctx.name, 'consume', error);
   }
 
   /** The holdings not lost, oldest first. */
@@ -155,7 +160,7 @@ export class Holdings {
     let available: number | false;
     let acknowledged: number | null;
     try {
-      [available, acknowledged] = await this.releaseGrant(holding, putBack, REPLICATED);
+      ({ available, acknowledged } = await this.releaseGrant(holding, putBack, REPLICATED));
     } catch (error) {
       // The token may still be held in Redis: it goes stale (no more refreshes), and the holding
       // stays, so a later unlock can try again.
@@ -207,7 +212,7 @@ export class Holdings {
    * `release` is. Resolves whether it ended the grant (false: it had already ended).
    */
   async releaseHandedOver(grant: { token: string; id: string }): Promise<boolean> {
-    const [available, acknowledged] = await this.releaseGrant(grant, true, REPLICATED);
+    const { available, acknowledged } = await this.releaseGrant(grant, true, REPLICATED);
     debug('%s release %s (grant %s): %s', this.#ctx.name, grant.token, grant.id, available === false ? 'not held' : 'done');
     if (available === false) return false;
     if (acknowledged !== null) await checkReplicated(this.#ctx, 'release', acknowledged);
@@ -223,41 +228,52 @@ export class Holdings {
   }
 
   /**
-   * The release script. With `replicated` and `waitReplicas`, a WAIT follows it on the same
-   * connection: resolves the new length of AVAILABLE (false when the grant no longer held the token)
-   * and how many replicas acknowledged (null: no WAIT).
+   * The release script, retried after a failure as its comments say. With `replicated` and
+   * `waitReplicas`, a WAIT follows it on the same connection. Not an async function: the usual
+   * release is one try, settled through that try's own promise; retries begin on a failure.
    */
-  async releaseGrant(
-    grant: { token: string; id: string },
-    putBack: boolean,
-    { replicated = false, via }: { replicated?: boolean; via?: Connection | undefined } = {},
-  ): Promise<[number | false, number | null]> {
+  releaseGrant(grant: { token: string; id: string }, putBack: boolean, options: ReleaseOptions = {}): Promise<Released> {
+    let trying: Promise<Replied<ReleaseReply>>;
+    try {
+      trying = this.#tryRelease(grant, putBack, options);
+    } catch (error) {
+      trying = Promise.reject(error); // as an async function would: callers get a rejection
+    }
+    return trying.then(
+      (replied) => released(replied, false),
+      (error: unknown) => this.#retryRelease(grant, putBack, options, error),
+    );
+  }
+
+  /** One try of the release script. */
+  #tryRelease(grant: { token: string; id: string }, putBack: boolean, { replicated = false, via }: ReleaseOptions): Promise<Replied<ReleaseReply>> {
     const ctx = this.#ctx;
     const operation = putBack ? 'unlock' : 'consume';
+    // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
+    // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
+    return releaseDeadlines.watch(
+      callAndWait(ctx, operation, release(ctx, grant.token, grant.id, putBack), { whileClosing: true, wait: replicated, via }),
+      operation,
+      putBack ? this.#unlockExpired : this.#consumeExpired,
+    );
+  }
+
+  /** The tries after a first one failed with `error`. */
+  async #retryRelease(grant: { token: string; id: string }, putBack: boolean, options: ReleaseOptions, error: unknown): Promise<Released> {
     // A try whose reply was lost may have run: then a retry finds the grant already ended.
     let mayHaveRun = false;
     for (let attempt = 1; ; attempt++) {
+      // Retrying is safe, since the script only ever ends this grant (idempotent by grant id), and
+      // needed: a release that never ran would leave the token held by a live process that gave it
+      // up. So anything but a refusal that a retry would meet again is retried.
+      const cause = error instanceof SemaphoreRedisError ? error.cause : error;
+      if (attempt >= RELEASE_TRIES || cause instanceof DeadlineExceeded || isPermanentRefusal(cause)) throw error;
+      if (!wasNeverSent(cause)) mayHaveRun = true;
+      await sleep(backoffMs(attempt));
       try {
-        // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
-        // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
-        const [{ ended, available }, acknowledged] = await releaseDeadlines.watch(
-          callAndWait(ctx, operation, release(ctx, grant.token, grant.id, putBack), {
-            whileClosing: true,
-            wait: replicated,
-            via,
-          }),
-          operation,
-          (expired) => new SemaphoreRedisError(ctx.name, operation, expired),
-        );
-        return [ended || mayHaveRun ? available : false, acknowledged];
-      } catch (error) {
-        // Retrying is safe, since the script only ever ends this grant (idempotent by grant id), and
-        // needed: a release that never ran would leave the token held by a live process that gave it
-        // up. So anything but a refusal that a retry would meet again is retried.
-        const cause = error instanceof SemaphoreRedisError ? error.cause : error;
-        if (attempt >= RELEASE_TRIES || cause instanceof DeadlineExceeded || isPermanentRefusal(cause)) throw error;
-        if (!wasNeverSent(cause)) mayHaveRun = true;
-        await sleep(backoffMs(attempt));
+        return released(await this.#tryRelease(grant, putBack, options), mayHaveRun);
+      } catch (next) {
+        error = next;
       }
     }
   }
@@ -342,8 +358,26 @@ export class Holdings {
   };
 }
 
-/** `release` waits for `waitReplicas` (the grant's own release, not a give-back). */
-const REPLICATED = { replicated: true } as const;
+interface ReleaseOptions {
+  /** Waits for `waitReplicas` (the grant's own release, not a give-back). */
+  readonly replicated?: boolean;
+  /** The connection to send it on (a waiter's own, free again), instead of the main one. */
+  readonly via?: Connection | undefined;
+}
+
+/** `release` waits for `waitReplicas`. */
+const REPLICATED: ReleaseOptions = { replicated: true };
+
+/** A release's outcome: the length of AVAILABLE after it (false: the grant no longer held its token), and how many replicas acknowledged (null: no WAIT). */
+export interface Released {
+  readonly available: number | false;
+  readonly acknowledged: number | null;
+}
+
+/** A try's reply as a release's outcome; after a try that may have run, "not held" means that try ended it. */
+function released({ reply, acknowledged }: Replied<ReleaseReply>, mayHaveRun: boolean): Released {
+  return { available: reply.ended || mayHaveRun ? reply.available : false, acknowledged };
+}
 
 /**
  * Failures a retry would meet again: the ACL, a wrong key type, too few replicas, no memory, or a

@@ -6,23 +6,29 @@ import { replyErrorCode } from './client/errors';
 import type { ResolvedOptions } from './options';
 import { evalCommand, evalshaCommand, type ScriptCall } from './scripts';
 
+/** A script's reply, and how many replicas acknowledged it (null: no WAIT was sent). */
+export interface Replied<R> {
+  readonly reply: R;
+  readonly acknowledged: number | null;
+}
+
 /**
  * `ctx.call`, and with `waitReplicas` (unless `wait` is false) a `WAIT` right behind the script on the
- * same connection: resolves the script's reply and how many replicas acknowledged (null: no WAIT).
+ * same connection: resolves the script's reply and how many replicas acknowledged.
  */
 export function callAndWait<R>(
   ctx: SemaphoreContext,
   operation: string,
   call: ScriptCall<R>,
   options: { whileClosing?: boolean; wait?: boolean; via?: Connection | undefined } = {},
-): Promise<[R, number | null]> {
+): Promise<Replied<R>> {
   const replicas = ctx.options.waitReplicas;
   if (!replicas || options.wait === false || options.via) return ctx.call(operation, call, options).then(unacknowledged);
   return callThenWait(ctx, operation, call, replicas, options.whileClosing ?? false);
 }
 
-function unacknowledged<R>(reply: R): [R, null] {
-  return [reply, null];
+function unacknowledged<R>(reply: R): Replied<R> {
+  return { reply, acknowledged: null };
 }
 
 async function callThenWait<R>(
@@ -31,7 +37,7 @@ async function callThenWait<R>(
   call: ScriptCall<R>,
   replicas: NonNullable<ResolvedOptions['waitReplicas']>,
   whileClosing: boolean,
-): Promise<[R, number | null]> {
+): Promise<Replied<R>> {
   const client = await ctx.ready(whileClosing);
   const waitCommand = ['WAIT', String(replicas.replicas), String(replicas.timeoutMs)];
   try {
@@ -41,7 +47,7 @@ async function callThenWait<R>(
         return sendPinned(client, [evalCommand(call), waitCommand]);
       },
     );
-    return [call.decode(reply), Number(acknowledged)];
+    return { reply: call.decode(reply), acknowledged: Number(acknowledged) };
   } catch (error) {
     throw new SemaphoreRedisError(ctx.name, operation, error);
   }
