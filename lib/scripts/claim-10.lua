@@ -44,7 +44,11 @@ if not registered then
   redis.call('ZREM', K_WAITING, '~' .. registration)
 end
 local token = redis.call('LPOP', inbox)
+-- Whether a token is left free, for a grant below (read here with the existence mark_present needs).
+local free = false
 if token then
+  local _, available = exists_and_available()
+  free = available
   mark_present(token)
   if not registered then
     redis.call('LPUSH', K_AVAILABLE, token)
@@ -53,7 +57,9 @@ if token then
   -- The inbox holds one token, or more if a BLMOVE was sent again (a client's offline queue after a
   -- reconnect): the others go back. (LPOP with a count would do both in one call, but costs more
   -- than the two: its reply is an array.)
-  drain_inbox(inbox)
+  if drain_inbox(inbox) > 0 then
+    free = true
+  end
 end
 local renewed, fence, others = 0, 0, 0
 if token then
@@ -61,7 +67,7 @@ if token then
   -- Others wait if no token is left free (a free token means nobody is blocked) and registrations
   -- other than this one remain. ZCARD also counts abandoned '~' marks and lapsed registrations:
   -- telling them apart costs a scan (ZRANGE) or float arguments (ZCOUNT).
-  if redis.call('LLEN', K_AVAILABLE) == 0 then
+  if not free then
     others = redis.call('ZCARD', K_WAITING) - 1
   end
   -- Then this caller's next lock would miss its tryLock: its registration stays for that next wait

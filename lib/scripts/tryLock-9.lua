@@ -29,10 +29,14 @@
 local resources, grant, lease_ms = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local local_time, expiration = ARGV[6] or '', ARGV[7] or ''
 local stamp = clock_stamp(local_time)
-ensure(resources)
--- LLEN before LPOP: a script's first write decides whether Redis refuses it when out of memory
+-- Looked up before LPOP: a script's first write decides whether Redis refuses it when out of memory
 -- (and LPOP counts as one even on an empty list), so a miss must reach its ZADD with no write before.
-local may_take = redis.call('LLEN', K_AVAILABLE) > 0
+-- A semaphore that exists with a token free (a hit) needs no more than this one call.
+local exists, may_take = exists_and_available()
+if not exists then
+  ensure(resources)
+  may_take = redis.call('LLEN', K_AVAILABLE) > 0
+end
 local token, fence, expired = false, 0, nil
 if not may_take then
   -- A miss. Helpers only it needs are included here, so that a hit does not define them (see

@@ -24,9 +24,18 @@ local function marker()
   end
 end
 
--- Whether this script already knows EXISTS is set (ensure() returned 0): mark_present then skips
--- its lookup.
+-- Whether this script already knows EXISTS is set (ensure() returned 0, or exists_and_available()
+-- said so): mark_present then skips its lookup.
 local known_to_exist = false
+
+-- Two facts in one call: whether the semaphore exists (EXISTS is set) and whether AVAILABLE holds a
+-- token (Redis deletes an empty list). EXISTS counts a key once per mention, so with EXISTS named
+-- twice its count is 2 * exists + available. Records the first in known_to_exist.
+local function exists_and_available()
+  local count = redis.call('EXISTS', K_EXISTS, K_EXISTS, K_AVAILABLE)
+  known_to_exist = count >= 2
+  return known_to_exist, count % 2 == 1
+end
 
 -- Called by every script that moves `token` into GRABBED or from an inbox onto AVAILABLE: during a
 -- re-creation, marks it present (see above). Costs one EXISTS when the semaphore exists.
