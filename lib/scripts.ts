@@ -97,8 +97,8 @@ export interface ScriptCall<R> {
   readonly script: Script;
   readonly keys: readonly string[];
   readonly args: readonly string[];
-  /** The reply as named fields. */
-  decode(reply: unknown): R;
+  /** The reply as named fields (a function of its own, so a `then` can take it as it is). */
+  readonly decode: (reply: unknown) => R;
 }
 
 /** `EVAL` with the script's text: never fails with NOSCRIPT (used where a failed step must not be skipped). */
@@ -128,9 +128,15 @@ export function runScript(
   });
 }
 
-/** Runs `call` (EVALSHA, EVAL on NOSCRIPT) and resolves its named reply. */
+/**
+ * Runs `call` (EVALSHA, EVAL on NOSCRIPT) and resolves its named reply: `runScript` and the decoding
+ * in one `then`, since every release and refresh comes this way.
+ */
 export function callScript<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
-  return runScript(client, call.script, call.keys, call.args).then((reply) => call.decode(reply));
+  return send(client, evalshaCommand(call)).then(call.decode, (error: unknown) => {
+    if (replyErrorCode(error) === 'NOSCRIPT') return send(client, evalCommand(call)).then(call.decode);
+    throw error;
+  });
 }
 
 /**
@@ -138,7 +144,7 @@ export function callScript<R>(client: Connection, call: ScriptCall<R>): Promise<
  * cost a round trip on the hand-off), and resolves its named reply.
  */
 export function callBySha<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
-  return send(client, evalshaCommand(call)).then((reply) => call.decode(reply));
+  return send(client, evalshaCommand(call)).then(call.decode);
 }
 
 /** `call` as an `EVALSHA` command, for a pipeline that must not spend a round trip on a fallback. */
