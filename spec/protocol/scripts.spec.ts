@@ -365,6 +365,16 @@ describe('the LEASES index', () => {
     expect(await redis.zCard(keys.leases)).toBe(0);
   });
 
+  test('a lease longer than any this library writes is indexed at +inf, not at an overflowed score', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await redis.lPop(keys.available);
+    await redis.hSet(keys.grabbed, '0', '100.000000 g 7 99999999999999999 100.000000 me'); // about 3 × 10^9 years
+    expect(await run('refresh', ['0', 'g', '150.000000'])).toEqual([1, 'g']);
+    expect(['inf', 'Infinity']).toContain(String(await redis.sendCommand(['ZSCORE', keys.leases, '0'])));
+    expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([0]);
+  });
+
   test('reclaims through the index, cleans entries whose record went behind its back, and finds Ruby holders', async () => {
     const { name, keys, run } = setup();
     await run('create', ['3', '']);

@@ -30,11 +30,14 @@ end
 -- whole microseconds on the stamp's clock; +inf for no lease), so reclaim finds the due ones without
 -- reading every holder. Ruby holders are not in it (see reclaim.lua).
 -- (An integer score, sent as digits, is the cheapest Redis can take: a fractional one, or a Lua
--- number, costs it a printf to store and one to receive, about 8k instructions per grant.)
+-- number, costs it a printf to store and one to receive, about 8k instructions per grant.) A lease
+-- past MAX_INDEXED_LEASE_MS (the library's are at most 2^31 - 1 ms; a longer one was written by
+-- someone else) is indexed at +inf, as '%d' of a larger score would overflow into a due one.
+local MAX_INDEXED_LEASE_MS = 1e12
 local function index_lease(token, stamp, lease)
   local ms = tonumber(lease)
   local score = '+inf'
-  if ms > 0 then
+  if ms > 0 and ms <= MAX_INDEXED_LEASE_MS then
     score = string.format('%d', math.floor(tonumber(stamp) * 1000000 + 0.5) + ms * 1000)
   end
   redis.call('ZADD', K_LEASES, score, token)
