@@ -454,7 +454,7 @@ describe('the grant record (includes/grant.lua)', () => {
     expect([a, b]).toEqual(['0', '1']);
     await redis.hSet(keys.grabbed, { '0': '100.000000 old-a 7 5000', '1': '100.000000 old-b 8 0' });
     await redis.hSet(keys.owners, { '0': 'old-a 7 100.000000 label a', '1': 'old-b 8 100.000000 label b' });
-    await redis.zAdd(keys.leases, [{ score: 105, value: '0' }]); // in seconds, as the index once counted: due at once
+    await redis.zAdd(keys.leases, [{ score: 105, value: '0' }]); // an entry as written before scores were µs: the refresh replaces it
     expect(await run('refresh', ['0', 'old-a', '102.000000'])).toEqual([1, 'old-a']);
     expect(await redis.hGet(keys.grabbed, '0')).toBe('102.000000 old-a 7 5000');
     expect(await redis.zScore(keys.leases, '0')).toBe(107_000_000);
