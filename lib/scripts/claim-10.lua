@@ -47,7 +47,7 @@ local token = redis.call('LPOP', inbox)
 -- Whether a token is left free, for a grant below (read here with the existence mark_present needs).
 local free = false
 if token then
-  local _, available = exists_and_available()
+  local _, available, more = exists_available_inbox(inbox)
   free = available
   mark_present(token)
   if not registered then
@@ -57,7 +57,9 @@ if token then
   -- The inbox holds one token, or more if a BLMOVE was sent again (a client's offline queue after a
   -- reconnect): the others go back. (LPOP with a count would do both in one call, but costs more
   -- than the two: its reply is an array.)
-  if drain_inbox(inbox) > 0 then
+  if more then
+--- @include drain
+    drain_inbox(inbox)
     free = true
   end
 end

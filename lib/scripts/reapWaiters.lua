@@ -16,6 +16,7 @@
 --- @include clock
 --- @include expiry
 --- @include present
+--- @include drain
 local now = redis_now()
 local returned = 0
 for i = 2, #ARGV do
