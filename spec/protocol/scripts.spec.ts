@@ -188,6 +188,30 @@ describe('claim-10.lua', () => {
     expect(await grant('b', 1007)).toEqual(['0', 0, 1008, 1, 'b', 'gone']);
   });
 
+  test('from an inbox a BLMOVE reached more than once (re-sent after a reconnect): grants the head token and returns the others, which count as free', async () => {
+    const { keys, run } = setup();
+    await run('create', ['3', '']);
+    await run('prepareWait', ['w', '', '10', '3', '', '']);
+    await run('prepareWait', ['other', '', '10', '3', '', '']);
+    for (let i = 0; i < 3; i += 1) await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
+    expect(await redis.exists(keys.available)).toBe(0);
+    // Asked to keep the registration while another is registered, but the returned tokens are free.
+    expect(await run('claim', ['w', '3', '', '25', 'me', 'g', '1'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0, 'g']);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['1', '2']);
+    expect(await redis.exists(keys.inbox('w'))).toBe(0);
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
+  });
+
+  test('bounces every token of an inbox whose registration is gone', async () => {
+    const { keys, run } = setup();
+    await run('create', ['2', '']);
+    for (let i = 0; i < 2; i += 1) await redis.lMove(keys.available, keys.inbox('gone'), 'LEFT', 'RIGHT');
+    expect(await run('claim', ['gone', '2', '', '25', 'me'], [keys.inbox('gone')])).toEqual([null, 0, 0, 0, 'gone']);
+    expect((await redis.lRange(keys.available, 0, -1)).sort()).toEqual(['0', '1']);
+    expect(await redis.hLen(keys.grabbed)).toBe(0);
+    expect(await redis.exists(keys.inbox('gone'))).toBe(0);
+  });
+
   test('bounces a token that reaches an unregistered (abandoned) inbox back to AVAILABLE', async () => {
     const { name, keys, run } = setup();
     await run('create', ['1', '']);

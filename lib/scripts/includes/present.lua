@@ -25,7 +25,7 @@ local function marker()
 end
 
 -- Whether this script already knows EXISTS is set (ensure() returned 0, or exists_and_available()
--- said so): mark_present then skips its lookup.
+-- or exists_available_inbox() said so): mark_present then skips its lookup.
 local known_to_exist = false
 
 -- Two facts in one call: whether the semaphore exists (EXISTS is set) and whether AVAILABLE holds a
