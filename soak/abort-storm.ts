@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { createClient } from 'redis';
 import { inboxKeyPattern, semaphoreKeys, type SemaphoreKeys } from '../lib/keys';
 import { censusProblems, describeCensus, takeCensus, tally, type Census } from '../spec/support/census';
-import { checkHistory, type HistoryEvent } from '../spec/support/history';
+import { checkHistory, type HistoryEvent, type Interval } from '../spec/support/history';
 import type { Client } from '../spec/support/redis';
 import { repoRoot, startRedisServer } from './root';
 
@@ -328,6 +328,11 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
       const moved = movedDuring(gap);
       return moved === 0 || (moved === undefined && gap.ms > 3 * waitSlice);
     });
+    /** A hold of an overlap: its holder, fencing number and times (ms from the start). */
+    const describeHold = (hold: Interval) => {
+      const grant = reported.find((r) => r.kind === 'acquired' && r.holder === hold.holder && r.token === hold.token && r.at === hold.start);
+      return `${hold.holder} (fence ${grant?.fence ?? '?'}) +${hold.start - started}..+${hold.end - started} ms, ${hold.ending}`;
+    };
     const describeGap = (gap: { from: number; ms: number }) => {
       const during = samples.filter((s) => s.at >= gap.from && s.at <= gap.from + gap.ms);
       const states = during.map(
@@ -403,7 +408,10 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
       {
         name: 'no token held by two holders at once',
         ok: history.tokenOverlaps.length === 0,
-        detail: `${history.tokenOverlaps.length} overlaps`,
+        detail: `${history.tokenOverlaps.length} overlaps${history.tokenOverlaps
+          .slice(0, 3)
+          .map(([a, b]) => ` | token ${a.token}: ${describeHold(a)}, ${describeHold(b)}`)
+          .join('')}`,
       },
       { name: 'a consistent history', ok: history.anomalies.length === 0, detail: history.anomalies.slice(0, 3).join('; ') },
       { name: 'every call ends in a grant or its own abort', ok: errors.length === 0, detail: errors.slice(0, 3).join(' | ') },

@@ -664,4 +664,25 @@ describe('the history checker', () => {
     expect(bad.maxConcurrent).toBe(3);
     expect(bad.tokenOverlaps).toHaveLength(1);
   });
+
+  test('holds that touch within one ms do not overlap, in either order of their stamps', () => {
+    // b held token 0 for under 1 ms and released it in the ms a then got it in (stamps are whole ms).
+    const zeroLength: HistoryEvent[] = [
+      { holder: 'a', kind: 'acquired', token: '0', at: 5 },
+      { holder: 'a', kind: 'released', token: '0', at: 6 },
+      { holder: 'b', kind: 'acquired', token: '0', at: 5 },
+      { holder: 'b', kind: 'released', token: '0', at: 5 },
+    ];
+    expect(checkHistory(zeroLength, 100).tokenOverlaps).toEqual([]);
+    expect(checkHistory([...zeroLength.slice(2), ...zeroLength.slice(0, 2)], 100).tokenOverlaps).toEqual([]);
+    // Held for a ms while the other held it too: flagged, whichever sorts first.
+    const shared: HistoryEvent[] = [
+      { holder: 'a', kind: 'acquired', token: '0', at: 5 },
+      { holder: 'a', kind: 'released', token: '0', at: 7 },
+      { holder: 'b', kind: 'acquired', token: '0', at: 5 },
+      { holder: 'b', kind: 'released', token: '0', at: 6 },
+    ];
+    expect(checkHistory(shared, 100).tokenOverlaps).toHaveLength(1);
+    expect(checkHistory([...shared.slice(2), ...shared.slice(0, 2)], 100).tokenOverlaps).toHaveLength(1);
+  });
 });

@@ -98,11 +98,13 @@ export function checkHistory(events: readonly HistoryEvent[], endOfHistory: numb
   const tokenOverlaps: Array<[Interval, Interval]> = [];
   const byToken = new Map<string, Interval[]>();
   for (const interval of intervals) byToken.set(interval.token, [...(byToken.get(interval.token) ?? []), interval]);
+  // Two holds overlap when each starts before the other ends. Stamps are whole ms, so a hold can
+  // start and end in the ms another starts in (a hold of 0 ms, then the next grant): they touch.
   for (const list of byToken.values()) {
     list.sort((a, b) => a.start - b.start);
     for (let i = 0; i < list.length; i++) {
       for (let j = i + 1; j < list.length && list[j]!.start < list[i]!.end; j++) {
-        tokenOverlaps.push([list[i]!, list[j]!]);
+        if (list[i]!.start < list[j]!.end) tokenOverlaps.push([list[i]!, list[j]!]);
       }
     }
   }
