@@ -46,6 +46,13 @@ export class BlockingWait {
     let lastError: unknown;
     for (;;) {
       this.#stopIfClosedOrAborted(signal, registration);
+      if (failures > 0 && performance.now() >= deadline) {
+        // The deadline passed while Redis could not be reached: a timeout, like any other, and not
+        // a retry that might fail MAX_CONNECTION_FAILURES times first. Whatever registration is left
+        // ends (queued, with an offline queue) or lapses.
+        void endRegistrations(ctx, [registration?.id]);
+        return null;
+      }
       if (failures >= MAX_CONNECTION_FAILURES) {
         throw new SemaphoreRedisError(ctx.name, 'lock', await explainConnectionFailure(ctx.client, lastError));
       }
