@@ -46,19 +46,16 @@ export class BlockingWait {
     let lastError: unknown;
     for (;;) {
       this.#stopIfClosedOrAborted(signal, registration);
-      if (failures > 0 && performance.now() >= deadline) {
-        // The deadline passed while Redis could not be reached: a timeout, like any other, and not
-        // a retry that might fail MAX_CONNECTION_FAILURES times first. Whatever registration is left
-        // ends (queued, with an offline queue) or lapses.
-        void endRegistrations(ctx, [registration?.id]);
-        return null;
-      }
+      // A failure past the deadline (Redis cannot be reached) is a timeout, like any other: not a
+      // retry that might fail MAX_CONNECTION_FAILURES times first.
+      if (failures > 0 && this.#timedOut(deadline, registration)) return null;
       if (failures >= MAX_CONNECTION_FAILURES) {
         throw new SemaphoreRedisError(ctx.name, 'lock', await explainConnectionFailure(ctx.client, lastError));
       }
       if (failures > 0) {
-        await sleep(backoffMs(failures), signal);
+        await sleep(Math.min(backoffMs(failures), deadline - performance.now()), signal);
         this.#stopIfClosedOrAborted(signal, registration);
+        if (this.#timedOut(deadline, registration)) return null;
       }
       let connection: Connection | null;
       try {
@@ -134,6 +131,13 @@ export class BlockingWait {
         if (owned) ctx.pool.release(connection, broken);
       }
     }
+  }
+
+  /** Whether `deadline` has passed; if so, the registration left (if any) ends, or lapses where Redis cannot be reached. */
+  #timedOut(deadline: number, registration: Registration | null): boolean {
+    if (performance.now() < deadline) return false;
+    void endRegistrations(this.#parts.ctx, [registration?.id]);
+    return true;
   }
 
   /** Stops watching the caller's client (close()). */

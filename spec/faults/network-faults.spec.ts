@@ -153,9 +153,10 @@ describe('a waiter whose deadline passes while Redis cannot be reached', () => {
     const waiting = waiter.lock(1500);
     await until(async () => (await blockedIds()).size === 1, 5000, 'the waiter to block');
     const started = performance.now();
-    // The answer comes about 1.6–1.8 s after the cut (the slice's guard, then recover's bounded
-    // wait); an outage of 5 s leaves room for a loaded machine's late timers while still telling an
-    // answer by the deadline from one that waited for Redis to come back.
+    // The answer comes at the deadline, about 1.5 s after the cut (the cut fails the slice at once;
+    // recover's bounded wait runs to the deadline); an outage of 5 s leaves room for a loaded
+    // machine's late timers while still telling an answer by the deadline from one that waited for
+    // Redis to come back.
     const down = outage(5000);
     expect(await waiting).toBeNull();
     // The deadline passed during the outage: the answer does not wait for Redis (recover, queued
