@@ -47,7 +47,7 @@ local token = redis.call('LPOP', inbox)
 -- Whether a token is left free, for a grant below (read here with the existence mark_present needs).
 local free = false
 if token then
-  local _, available, more = exists_available_inbox(inbox)
+  local _, available, more = exists_and_available(inbox)
   free = available
   mark_present(token)
   if not registered then

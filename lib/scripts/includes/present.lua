@@ -25,23 +25,21 @@ local function marker()
 end
 
 -- Whether this script already knows EXISTS is set (ensure() returned 0, or exists_and_available()
--- or exists_available_inbox() said so): mark_present then skips its lookup.
+-- said so): mark_present then skips its lookup.
 local known_to_exist = false
 
--- Two facts in one call: whether the semaphore exists (EXISTS is set) and whether AVAILABLE holds a
--- token (Redis deletes an empty list). EXISTS counts a key once per mention, so with EXISTS named
--- twice its count is 2 * exists + available. Records the first in known_to_exist.
-local function exists_and_available()
-  local count = redis.call('EXISTS', K_EXISTS, K_EXISTS, K_AVAILABLE)
-  known_to_exist = count >= 2
-  return known_to_exist, count % 2 == 1
-end
-
--- The same two facts and a third, whether INBOX still holds a token, in the same one call: with
--- EXISTS named four times and AVAILABLE twice, the count is 4 * exists + 2 * available + inbox.
--- (Another key in a call costs Redis far less than another call.)
-local function exists_available_inbox(inbox)
-  local count = redis.call('EXISTS', K_EXISTS, K_EXISTS, K_EXISTS, K_EXISTS, K_AVAILABLE, K_AVAILABLE, inbox)
+-- Whether the semaphore exists (EXISTS is set), whether AVAILABLE holds a token, and, given INBOX,
+-- whether it still holds one (Redis deletes an empty list), in one call: EXISTS counts a key once
+-- per mention, so with EXISTS named four times and AVAILABLE twice its count is 4 * exists +
+-- 2 * available (+ inbox). Another key in a call costs Redis far less than another call. Records
+-- the first in known_to_exist.
+local function exists_and_available(inbox)
+  local count
+  if inbox then
+    count = redis.call('EXISTS', K_EXISTS, K_EXISTS, K_EXISTS, K_EXISTS, K_AVAILABLE, K_AVAILABLE, inbox)
+  else
+    count = 2 * redis.call('EXISTS', K_EXISTS, K_EXISTS, K_AVAILABLE)
+  end
   known_to_exist = count >= 4
   return known_to_exist, count % 4 >= 2, count % 2 == 1
 end
