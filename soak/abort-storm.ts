@@ -11,7 +11,8 @@
  * shows more holders than resources (or one token held twice), when a call fails with anything but
  * its own signal's reason, and when, after every worker closed, the census is not exact: a token lost
  * or duplicated, an INBOX key, a WAITING registration other than an abandoned mark (`~<grant id>`),
- * or a GRABBED, LEASES or CREATING entry left (polled briefly, for background settling).
+ * a GRABBED or CREATING entry, or a LEASES entry of a token not free, left (polled briefly, for
+ * background settling).
  *
  * A failure explains itself: a gap says whether Redis still granted meanwhile (FENCE rose: the tokens
  * went to callers whose deadline had passed, which is what a saturated machine produces once the
@@ -273,8 +274,9 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
       inboxKeys = await scanInboxes(redis, keys);
     }
     const settleMs = Date.now() - settleStarted;
-    // This library's grant index by lease end, and a creation cursor: neither may outlive the grants.
-    const leases = await redis.zRange(keys.leases, 0, -1);
+    // This library's grant index by lease end, and a creation cursor: neither may outlive the grants
+    // (an unlock leaves its free token's entry for the next grant to overwrite: those may stay).
+    const leases = (await redis.zRange(keys.leases, 0, -1)).filter((token) => !census.available.includes(token));
     const creating = await redis.get(keys.creating);
 
     // Grants per second, aborts per second, and the longest stretch without a grant while callers waited.
@@ -456,7 +458,7 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
         detail: `GRABBED [${Object.keys(census.grabbed)}] OWNERS [${Object.keys(census.ownerRecords)}]`,
       },
       {
-        name: 'no LEASES or CREATING entry left',
+        name: 'no LEASES entry left but for a free token, and no CREATING',
         ok: leases.length === 0 && creating === null,
         detail: `LEASES [${leases}] CREATING ${String(creating)}`,
       },

@@ -1,10 +1,10 @@
 --[[
   unlock, and consume: ends a grant if, and only if, this grant still holds the token (GRABBED names
   it). unlock puts the token back on AVAILABLE (Redis hands it to the longest-blocked waiter right
-  after this script); consume drops it (a job taken with wait()). A grant that lost its token
-  (reclaimed by its lease, by the Ruby gem or an operator, signalled back, deleted, or wiped by a
-  Redis reset) changes nothing, so a late or repeated unlock can never push a token twice, nor end
-  another grant of the same token.
+  after this script) and leaves its LEASES entry for the token's next grant to overwrite; consume
+  drops it (a job taken with wait()). A grant that lost its token (reclaimed by its lease, by the
+  Ruby gem or an operator, signalled back, deleted, or wiped by a Redis reset) changes nothing, so a
+  late or repeated unlock can never push a token twice, nor end another grant of the same token.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
@@ -18,14 +18,23 @@
 --- @include keys
 --- @include holder
 local token, grant = ARGV[1], ARGV[2]
-if holder_grant(redis.call('HGET', K_GRABBED, token)) ~= grant then
+local holder, lease = holder_grant(redis.call('HGET', K_GRABBED, token))
+if holder ~= grant then
   return { 0, redis.call('LLEN', K_AVAILABLE), grant }
 end
-forget_holder(token)
+redis.call('HDEL', K_GRABBED, token)
 local available
 if ARGV[3] == '1' then
+  -- The token's LEASES entry stays (one call less per cycle): its next grant overwrites it, and
+  -- reclaim drops it once it falls due (see includes/reclaim.lua). Not an entry at +inf (no lease),
+  -- which never falls due and would hide a Ruby holder of the token from reclaim's count.
+  if lease == '0' then
+    redis.call('ZREM', K_LEASES, token)
+  end
   available = redis.call('LPUSH', K_AVAILABLE, token)
 else
+  -- A consumed token (a job) is not granted again: its entry goes now.
+  redis.call('ZREM', K_LEASES, token)
   available = redis.call('LLEN', K_AVAILABLE)
 end
 if (ARGV[4] or '') ~= '' then

@@ -202,13 +202,14 @@ describe('names and payloads', () => {
       expect(await waiting).toBe('0');
       for (const token of ['0', '1', ...PAYLOADS]) await waiter.unlock(token);
     }
-    // Every key of the run is one of the expected three of one semaphore (names that extend another
-    // name, such as "<tag>:AVAILABLE", make keys that extend its keys, never equal ones).
+    // Every key of the run is one of the expected five of one semaphore (names that extend another
+    // name, such as "<tag>:AVAILABLE", make keys that extend its keys, never equal ones). LEASES
+    // stays: an unlock leaves its token's entry for the token's next grant to overwrite.
     const expected = NAMES.flatMap((name) =>
-      ['AVAILABLE', 'EXISTS', 'VERSION', 'FENCE'].map((suffix) => `SEMAPHORE:${name}:${suffix}`),
+      ['AVAILABLE', 'EXISTS', 'VERSION', 'FENCE', 'LEASES'].map((suffix) => `SEMAPHORE:${name}:${suffix}`),
     );
     expect((await redis.keys(`*${tag}*`)).sort()).toEqual([...expected].sort());
-    expect(new Set(expected).size).toBe(NAMES.length * 4);
+    expect(new Set(expected).size).toBe(NAMES.length * 5);
     for (const sem of sems) {
       const state = await snapshot(redis, sem.name);
       expect(state.grabbed).toEqual({});

@@ -383,10 +383,35 @@ describe('the LEASES index', () => {
     expect(['inf', 'Infinity']).toContain(String(await redis.sendCommand(['ZSCORE', keys.leases, '1'])));
     expect(await run('refresh', ['0', 'a', '102.000000'])).toEqual([1, 'a']);
     expect(await redis.zScore(keys.leases, '0')).toBe(107_000_000);
+    // An unlock of a grant with no lease removes its +inf entry, which would never fall due.
     expect(await run('release', ['1', 'b', '1', ''])).toEqual([1, 2, 'b']);
     expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
     expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([1]);
     expect(await redis.zCard(keys.leases)).toBe(0);
+  });
+
+  test("an unlock leaves its token's entry: the next grant overwrites it, a reclaim drops it once due; a consume removes it", async () => {
+    const { name, keys, run } = setup();
+    await run('tryLock', ['2', 'a', '5000', '', 'me', '100.000000']); // "0", lease ends at 105 s
+    await run('tryLock', ['2', 'b', '5000', '', 'me', '100.000000']); // "1"
+    expect(await run('release', ['0', 'a', '1', ''])).toEqual([1, 1, 'a']);
+    expect(await redis.zRangeWithScores(keys.leases, 0, -1)).toEqual([
+      { value: '0', score: 105_000_000 },
+      { value: '1', score: 105_000_000 },
+    ]);
+    // The next grant of "0" overwrites the entry with its own lease end.
+    await run('tryLock', ['2', 'c', '5000', '', 'me', '110.000000']);
+    expect(await redis.zScore(keys.leases, '0')).toBe(115_000_000);
+    expect(await run('release', ['0', 'c', '1', ''])).toEqual([1, 1, 'c']);
+    // Consumed (a job: never granted again), "1" goes from the index at once.
+    expect(await run('release', ['1', 'b', '0', ''])).toEqual([1, 1, 'b']);
+    expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
+    // Not due yet: kept. Due: dropped, and the free token stays free (nothing reclaimed, nothing pushed).
+    expect(await run('releaseStale', ['114.000000', '0', ''])).toEqual([0]);
+    expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
+    expect(await run('releaseStale', ['116.000000', '0', ''])).toEqual([0]);
+    expect(await redis.zCard(keys.leases)).toBe(0);
+    expect((await snapshot(redis, name)).available).toEqual(['0']);
   });
 
   test('a lease longer than any this library writes is indexed at +inf, not at an overflowed score', async () => {

@@ -24,13 +24,13 @@ local function parse_grant(value)
   return nil
 end
 
--- The grant id a GRABBED value names, or nil: its second field when a fencing number follows it,
--- as in every record this library wrote (both formats above). Read with one capture and no more of
--- the value than that, not by parse_grant: this is release's hot path, where each capture is a
--- string Redis makes and collects.
+-- The grant id a GRABBED value names, and its lease in ms (strings), or nil: its second and fourth
+-- fields, as in every record this library wrote (both formats above). Read with two captures and no
+-- more of the value than that, not by parse_grant: this is release's hot path, where each capture
+-- is a string Redis makes and collects.
 local function holder_grant(value)
   if not value then
     return nil
   end
-  return string.match(value, '^%S+ (%S+) %d')
+  return string.match(value, '^%S+ (%S+) %d+ (%d+)')
 end

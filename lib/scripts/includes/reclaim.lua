@@ -7,7 +7,9 @@
 -- are looked for (reading all of GRABBED) by RUBY_SCAN: 'always' (releaseStale: the watchdog and
 -- operators, off the hot path), 'unindexed' (only when GRABBED holds more entries than the index, so
 -- where no Ruby holder is, reclaim never reads every holder; an index entry the gem's reclaim left
--- behind can hide a Ruby holder from this until that entry falls due), or 'never'.
+-- behind, or one an unlock left (release-9.lua), can hide a Ruby holder from this until that entry
+-- falls due), or 'never'. An entry whose token nobody holds (an unlock leaves it for the token's next
+-- grant to overwrite) is dropped when it falls due, so the index holds at most one entry per token.
 -- Returns how many tokens it returned.
 local function reclaim_stale(now, ruby_stale_s, ruby_scan)
   -- (Nested: only a reclaim defines it, not every run of every script.)
@@ -40,7 +42,8 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
       -- Live after all (stamped on another clock, with useLocalTime): index it as its record says.
       index_lease(token, stamp, lease)
     else
-      -- The record went behind the index's back (the gem's reclaim or delete!, or a Ruby holder now).
+      -- Nobody holds the token (an unlock left its entry), or the record went behind the index's
+      -- back (the gem's reclaim or delete!, or a Ruby holder now).
       redis.call('ZREM', K_LEASES, token)
     end
   end
