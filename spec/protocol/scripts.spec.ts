@@ -414,6 +414,20 @@ describe('the LEASES index', () => {
     expect((await snapshot(redis, name)).available).toEqual(['0']);
   });
 
+  test('an entry an unlock left hides a Ruby holder of its token from the hot-path reclaim only until it falls due', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['1', 'a', '5000', '', 'me', '100.000000']); // "0": its entry falls due at 105 s
+    expect(await run('release', ['0', 'a', '1', ''])).toEqual([1, 1, 'a']);
+    // A Ruby client takes "0" at 101 s and dies: a plain stamp, no index entry of its own.
+    expect(await redis.lPop(keys.available)).toBe('0');
+    await redis.hSet(keys.grabbed, '0', '101.0');
+    // At 103 s it is stale by a 1 s timeout, but the left entry makes the index count one holder.
+    expect(await run('tryLock', ['1', 'b', '1000', '', 'me', '103.000000'])).toEqual([null, 0, 'b']);
+    // Once the entry is due, the miss drops it, counts one holder too many, and finds the Ruby holder.
+    expect(await run('tryLock', ['1', 'c', '1000', '', 'me', '106.000000'])).toEqual(['0', expect.any(Number), 'c']);
+    expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']); // c's own grant
+  });
+
   test('a lease longer than any this library writes is indexed at +inf, not at an overflowed score', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
