@@ -17,9 +17,15 @@ export function assertDuration(name: string, value: unknown, positive = false): 
   }
 }
 
+/** The last conversion: every wait converts its semaphore's registration lifetime again. */
+let lastMs = 0;
+let lastSeconds = '0.000';
+
 /** Milliseconds as decimal seconds, the unit of this library's Lua scripts. */
 export function toSeconds(ms: number): string {
-  return (ms / 1000).toFixed(3);
+  if (ms === lastMs) return lastSeconds;
+  lastMs = ms;
+  return (lastSeconds = (ms / 1000).toFixed(3));
 }
 
 /** The last conversion: a busy semaphore converts its usual slice length again and again. */
