@@ -11,8 +11,8 @@
  * shows more holders than resources (or one token held twice), when a call fails with anything but
  * its own signal's reason, and when, after every worker closed, the census is not exact: a token lost
  * or duplicated, an INBOX key, a WAITING registration other than an abandoned mark (`~<grant id>`),
- * a GRABBED or CREATING entry, or a LEASES entry of a token not free, left (polled briefly, for
- * background settling).
+ * a GRABBED or CREATING entry, or a LEASES entry other than one an unlock left for a free token, left
+ * (polled briefly, for background settling).
  *
  * A failure explains itself: a gap says whether Redis still granted meanwhile (FENCE rose: the tokens
  * went to callers whose deadline had passed, which is what a saturated machine produces once the
@@ -275,8 +275,11 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
     }
     const settleMs = Date.now() - settleStarted;
     // This library's grant index by lease end, and a creation cursor: neither may outlive the grants
-    // (an unlock leaves its free token's entry for the next grant to overwrite: those may stay).
-    const leases = (await redis.zRange(keys.leases, 0, -1)).filter((token) => !census.available.includes(token));
+    // (an unlock that leaves its token the only free one leaves its entry for the next grant to
+    // overwrite: such an entry, of a free token and due some day, may stay).
+    const leases = (await redis.zRangeWithScores(keys.leases, 0, -1))
+      .filter(({ value, score }) => !(census.available.includes(value) && Number.isFinite(score)))
+      .map(({ value }) => value);
     const creating = await redis.get(keys.creating);
 
     // Grants per second, aborts per second, and the longest stretch without a grant while callers waited.

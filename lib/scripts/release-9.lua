@@ -1,10 +1,11 @@
 --[[
   unlock, and consume: ends a grant if, and only if, this grant still holds the token (GRABBED names
   it). unlock puts the token back on AVAILABLE (Redis hands it to the longest-blocked waiter right
-  after this script) and leaves its LEASES entry for the token's next grant to overwrite; consume
-  drops it (a job taken with wait()). A grant that lost its token (reclaimed by its lease, by the
-  Ruby gem or an operator, signalled back, deleted, or wiped by a Redis reset) changes nothing, so a
-  late or repeated unlock can never push a token twice, nor end another grant of the same token.
+  after this script), and leaves its LEASES entry for the token's next grant to overwrite when it is
+  the only free token (see below); consume drops it (a job taken with wait()). A grant that lost its
+  token (reclaimed by its lease, by the Ruby gem or an operator, signalled back, deleted, or wiped by
+  a Redis reset) changes nothing, so a late or repeated unlock can never push a token twice, nor end
+  another grant of the same token.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
@@ -25,13 +26,18 @@ end
 redis.call('HDEL', K_GRABBED, token)
 local available
 if ARGV[3] == '1' then
-  -- The token's LEASES entry stays (one call less per cycle): its next grant overwrites it, and
-  -- reclaim drops it once it falls due (see includes/reclaim.lua). Not an entry at +inf (no lease),
-  -- which never falls due and would hide a Ruby holder of the token from reclaim's count.
-  if lease == '0' then
+  available = redis.call('LPUSH', K_AVAILABLE, token)
+  -- A token that is now the only free one goes to the next lock at once (a blocked waiter's BLMOVE
+  -- right after this script, or the next tryLock): its LEASES entry stays for that grant to
+  -- overwrite, which saves a call per contended or one-client cycle. Any other free token may stay
+  -- free long after its entry falls due, so its entry goes now; so does an entry at +inf (no lease,
+  -- or one past grant.lua's MAX_INDEXED_LEASE_MS), which would never fall due. Tokens are pushed and
+  -- taken at the head of AVAILABLE, so at most one free token has an entry (besides tokens in flight
+  -- to a waiter meanwhile), and reclaim drops it if it falls due (see includes/reclaim.lua).
+  local ms = tonumber(lease)
+  if available > 1 or ms <= 0 or ms > 1e12 then
     redis.call('ZREM', K_LEASES, token)
   end
-  available = redis.call('LPUSH', K_AVAILABLE, token)
 else
   -- A consumed token (a job) is not granted again: its entry goes now.
   redis.call('ZREM', K_LEASES, token)

@@ -204,7 +204,7 @@ describe('names and payloads', () => {
     }
     // Every key of the run is one of the expected five of one semaphore (names that extend another
     // name, such as "<tag>:AVAILABLE", make keys that extend its keys, never equal ones). LEASES
-    // stays: an unlock leaves its token's entry for the token's next grant to overwrite.
+    // stays: an unlock that leaves its token the only free one leaves the entry for its next grant.
     const expected = NAMES.flatMap((name) =>
       ['AVAILABLE', 'EXISTS', 'VERSION', 'FENCE', 'LEASES'].map((suffix) => `SEMAPHORE:${name}:${suffix}`),
     );

@@ -174,7 +174,8 @@ function verified<C extends Command>(command: C): C {
     expect(await fixture.redis.lRange(key('AVAILABLE'), 0, -1)).toEqual(model.available);
     expect((await fixture.redis.hKeys(key('GRABBED'))).sort()).toEqual([...model.held.keys()].sort());
     expect(await fixture.redis.exists(key('OWNERS'))).toBe(0); // one record per grant, in GRABBED: nothing writes OWNERS
-    // Every held token is indexed; an unlock leaves its entry (release-9.lua), so a free token may be too.
+    // Every held token is indexed; an unlock that leaves its token the only free one leaves its entry
+    // (release-9.lua), so a free token may be too.
     const indexed = await fixture.redis.zRange(key('LEASES'), 0, -1);
     expect(indexed).toEqual(expect.arrayContaining([...model.held.keys()]));
     for (const token of indexed) if (!model.held.has(token)) expect(model.available).toContain(token);

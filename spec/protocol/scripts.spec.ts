@@ -373,7 +373,7 @@ describe('reapWaiters.lua', () => {
 });
 
 describe('the LEASES index', () => {
-  test('grants and refreshes index their lease end in µs; releases and reclaims remove it; no lease is +inf', async () => {
+  test('grants and refreshes index their lease end in µs; unlocks and reclaims remove it; no lease is +inf', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['3', 'a', '5000', '', 'me', '100.000000']);
     await run('tryLock', ['3', 'b', '0', '', 'me', '100.000000']);
@@ -383,35 +383,56 @@ describe('the LEASES index', () => {
     expect(['inf', 'Infinity']).toContain(String(await redis.sendCommand(['ZSCORE', keys.leases, '1'])));
     expect(await run('refresh', ['0', 'a', '102.000000'])).toEqual([1, 'a']);
     expect(await redis.zScore(keys.leases, '0')).toBe(107_000_000);
-    // An unlock of a grant with no lease removes its +inf entry, which would never fall due.
+    // An unlock that leaves another token free removes its token's entry.
     expect(await run('release', ['1', 'b', '1', ''])).toEqual([1, 2, 'b']);
     expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
     expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([1]);
     expect(await redis.zCard(keys.leases)).toBe(0);
   });
 
-  test("an unlock leaves its token's entry: the next grant overwrites it, a reclaim drops it once due; a consume removes it", async () => {
+  test('an unlock leaves the entry of a token it leaves as the only free one, for its next grant; others go', async () => {
     const { name, keys, run } = setup();
     await run('tryLock', ['2', 'a', '5000', '', 'me', '100.000000']); // "0", lease ends at 105 s
     await run('tryLock', ['2', 'b', '5000', '', 'me', '100.000000']); // "1"
+    // "0" is then the only free token: its entry stays for its next grant.
     expect(await run('release', ['0', 'a', '1', ''])).toEqual([1, 1, 'a']);
-    expect(await redis.zRangeWithScores(keys.leases, 0, -1)).toEqual([
-      { value: '0', score: 105_000_000 },
-      { value: '1', score: 105_000_000 },
-    ]);
-    // The next grant of "0" overwrites the entry with its own lease end.
-    await run('tryLock', ['2', 'c', '5000', '', 'me', '110.000000']);
-    expect(await redis.zScore(keys.leases, '0')).toBe(115_000_000);
-    expect(await run('release', ['0', 'c', '1', ''])).toEqual([1, 1, 'c']);
-    // Consumed (a job: never granted again), "1" goes from the index at once.
-    expect(await run('release', ['1', 'b', '0', ''])).toEqual([1, 1, 'b']);
+    // "1" joins a free "0", so it may stay free long after its lease: its entry goes.
+    expect(await run('release', ['1', 'b', '1', ''])).toEqual([1, 2, 'b']);
+    expect(await redis.zRangeWithScores(keys.leases, 0, -1)).toEqual([{ value: '0', score: 105_000_000 }]);
+    // Consumed (a job: never granted again), a token's entry goes too, whatever is free.
+    await run('tryLock', ['2', 'c', '5000', '', 'me', '110.000000']); // "1" (the head of AVAILABLE)
+    expect(await run('release', ['1', 'c', '0', ''])).toEqual([1, 1, 'c']);
     expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
     // Not due yet: kept. Due: dropped, and the free token stays free (nothing reclaimed, nothing pushed).
-    expect(await run('releaseStale', ['114.000000', '0', ''])).toEqual([0]);
+    expect(await run('releaseStale', ['104.000000', '0', ''])).toEqual([0]);
     expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0']);
-    expect(await run('releaseStale', ['116.000000', '0', ''])).toEqual([0]);
+    expect(await run('releaseStale', ['106.000000', '0', ''])).toEqual([0]);
     expect(await redis.zCard(keys.leases)).toBe(0);
     expect((await snapshot(redis, name)).available).toEqual(['0']);
+    // The next grant indexes the token again; its unlock leaves it the only free one: the entry stays.
+    await run('tryLock', ['2', 'd', '5000', '', 'me', '120.000000']);
+    expect(await run('release', ['0', 'd', '1', ''])).toEqual([1, 1, 'd']);
+    expect(await redis.zScore(keys.leases, '0')).toBe(125_000_000);
+    // A grant the next overwrites: its lease end replaces the left one.
+    await run('tryLock', ['2', 'e', '7000', '', 'me', '130.000000']);
+    expect(await redis.zScore(keys.leases, '0')).toBe(137_000_000);
+    // An entry at +inf (here a lease past any this library writes) would never fall due: it goes.
+    expect(await run('release', ['0', 'e', '1', ''])).toEqual([1, 1, 'e']);
+    await run('tryLock', ['2', 'f', '99999999999999999', '', 'me', '140.000000']);
+    expect(['inf', 'Infinity']).toContain(String(await redis.sendCommand(['ZSCORE', keys.leases, '0'])));
+    expect(await run('release', ['0', 'f', '1', ''])).toEqual([1, 1, 'f']);
+    expect(await redis.zCard(keys.leases)).toBe(0);
+  });
+
+  test('resize removes the entry an unlock left for a token it retires', async () => {
+    const { keys, run } = setup();
+    await run('tryLock', ['2', 'a', '5000', '', 'me', '100.000000']); // "0"
+    await run('tryLock', ['2', 'b', '5000', '', 'me', '100.000000']); // "1"
+    expect(await run('release', ['0', 'a', '1', ''])).toEqual([1, 1, 'a']);
+    expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['0', '1']);
+    expect(await run('resize', ['1'])).toEqual([1, 2, 1, 1]);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual([]);
+    expect(await redis.zRange(keys.leases, 0, -1)).toEqual(['1']);
   });
 
   test('an entry an unlock left hides a Ruby holder of its token from the hot-path reclaim only until it falls due', async () => {

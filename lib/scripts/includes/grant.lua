@@ -28,9 +28,10 @@ end
 
 -- LEASES indexes the grants of this library by when their lease ends (the stamp plus the lease, in
 -- whole microseconds on the stamp's clock; +inf for no lease), so reclaim finds the due ones without
--- reading every holder. Ruby holders are not in it (see reclaim.lua). An unlock leaves its token's
--- entry, which the token's next grant overwrites (a ZADD either way), so the index may also name
--- tokens nobody holds, or that a Ruby client took since: reclaim drops those once they fall due.
+-- reading every holder. Ruby holders are not in it (see reclaim.lua). An unlock that leaves its token
+-- the only free one leaves the token's entry, which its next grant overwrites (a ZADD either way), so
+-- the index may also name such a token, or one a Ruby client took since: reclaim drops those once
+-- they fall due.
 -- (An integer score, sent as digits, is the cheapest Redis can take: a fractional one, or a Lua
 -- number, costs it a printf to store and one to receive, about 8k instructions per grant.) A lease
 -- past MAX_INDEXED_LEASE_MS (the library's are at most 2^31 - 1 ms; a longer one was written by

@@ -8,8 +8,8 @@
 -- operators, off the hot path), 'unindexed' (only when GRABBED holds more entries than the index, so
 -- where no Ruby holder is, reclaim never reads every holder; an index entry the gem's reclaim left
 -- behind, or one an unlock left (release-9.lua), can hide a Ruby holder from this until that entry
--- falls due), or 'never'. An entry whose token nobody holds (an unlock leaves it for the token's next
--- grant to overwrite) is dropped when it falls due, so the index holds at most one entry per token.
+-- falls due), or 'never'. An entry whose token nobody holds (an unlock that left its token the only
+-- free one leaves it for the token's next grant to overwrite) is dropped when it falls due.
 -- Returns how many tokens it returned.
 local function reclaim_stale(now, ruby_stale_s, ruby_scan)
   -- (Nested: only a reclaim defines it, not every run of every script.)
