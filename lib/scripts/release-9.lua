@@ -34,8 +34,8 @@ if ARGV[3] == '1' then
   -- or one past grant.lua's MAX_INDEXED_LEASE_MS), which would never fall due. Tokens are pushed and
   -- taken at the head of AVAILABLE, so at most one free token has an entry (besides tokens in flight
   -- to a waiter meanwhile), and reclaim drops it if it falls due (see includes/reclaim.lua).
-  local ms = tonumber(lease)
-  if available > 1 or ms <= 0 or ms > 1e12 then
+  -- (Read as digits: the lease as this library writes it, canonical, and 13 digits are past 10^12.)
+  if available > 1 or lease == '0' or #lease > 12 then
     redis.call('ZREM', K_LEASES, token)
   end
 else
