@@ -32,9 +32,12 @@ if ARGV[3] == '1' then
   -- overwrite, which saves a call per contended or one-client cycle. Any other free token may stay
   -- free long after its entry falls due, so its entry goes now; so does an entry at +inf (no lease,
   -- or one past grant.lua's MAX_INDEXED_LEASE_MS), which would never fall due. Tokens are pushed and
-  -- taken at the head of AVAILABLE, so at most one free token has an entry (besides tokens in flight
-  -- to a waiter meanwhile), and reclaim drops it if it falls due (see includes/reclaim.lua).
-  -- (Read as digits: the lease as this library writes it, canonical, and 13 digits are past 10^12.)
+  -- taken at the head of AVAILABLE, so with only this library's clients at most one free token has
+  -- an entry (besides tokens in flight to a waiter meanwhile); a Ruby client that takes the token
+  -- next leaves the entry, so a mixed fleet can leave more. Reclaim drops such entries once due, and
+  -- they do not count against its budget (see includes/reclaim.lua).
+  -- (The lease read as digits, as this library writes it: '0' is +inf, and 13 digits reach 10^12,
+  -- past which it is +inf too; at exactly 10^12 the entry goes although finite, which is harmless.)
   if available > 1 or lease == '0' or #lease > 12 then
     redis.call('ZREM', K_LEASES, token)
   end

@@ -424,6 +424,31 @@ describe('the LEASES index', () => {
     expect(await redis.zCard(keys.leases)).toBe(0);
   });
 
+  test('entries left for tokens a Ruby client took and gave back do not hide a stale holder from releaseStale', async () => {
+    const { keys, run } = setup();
+    await run('create', ['121', '']);
+    // 120 Node grants at 100 s with a 1 s lease; one more, at 100.5 s, whose holder crashes.
+    for (let i = 0; i < 120; i++) await run('tryLock', ['121', `g${i}`, '1000', '', 'me', '100.000000']);
+    const [crashed] = (await run('tryLock', ['121', 'crashed', '1000', '', 'me', '100.500000'])) as [string];
+    const nodeTokens = Object.keys(await redis.hGetAll(keys.grabbed)).filter((token) => token !== crashed);
+    // Each Node unlock leaves its token the only free one, and a Ruby client (the gem's LPOP and
+    // plain stamp) takes it next: its entry stays. Then the Ruby clients give every token back.
+    for (const [i, token] of nodeTokens.entries()) {
+      expect(await run('release', [token, `g${i}`, '1'])).toEqual([1, 1, `g${i}`]);
+      expect(await redis.lPop(keys.available)).toBe(token);
+      await redis.hSet(keys.grabbed, token, '100.7');
+    }
+    for (const token of nodeTokens) {
+      await redis.hDel(keys.grabbed, token);
+      await redis.lPush(keys.available, token);
+    }
+    expect(await redis.zCard(keys.leases)).toBe(121);
+    // 120 due entries of free tokens come first; the stale holder (due at 101.5 s) is still found.
+    expect(await run('releaseStale', ['102.000000', '0', ''])).toEqual([1]);
+    expect(await redis.hLen(keys.grabbed)).toBe(0);
+    expect(await redis.zCard(keys.leases)).toBe(0);
+  });
+
   test('resize removes the entry an unlock left for a token it retires', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['2', 'a', '5000', '', 'me', '100.000000']); // "0"

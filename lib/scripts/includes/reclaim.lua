@@ -1,8 +1,9 @@
 -- Returns to AVAILABLE held tokens whose holder's lease is over, and forgets their holders, so a
 -- holder's later unlock or refresh finds nothing and pushes nothing. A grant of this library carries
 -- its own lease (GRABBED, see grant.lua; 0 never goes stale), whoever reclaims: they are found
--- through the LEASES index, at most 100 a call (later calls take the rest). A Ruby holder's plain
--- stamp (or an unreadable entry) is judged by RUBY_STALE_S, the caller's stale timeout in seconds
+-- through the LEASES index, at most 100 a call (later calls take the rest; due entries of tokens that
+-- no grant of this library holds are dropped on the way and do not count, up to 500). A Ruby
+-- holder's plain stamp (or an unreadable entry) is judged by RUBY_STALE_S, the caller's stale timeout in seconds
 -- (nil: left alone, as the gem does without stale_client_timeout); those are not indexed, so they
 -- are looked for (reading all of GRABBED) by RUBY_SCAN: 'always' (releaseStale: the watchdog and
 -- operators, off the hot path), 'unindexed' (only when GRABBED holds more entries than the index, so
@@ -32,19 +33,31 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
     redis.call('LPUSH', K_AVAILABLE, token)
     return 1
   end
-  local reclaimed = 0
-  for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. string.format('%d', math.floor(now * 1000000)), 'LIMIT', 0, 100)) do
-    local value = redis.call('HGET', K_GRABBED, token)
-    local stamp, _, _, lease = parse_grant(value)
-    if reclaim_if_stale(token, value, now, nil) == 1 then
-      reclaimed = reclaimed + 1
-    elseif stamp then
-      -- Live after all (stamped on another clock, with useLocalTime): index it as its record says.
-      index_lease(token, stamp, lease)
-    else
-      -- Nobody holds the token (an unlock left its entry), or the record went behind the index's
-      -- back (the gem's reclaim or delete!, or a Ruby holder now).
-      redis.call('ZREM', K_LEASES, token)
+  local reclaimed, due_before = 0, '(' .. string.format('%d', math.floor(now * 1000000))
+  -- Pages of 100 due entries; another page only while a whole page held no grant of this library
+  -- (entries of tokens nobody holds, which unlocks leave when a Ruby client takes the token next, or
+  -- of Ruby holders), so such entries cannot hide a stale holder behind them: at most 5 pages a call.
+  for _ = 1, 5 do
+    local due = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', due_before, 'LIMIT', 0, 100)
+    local held = false
+    for _, token in ipairs(due) do
+      local value = redis.call('HGET', K_GRABBED, token)
+      local stamp, _, _, lease = parse_grant(value)
+      if reclaim_if_stale(token, value, now, nil) == 1 then
+        reclaimed = reclaimed + 1
+        held = true
+      elseif stamp then
+        -- Live after all (stamped on another clock, with useLocalTime): index it as its record says.
+        index_lease(token, stamp, lease)
+        held = true
+      else
+        -- Nobody holds the token (an unlock left its entry), or the record went behind the index's
+        -- back (the gem's reclaim or delete!, or a Ruby holder now).
+        redis.call('ZREM', K_LEASES, token)
+      end
+    end
+    if #due < 100 or held then
+      break
     end
   end
   if ruby_stale_s == nil or ruby_scan == 'never' then
