@@ -64,7 +64,7 @@ const CASES = [
     call: lib.release(target, '0', 'g1', true),
     setup: [
       ['HSET', keys.grabbed, '0', record],
-      // The grant's index entry, as in a real cycle (a build before release left it would remove it).
+      // The grant's index entry, as in a real cycle (so a build whose release removes it counts that).
       ['ZADD', keys.leases, '1763800030123456', '0'],
       ['DEL', keys.available],
     ],

@@ -17,27 +17,30 @@ export function assertDuration(name: string, value: unknown, positive = false): 
   }
 }
 
-/** The last conversion: every wait converts its semaphore's registration lifetime again. */
-let lastMs = 0;
-let lastSeconds = '0.000';
-
-/** Milliseconds as decimal seconds, the unit of this library's Lua scripts. */
-export function toSeconds(ms: number): string {
-  if (ms === lastMs) return lastSeconds;
-  lastMs = ms;
-  return (lastSeconds = (ms / 1000).toFixed(3));
+/**
+ * Milliseconds as decimal seconds, keeping the last conversion: a busy semaphore converts the same
+ * durations (its registration lifetime, its usual slice length) again and again.
+ */
+function secondsKeepingLast(): (ms: number) => string {
+  let lastMs = Number.NaN;
+  let last = '';
+  return (ms) => {
+    if (ms !== lastMs) {
+      lastMs = ms;
+      last = (ms / 1000).toFixed(3);
+    }
+    return last;
+  };
 }
 
-/** The last conversion: a busy semaphore converts its usual slice length again and again. */
-let lastBlockingMs = 0;
-let lastBlockingTimeout = '';
+/** Milliseconds as decimal seconds, the unit of this library's Lua scripts. */
+export const toSeconds = secondsKeepingLast();
+
+const blockingSeconds = secondsKeepingLast();
 
 /** A BLMOVE timeout: whole milliseconds, at least 1, since Redis reads `0` as "block forever". */
 export function toBlockingTimeout(ms: number): string {
-  const whole = Math.max(1, Math.ceil(ms));
-  if (whole === lastBlockingMs) return lastBlockingTimeout;
-  lastBlockingMs = whole;
-  return (lastBlockingTimeout = (whole / 1000).toFixed(3));
+  return blockingSeconds(Math.max(1, Math.ceil(ms)));
 }
 
 /** setTimeout fires at once for delays past 2^31 - 1 ms; longer waits must not arm a timer. */
