@@ -1,9 +1,9 @@
 // lock()'s path to a token: the fast path (tryLock) and its undo, then the blocking wait when it missed or was skipped.
 import { checkpoint } from './checkpoint';
-import { raceAbort } from './deadline';
+import { DeadlineExceeded, DeadlineQueue, raceAbort, withDeadline } from './deadline';
 import type { Attempt } from './holdings';
 import type { Holding } from './holding';
-import { recover } from './recover';
+import { ANSWER_MS, recover } from './recover';
 import { isConnectionError, isMisattributedReply, wasNeverSent } from './client/errors';
 import { newId } from './ids';
 import { endRegistrations, type Registration } from './registration';
@@ -12,6 +12,17 @@ import { tryLock, type TryLockReply } from './scripts';
 import type { WaitParts } from './slice';
 import { acquireTraced, debug, debugEnabled, traceAcquire, type AcquireForm, type AcquireTrace } from './telemetry';
 import type { BlockingWait } from './wait';
+
+/**
+ * How long a lock waits for its tryLock's answer before it goes on without it. Past this, Redis is
+ * stalled or the client does not deliver (node-redis can stay "not ready" after a reconnect): a lock
+ * with a timeout then resolves null once the timeout has passed too, and any other waits on a
+ * blocking connection of its own.
+ */
+export const TRY_ANSWER_MS = 1000;
+
+/** Every tryLock of the process, each limited to TRY_ANSWER_MS, with one timer for all. */
+const tryLockAnswers = new DeadlineQueue(TRY_ANSWER_MS);
 
 /** What acquiring works with. */
 export interface AcquireParts extends WaitParts {
@@ -51,45 +62,80 @@ function isAbort(attempt: Attempt, error: unknown): boolean {
 async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
   const { ctx, holdings, contention, reclaim } = parts;
   attempt.signal?.throwIfAborted();
-  if (ctx.readyNow() === undefined) await ctx.ready();
+  if (ctx.readyNow() === undefined && !(await readyInTime(ctx, timeout))) return null;
   const deadline = timeout === null ? Infinity : performance.now() + timeout;
-  let registration: Registration | null = null;
-  if (contention.skipsTryLock(timeout)) registration = contention.takeAdvanceRegistration();
-  else {
-    const hooked = checkpoint('lock:before-try');
-    if (hooked) await hooked;
-    const id = newId();
-    const sent = performance.now();
-    let reply: TryLockReply;
-    let acknowledged: number | null;
-    const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs()));
-    try {
-      ({ reply, acknowledged } = await raceAbort(trying, attempt.signal));
-    } catch (error) {
-      if (attempt.signal?.aborted && error === attempt.signal.reason) {
-        // Aborted while the script was on its way: whatever it did is undone in the background.
-        void ctx.track(undoTryLock(parts, trying, id));
-        throw error;
-      }
-      // The script may have run and its reply been lost (or handed to another command): adopt its
-      // grant, or retire its registration.
-      if (!(isConnectionError(error) || isMisattributedReply(error)) || wasNeverSent(error)) throw error;
-      const adopted = await recover(parts, id, id).catch(() => null);
-      if (adopted === null) throw error;
-      return holdings.granted(adopted, attempt);
+  if (contention.skipsTryLock(timeout)) return waitForToken(parts, deadline, attempt, contention.takeAdvanceRegistration());
+  const hooked = checkpoint('lock:before-try');
+  if (hooked) await hooked;
+  const id = newId();
+  const sent = performance.now();
+  let reply: TryLockReply;
+  let acknowledged: number | null;
+  const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs()));
+  try {
+    ({ reply, acknowledged } = await raceAbort(answerInTime(ctx, trying), attempt.signal));
+  } catch (error) {
+    if (attempt.signal?.aborted && error === attempt.signal.reason) {
+      // Aborted while the script was on its way: whatever it did is undone in the background.
+      void ctx.track(undoTryLock(parts, trying, id));
+      throw error;
     }
-    const { token, fence, expired } = reply;
-    if (debugEnabled) debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
-    reclaim.reapInBackground(expired);
-    contention.contended = token === null;
-    if (token !== null) {
-      const grant = { token, id, fence, anchor: sent };
-      if (acknowledged !== null) await checkReplicated(ctx, 'lock', acknowledged, () => holdings.giveBack(grant));
-      return holdings.granted(grant, attempt);
+    if (error instanceof DeadlineExceeded) {
+      // No answer in time (Redis stalled, or a client that never becomes ready again after a
+      // reconnect): the try is undone whenever its answer comes, and the lock goes on without it.
+      void ctx.track(undoTryLock(parts, trying, id));
+      return performance.now() >= deadline ? null : waitForToken(parts, deadline, attempt, null);
     }
-    if (timeout === 0) return null;
-    registration = { id, until: sent + ctx.registrationLifetimeMs() };
+    // The script may have run and its reply been lost (or handed to another command): adopt its
+    // grant, or retire its registration.
+    if (!(isConnectionError(error) || isMisattributedReply(error)) || wasNeverSent(error)) throw error;
+    const adopted = await recover(parts, id, id).catch(() => null);
+    if (adopted === null) throw error;
+    return holdings.granted(adopted, attempt);
   }
+  const { token, fence, expired } = reply;
+  if (debugEnabled) debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
+  reclaim.reapInBackground(expired);
+  contention.contended = token === null;
+  if (token !== null) {
+    const grant = { token, id, fence, anchor: sent };
+    if (acknowledged !== null) await checkReplicated(ctx, 'lock', acknowledged, () => holdings.giveBack(grant));
+    return holdings.granted(grant, attempt);
+  }
+  if (timeout === 0) return null;
+  return waitForToken(parts, deadline, attempt, { id, until: sent + ctx.registrationLifetimeMs() });
+}
+
+/**
+ * Waits for the first use's connection and server checks; with a timeout, no longer than the timeout
+ * or TRY_ANSWER_MS, whichever is longer (false: not ready in time, the lock times out).
+ */
+function readyInTime(ctx: AcquireParts['ctx'], timeout: number | null): Promise<boolean> {
+  const ready = ctx.ready().then(() => true);
+  if (timeout === null) return ready;
+  return withDeadline(ready, Math.max(timeout, TRY_ANSWER_MS), 'ready').catch((error: unknown) => {
+    if (error instanceof DeadlineExceeded) return false;
+    throw error;
+  });
+}
+
+/** `trying`, or a `DeadlineExceeded` once it went TRY_ANSWER_MS (and `waitReplicas`' WAIT) unanswered. */
+function answerInTime<T>(ctx: AcquireParts['ctx'], trying: Promise<T>): Promise<T> {
+  const replicas = ctx.options.waitReplicas;
+  if (replicas) return withDeadline(trying, TRY_ANSWER_MS + replicas.timeoutMs, 'tryLock');
+  return tryLockAnswers.watch(trying, 'tryLock', unanswered);
+}
+
+const unanswered = (error: DeadlineExceeded): Error => error;
+
+/** The blocking wait, after a tryLock that missed (`registration`: the one it set) or was skipped. */
+async function waitForToken(
+  parts: AcquireParts,
+  deadline: number,
+  attempt: Attempt,
+  registration: Registration | null,
+): Promise<Holding | null> {
+  const { contention } = parts;
   const beforeWait = checkpoint('lock:before-wait');
   if (beforeWait) await beforeWait;
   try {
@@ -103,12 +149,15 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
   }
 }
 
-/** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
-async function undoTryLock(
-  parts: AcquireParts,
-  trying: Promise<Replied<TryLockReply>>,
-  id: string,
-): Promise<void> {
+/**
+ * Gives back what an abandoned tryLock took: its token, or its waiter registration. close() waits for
+ * this no longer than ANSWER_MS: a try that a stuck client never answers settles whenever it does.
+ */
+function undoTryLock(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
+  return withDeadline(settleTry(parts, trying, id), ANSWER_MS, 'undo tryLock').catch(() => undefined);
+}
+
+async function settleTry(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
   try {
     const { token } = (await trying).reply;
     if (token !== null) await parts.holdings.releaseGrant({ token, id }, true);

@@ -8,6 +8,17 @@ export class DeadlineExceeded extends Error {
 }
 
 /**
+ * Runs `expire` when `ms` have passed and then what I/O was already due: a reply that arrived while
+ * the event loop was busy (a long GC, a loaded machine) settles its call first, so only a call that
+ * really got no answer in time expires.
+ */
+function afterIo(expire: () => void, ms: number): NodeJS.Timeout {
+  const timer = setTimeout(() => setImmediate(expire), ms);
+  timer.unref();
+  return timer;
+}
+
+/**
  * Settles as `promise` does, or rejects with `DeadlineExceeded` after `ms` (or what `expired` makes
  * of it). The promise itself runs on (a command queued offline may still run later): callers that
  * care settle it in the background. One promise and one timer, cleared as soon as `promise` settles.
@@ -19,11 +30,10 @@ export function withDeadline<T>(
   expired?: (error: DeadlineExceeded) => Error,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => {
+    const timer = afterIo(() => {
       const error = new DeadlineExceeded(what, ms);
       reject(expired ? expired(error) : error);
     }, ms);
-    timer.unref();
     promise.then(
       (value) => {
         clearTimeout(timer);
@@ -105,8 +115,7 @@ export class DeadlineQueue {
   }
 
   #arm(ms: number): void {
-    this.#timer = setTimeout(() => this.#expire(), ms);
-    this.#timer.unref();
+    this.#timer = afterIo(() => this.#expire(), ms);
   }
 
   #expire(): void {

@@ -1,7 +1,7 @@
 /**
  * Network faults injected for real with our own TCP proxy (spec/support/proxy.ts) between the
  * waiters and a private redis-server: a black-holed blocking connection, a reply lost in transit,
- * and a server that cannot be reached while a waiter gives up.
+ * a server that cannot be reached while a waiter gives up, and a caller's client that stops answering.
  */
 import type { Semaphore } from '../../lib';
 import { censusProblems, describeCensus, takeCensus } from '../support/census';
@@ -183,5 +183,66 @@ describe('a waiter whose deadline passes while Redis cannot be reached', () => {
     expect(performance.now() - started).toBeLessThan(10_000);
     proxy.refuse(false);
     await expectTokenStaysFree(name, waiter, holder);
+  });
+});
+
+describe("the caller's client never answers the lock's first try", () => {
+  /** Node-redis can stay "not ready" after a reconnect (redis/node-redis#2632): the lock must not wait with it. */
+  async function silentClient(fault: 'blackhole' | 'drop-replies') {
+    const name = uniqueName('net');
+    const sem = opened.semaphore(name, { redis: await proxiedClient(), waitSlice: SLICE });
+    await sem.existsOrCreate(); // connected and checked: the next call's first step is its tryLock
+    const silenced = fault === 'blackhole' ? proxy.blackhole() : proxy.dropReplies();
+    expect(silenced).toBe(1); // the main connection; blocking connections opened later pass
+    return { name, sem };
+  }
+
+  test.each(['blackhole', 'drop-replies'] as const)(
+    '%s: lock(300) resolves null after about TRY_ANSWER_MS (1 s), and a token the try took goes back once its answer comes',
+    async (fault) => {
+      const { name, sem } = await silentClient(fault);
+      const started = performance.now();
+      expect(await sem.lock(300)).toBeNull();
+      const took = performance.now() - started;
+      expect(took).toBeGreaterThanOrEqual(900);
+      expect(took).toBeLessThan(3000);
+      if (fault === 'drop-replies') {
+        // The try ran: it holds the token, and its answer never comes on this connection.
+        expect(Object.keys((await takeCensus(admin, name)).grabbed)).toEqual(['0']);
+      }
+      // The connection resets: node-redis fails the unanswered try, whose undo adopts and gives back the token.
+      expect(proxy.cut()).toBe(1);
+      await until(async () => (await takeCensus(admin, name)).available.length === 1, 5000, 'the token to be free');
+      await expectExact(name, []);
+      expect(await sem.lock(0)).toBe('0');
+      expect(await sem.unlock()).toBe(1);
+      const closing = performance.now();
+      await sem.close();
+      expect(performance.now() - closing).toBeLessThan(3000);
+    },
+  );
+
+  test('lock() without a timeout goes on without the answer and gets the free token on a blocking connection', async () => {
+    const { name, sem } = await silentClient('blackhole');
+    const started = performance.now();
+    expect(await sem.lock()).toBe('0');
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(proxy.connections(carried('BLMOVE')).length).toBe(1);
+    await expectExact(name, ['0']);
+    expect(proxy.cut((connection) => connection.mode === 'blackhole')).toBe(1); // the main client reconnects
+    expect(await sem.unlock()).toBe(1);
+    await expectExact(name, []);
+  });
+
+  test('close() does not wait for an unanswered try longer than ANSWER_MS', async () => {
+    const { name, sem } = await silentClient('blackhole');
+    const locking = sem.lock(60_000);
+    await sleep(200); // the try is out, unanswered
+    const closing = performance.now();
+    await sem.close();
+    expect(performance.now() - closing).toBeLessThan(6000);
+    await expect(locking).rejects.toThrow(/closed/i);
+    await expectExact(name, []);
+    proxy.cut(); // the caller's own client, still waiting for the try's answer, can then close
   });
 });
