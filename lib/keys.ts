@@ -39,6 +39,13 @@ export interface SemaphoreKeys {
    * `expiration` (only touch_expiry touches OWNERS). Fewer keys cost less to send and to run.
    */
   readonly liveKeys: readonly string[];
+  /**
+   * What the hot-path scripts (tryLock, prepareWait, claim, recover, and without `expiration` release
+   * and refresh) are given on a single Redis: AVAILABLE alone; they name the other keys, inboxes too,
+   * after its prefix (includes/holder_keys.lua). Null on Cluster, where every key a script touches
+   * must be passed.
+   */
+  readonly shortKeys: readonly string[] | null;
   /** The first three (AVAILABLE, GRABBED, LEASES): all a release touches without `expiration`. */
   readonly holderKeys: readonly string[];
   /** The list a blocked waiter's BLMOVE moves its token into: its registration's inbox. */
@@ -93,6 +100,7 @@ export function semaphoreKeys(
     audit: `${prefix}AUDIT`,
     scriptKeys: [available, grabbed, leases, exists, version, waiting, fence, creating, owners],
     liveKeys: [available, grabbed, leases, exists, version, waiting, fence, creating],
+    shortKeys: cluster ? null : [available],
     holderKeys: [available, grabbed, leases],
     inbox: (registrationId) => `${inbox}${registrationId}`,
     inboxOfRegistration: (registration) => `${inbox}${registration.replace(/^~/, '')}`,

@@ -57,12 +57,14 @@ export function withoutUnusedFunctions(source: string): string {
   }
 }
 
+/** `source` with each `--- @include <name>` line replaced by includes/<name>.lua, which may include others. */
+function withIncludes(source: string): string {
+  const expanded = source.replace(INCLUDE, (_, include: string) => readFileSync(join(SCRIPTS_DIR, 'includes', `${include}.lua`), 'utf8'));
+  return expanded === source ? source : withIncludes(expanded);
+}
+
 function loadScript(file: string): Script {
-  const source = withoutUnusedFunctions(
-    readFileSync(join(SCRIPTS_DIR, file), 'utf8')
-      .replace(INCLUDE, (_, include: string) => readFileSync(join(SCRIPTS_DIR, 'includes', `${include}.lua`), 'utf8'))
-      .replace(COMMENTS, ''),
-  );
+  const source = withoutUnusedFunctions(withIncludes(readFileSync(join(SCRIPTS_DIR, file), 'utf8')).replace(COMMENTS, ''));
   const [, name = file, keys] = /^(.*?)(?:-(\d+))?\.lua$/.exec(file) ?? [];
   return {
     name,
@@ -250,10 +252,16 @@ const lease = (t: ScriptTarget) => {
 };
 const expiration = (t: ScriptTarget) => toExpireArgument(t.options.expiration);
 /**
- * The standard keys a call passes: without `expiration`, the eight a script touches (OWNERS, last, is
- * only touched by touch_expiry); with it, all nine. Every key costs to send and to run.
+ * The keys a hot-path call passes: on a single Redis, AVAILABLE alone (see `shortKeys`); on Cluster,
+ * without `expiration` the eight a script touches (OWNERS, last, is only touched by touch_expiry),
+ * with it all nine. Every key costs to send and to run.
  */
-const live = (t: ScriptTarget) => (t.options.expiration === null ? t.keys.liveKeys : t.keys.scriptKeys);
+const live = (t: ScriptTarget) => t.keys.shortKeys ?? (t.options.expiration === null ? t.keys.liveKeys : t.keys.scriptKeys);
+/** What release and refresh touch without `expiration`: AVAILABLE, GRABBED and LEASES (AVAILABLE alone on a single Redis). */
+const holder = (t: ScriptTarget) => t.keys.shortKeys ?? t.keys.holderKeys;
+/** `live`, and on Cluster the inbox of `registrationId` after them (on a single Redis the script names it). */
+const liveWithInbox = (t: ScriptTarget, registrationId: string) =>
+  t.keys.shortKeys ?? [...live(t), t.keys.inbox(registrationId)];
 
 /**
  * `args` followed by `optional`, less the trailing '' among them: the local time and expiration
@@ -326,7 +334,7 @@ export function claim(
 ): ScriptCall<ClaimReply> {
   return define(
     scripts.claim,
-    [...live(t), t.keys.inbox(registrationId)],
+    liveWithInbox(t, registrationId),
     withOptionalTail(
       [
         registrationId,
@@ -373,7 +381,7 @@ export function recover(
 ): ScriptCall<RecoverReply | null> {
   return define(
     scripts.recover,
-    [...live(t), t.keys.inbox(registrationId)],
+    liveWithInbox(t, registrationId),
     [grantId, now(t), expiration(t), toSeconds(abandonedMs), t.options.owner, lease(t), registrationId],
     (raw) => {
       const s = scripts.recover;
@@ -407,8 +415,9 @@ export interface ReleaseReply {
 
 /** release-9.lua: ends grant `grantId` of `token`, putting the token back (unlock) or not (consume). */
 export function release(t: ScriptTarget, token: string, grantId: string, putBack: boolean): ScriptCall<ReleaseReply> {
-  // Without `expiration`, a release touches AVAILABLE, GRABBED and LEASES alone.
-  const keys = t.options.expiration === null ? t.keys.holderKeys : t.keys.scriptKeys;
+  // Without `expiration`, a release touches AVAILABLE, GRABBED and LEASES alone (named after
+  // AVAILABLE's prefix on a single Redis: includes/holder_keys.lua).
+  const keys = t.options.expiration === null ? holder(t) : t.keys.scriptKeys;
   return define(scripts.release, keys, withOptionalTail([token, grantId, putBack ? '1' : '0'], expiration(t)), (raw) => {
     const s = scripts.release;
     const reply = checked(s, raw, grantId, 2, 3);
@@ -418,7 +427,7 @@ export function release(t: ScriptTarget, token: string, grantId: string, putBack
 
 /** refresh-9.lua: restamps grant `grantId` of `token`; resolves whether it still held it. */
 export function refresh(t: ScriptTarget, token: string, grantId: string): ScriptCall<boolean> {
-  return define(scripts.refresh, t.keys.holderKeys, [token, grantId, now(t)], (raw) => {
+  return define(scripts.refresh, holder(t), [token, grantId, now(t)], (raw) => {
     const s = scripts.refresh;
     return integerField(s, checked(s, raw, grantId, 1, 2), 0) === GRANT_RESULT.DONE;
   });

@@ -9,7 +9,8 @@
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
-    KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out)
+    KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out; not given with
+            AVAILABLE alone, see includes/keys.lua)
     ARGV[1] registration id
     ARGV[2] resources
     ARGV[3] the caller's lease in ms ('0' for none): recorded with a grant; Ruby holders' stale timeout
@@ -31,7 +32,8 @@
 --- @include grant
 -- Helpers that only an empty slice, a sampled reclaim or `expiration` needs are included in the
 -- block that uses them, so that a grant does not define them (see lib/scripts.ts).
-local inbox, registration, expiry, keep = KEYS[#KEYS], ARGV[1], ARGV[4], ARGV[7]
+local registration, expiry, keep = ARGV[1], ARGV[4], ARGV[7]
+local inbox = K_PREFIX and K_PREFIX .. 'INBOX:' .. registration or KEYS[#KEYS]
 local local_time, expiration = ARGV[8] or '', ARGV[9] or ''
 local grant = ARGV[6] or ''
 if grant == '' then

@@ -9,7 +9,8 @@
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8] CREATING  KEYS[9] OWNERS (see lib/keys.ts for which of them a call passes)
-    KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out)
+    KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out; not given with
+            AVAILABLE alone, see includes/keys.lua)
     ARGV[1] grant id
     ARGV[2] local time in decimal seconds, or '' for Redis TIME
     ARGV[3] expiration in milliseconds, or '' for none
@@ -27,11 +28,12 @@
 --- @include present
 --- @include grant
 --- @include holder
-local inbox, grant = KEYS[#KEYS], ARGV[1]
+local grant = ARGV[1]
 local registration = ARGV[7] or ''
 if registration == '' then
   registration = grant
 end
+local inbox = K_PREFIX and K_PREFIX .. 'INBOX:' .. registration or KEYS[#KEYS]
 local now, stamp = clock(ARGV[2])
 local grabbed = redis.call('HGETALL', K_GRABBED)
 for i = 1, #grabbed, 2 do

@@ -12,7 +12,7 @@
   Output: { 1 when renewed, 0 when the grant no longer holds the token; the grant id (ARGV[2]: names
             the call this reply answers, see lib/scripts.ts) }
 ]]
---- @include keys
+--- @include holder_keys
 --- @include grant
 --- @include holder
 --- @include clock

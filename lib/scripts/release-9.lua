@@ -16,7 +16,7 @@
   Output: { 1 when this grant was ended here, 0 when it no longer held the token; the length of AVAILABLE;
             the grant id (ARGV[2]: names the call this reply answers, see lib/scripts.ts) }
 ]]
---- @include keys
+--- @include holder_keys
 --- @include holder
 local token, grant = ARGV[1], ARGV[2]
 local holder, lease = holder_grant(redis.call('HGET', K_GRABBED, token))

@@ -18,7 +18,7 @@ local function touch_expiry(expiration_ms)
     end
     return
   end
-  keys[#keys + 1] = K_OWNERS
+  keys[#keys + 1] = K_OWNERS or K_PREFIX .. 'OWNERS'
   local t = redis.call('TIME')
   local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(expiration_ms)
   local last = redis.call('ZRANGE', K_WAITING, -1, -1, 'WITHSCORES')

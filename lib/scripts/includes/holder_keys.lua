@@ -1,0 +1,16 @@
+-- The keys a script is given, in this order (see lib/keys.ts): the first three are all a release
+-- touches; OWNERS, last, only `expiration` touches (touch_expiry), so without it calls leave it out;
+-- a script's own keys (an inbox) come after the ones it is given, last of all.
+-- On a single Redis (not Cluster) the hot-path scripts are given AVAILABLE alone, and name the
+-- others after its prefix (K_PREFIX: `<key prefix><name>:`), inboxes included: each key passed
+-- costs Redis about 0.9k instructions and the client an argument to encode, more than a name made
+-- here. On Cluster every key is passed, as Redis requires there (a slot migration moves keys one by
+-- one, and only the keys a call declares are checked before it runs).
+-- This include names the keys a holder's scripts (release, refresh) touch; keys.lua the rest.
+local K_AVAILABLE, K_GRABBED, K_LEASES, K_EXISTS, K_VERSION, K_WAITING, K_FENCE, K_CREATING, K_OWNERS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local K_PREFIX
+if not K_GRABBED then
+  K_PREFIX = string.sub(K_AVAILABLE, 1, -10) -- less 'AVAILABLE'
+  K_GRABBED, K_LEASES = K_PREFIX .. 'GRABBED', K_PREFIX .. 'LEASES'
+end
