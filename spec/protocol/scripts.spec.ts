@@ -1,5 +1,5 @@
 import { semaphoreKeys } from '../../lib/keys';
-import { runScript, scripts, withoutUnusedFunctions } from '../../lib/scripts';
+import { callScript, claim, prepareWait, recover, refresh, release, runScript, scripts, tryLock, withoutUnusedFunctions } from '../../lib/scripts';
 import { snapshot, useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
 
@@ -612,5 +612,57 @@ describe('loading (lib/scripts.ts)', () => {
     for (const helper of ['reclaim_stale', 'ensure', 'touch_expiry']) {
       expect(claim.indexOf(`local function ${helper}(`)).toBeGreaterThan(block);
     }
+  });
+});
+
+describe('the keys a hot-path call passes', () => {
+  const target = (name: string, cluster: boolean) => ({
+    keys: semaphoreKeys(name, { cluster }),
+    resources: 1,
+    options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'me' },
+  });
+
+  test('on a single Redis AVAILABLE alone, on Cluster every key it touches (a slot migration checks only those)', () => {
+    const single = target('jobs', false);
+    const cluster = target('jobs', true);
+    const calls = (t: typeof single) => [
+      tryLock(t, 'g1', 10_000),
+      prepareWait(t, 'g1', 10_000),
+      claim(t, 'g1', { grantId: 'g1', nextLifetimeMs: 10_000, keep: false }),
+      recover(t, 'g1', 'g1', 10_000),
+      release(t, '0', 'g1', true),
+      refresh(t, '0', 'g1'),
+    ];
+    for (const call of calls(single)) expect(call.keys).toEqual([single.keys.available]);
+    const [tried, prepared, claimed, recovered, released, refreshed] = calls(cluster).map((call) => call.keys);
+    expect(tried).toEqual(cluster.keys.liveKeys);
+    expect(prepared).toEqual(cluster.keys.liveKeys);
+    expect(claimed).toEqual([...cluster.keys.liveKeys, cluster.keys.inbox('g1')]);
+    expect(recovered).toEqual([...cluster.keys.liveKeys, cluster.keys.inbox('g1')]);
+    expect(released).toEqual(cluster.keys.holderKeys);
+    expect(refreshed).toEqual(cluster.keys.holderKeys);
+  });
+
+  test.each([false, true])('a cycle leaves the same keys and state with AVAILABLE alone as with every key (cluster: %s)', async (cluster) => {
+    const name = `{${uniqueName('keys')}}`; // a hash tag: the same key names either way
+    const t = target(name, cluster);
+    const client = redis as unknown as Parameters<typeof callScript>[0];
+    expect((await callScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
+    expect((await callScript(client, tryLock(t, 'g2', 10_000))).token).toBeNull(); // registers g2
+    expect((await callScript(client, refresh(t, '0', 'g1')))).toBe(true);
+    expect((await callScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
+    await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g2'), 'LEFT', 'RIGHT']); // as BLMOVE would
+    const claimed = await callScript(client, claim(t, 'g2', { grantId: 'g2', nextLifetimeMs: 10_000, keep: false }));
+    expect(claimed).toMatchObject({ token: '0', renewed: false });
+    const held = await snapshot(redis, name);
+    expect(grantIds(held.grabbed)).toEqual({ '0': 'g2' });
+    expect(held.waiting).toEqual([]);
+    expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual(['0']);
+    expect((await callScript(client, release(t, '0', 'g2', true))).ended).toBe(true);
+    const after = await snapshot(redis, name);
+    expect(after.available).toEqual(['0']);
+    expect(after.grabbed).toEqual({});
+    const prefix = t.keys.available.slice(0, -'AVAILABLE'.length);
+    expect(after.keys).toEqual(['AVAILABLE', 'EXISTS', 'FENCE', 'LEASES', 'VERSION'].map((key) => prefix + key));
   });
 });
