@@ -3,7 +3,8 @@ import { checkpoint } from './checkpoint';
 import { DeadlineExceeded, DeadlineQueue, raceAbort, withDeadline } from './deadline';
 import type { Attempt } from './holdings';
 import type { Holding } from './holding';
-import { ANSWER_MS, recover } from './recover';
+import { recover } from './recover';
+import { SemaphoreClosedError } from './errors';
 import { isConnectionError, isMisattributedReply, wasNeverSent } from './client/errors';
 import { newId } from './ids';
 import { endRegistrations, type Registration } from './registration';
@@ -62,8 +63,8 @@ function isAbort(attempt: Attempt, error: unknown): boolean {
 async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
   const { ctx, holdings, contention, reclaim } = parts;
   attempt.signal?.throwIfAborted();
-  if (ctx.readyNow() === undefined && !(await readyInTime(ctx, timeout))) return null;
-  const deadline = timeout === null ? Infinity : performance.now() + timeout;
+  if (ctx.readyNow() === undefined && !(await readyInTime(ctx, timeout, attempt.signal))) return null;
+  const deadline = timeout === null ? Infinity : attempt.startedAt + timeout;
   if (contention.skipsTryLock(timeout)) return waitForToken(parts, deadline, attempt, contention.takeAdvanceRegistration());
   const hooked = checkpoint('lock:before-try');
   if (hooked) await hooked;
@@ -107,16 +108,24 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
 }
 
 /**
- * Waits for the first use's connection and server checks; with a timeout, no longer than the timeout
- * or TRY_ANSWER_MS, whichever is longer (false: not ready in time, the lock times out).
+ * Waits for the first use's connection and server checks (false: not ready in time, the lock times
+ * out): with a timeout, no longer than the timeout or TRY_ANSWER_MS, whichever is longer; never past
+ * an abort (which rejects with its reason) or close() (SemaphoreClosedError).
  */
-function readyInTime(ctx: AcquireParts['ctx'], timeout: number | null): Promise<boolean> {
-  const ready = ctx.ready().then(() => true);
-  if (timeout === null) return ready;
-  return withDeadline(ready, Math.max(timeout, TRY_ANSWER_MS), 'ready').catch((error: unknown) => {
-    if (error instanceof DeadlineExceeded) return false;
+async function readyInTime(ctx: AcquireParts['ctx'], timeout: number | null, signal: AbortSignal | undefined): Promise<boolean> {
+  let ready = ctx.ready().then(() => true);
+  if (timeout !== null) {
+    ready = withDeadline(ready, Math.max(timeout, TRY_ANSWER_MS), 'ready').catch((error: unknown) => {
+      if (error instanceof DeadlineExceeded) return false;
+      throw error;
+    });
+  }
+  try {
+    return await raceAbort(raceAbort(ready, signal), ctx.closeController.signal);
+  } catch (error) {
+    if (ctx.closeController.signal.aborted && error === ctx.closeController.signal.reason) throw new SemaphoreClosedError(ctx.name);
     throw error;
-  });
+  }
 }
 
 /** `trying`, or a `DeadlineExceeded` once it went TRY_ANSWER_MS (and `waitReplicas`' WAIT) unanswered. */
@@ -150,20 +159,27 @@ async function waitForToken(
 }
 
 /**
- * Gives back what an abandoned tryLock took: its token, or its waiter registration. close() waits for
- * this no longer than ANSWER_MS: a try that a stuck client never answers settles whenever it does.
+ * How long close() waits for the undo of a try Redis has not answered: as long as a release try
+ * (longer than a Sentinel failover). The undo needs the client open; an answer that comes later, to a
+ * client closed meanwhile, leaves its token to its lease.
  */
+const UNDO_ANSWER_MS = 10_000;
+
+/** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
 function undoTryLock(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
-  return withDeadline(settleTry(parts, trying, id), ANSWER_MS, 'undo tryLock').catch(() => undefined);
+  return withDeadline(settleTry(parts, trying, id), UNDO_ANSWER_MS, 'undo tryLock').catch(() => undefined);
 }
 
 async function settleTry(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
+  let token: string | null;
   try {
-    const { token } = (await trying).reply;
-    if (token !== null) await parts.holdings.releaseGrant({ token, id }, true);
-    else void endRegistrations(parts.ctx, [id]);
-  } catch {
+    ({ token } = (await trying).reply);
+  } catch (error) {
+    if (wasNeverSent(error)) return;
     const grant = await recover(parts, id, id).catch(() => null);
     if (grant) await parts.holdings.giveBack(grant);
+    return;
   }
+  if (token !== null) await parts.holdings.releaseGrant({ token, id }, true).catch(() => undefined);
+  else void endRegistrations(parts.ctx, [id]);
 }

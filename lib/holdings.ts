@@ -2,13 +2,14 @@
 import type { Connection } from './client/connection';
 import { checkpoint } from './checkpoint';
 import type { SemaphoreContext } from './context';
-import { backoffMs, DeadlineExceeded, DeadlineQueue, sleep } from './deadline';
+import { backoffMs, DeadlineExceeded, DeadlineQueue, sleep, withDeadline } from './deadline';
 import { MAX_TIMER_MS } from './durations';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { grantIdOf } from './holder-info';
 import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holding';
 import type { LockLostReason } from './options';
 import { replyErrorCode, wasNeverSent } from './client/errors';
+import { ANSWER_MS } from './recover';
 import { callAndWait, checkReplicated, type Replied } from './replication';
 import { refresh, release, type ReleaseReply } from './scripts';
 import { debug } from './telemetry';
@@ -133,7 +134,8 @@ export class Holdings {
 
   async #renewThenHold(grant: Grant, attempt: Attempt): Promise<Holding> {
     const sentAt = performance.now();
-    const renewed = await this.refreshGrant(grant).catch(() => null);
+    // Bounded: a main client that does not answer (stuck reconnecting) must not hold up the grant.
+    const renewed = await withDeadline(this.refreshGrant(grant), ANSWER_MS, 'refresh').catch(() => null);
     return this.#hold(grant, attempt, renewed ? sentAt : grant.anchor, renewed);
   }
 

@@ -204,6 +204,33 @@ describe('Redis stalled longer than the stale timeout', () => {
   });
 });
 
+describe('Redis stalled while a lock waits for its first try', () => {
+  /**
+   * The try goes unanswered past TRY_ANSWER_MS (1 s) and the lock times out; close() comes during the
+   * stall. The try runs once Redis wakes and takes the free token; close() waits for its
+   * undo (up to 10 s) with the semaphore's own client still open, so the token goes back rather than
+   * waiting out its lease.
+   */
+  test('close() during the stall: the token the late try takes goes back before the client quits', async () => {
+    const { server, admin } = await servers.start(['--enable-debug-command', 'local']);
+    const name = uniqueName('stall');
+    const sem = servers.semaphore(name, { url: server.url, staleClientTimeout: null });
+    expect(await sem.lock(0)).toBe('0'); // its scripts are loaded: the stalled try runs as soon as Redis wakes
+    expect(await sem.unlock()).toBe(1);
+    const staller = await servers.connect(server.url);
+    const stalled = staller.sendCommand(['DEBUG', 'SLEEP', '8']);
+    await sleep(100);
+    // Its timeout passes during the stall (the try left behind at 1 s): only the try's undo is left.
+    expect(await sem.lock(1200)).toBeNull();
+    await sem.close();
+    await stalled;
+    // No lease (staleClientTimeout: null): a token left to the late try would stay held for good.
+    const census = await takeCensus(admin, name);
+    expect(census.grabbed).toEqual({});
+    expect(census.available).toEqual(['0']);
+  });
+});
+
 describe('server limits: a typed error naming the semaphore, nothing half-written', () => {
   test('maxclients reached: a waiter that cannot get a blocking connection says so', async () => {
     // Two connections allowed: the admin client and the semaphore's own; none left for blocking waits.
