@@ -65,46 +65,62 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
   attempt.signal?.throwIfAborted();
   if (ctx.readyNow() === undefined && !(await readyInTime(ctx, timeout, attempt.signal))) return null;
   const deadline = timeout === null ? Infinity : attempt.startedAt + timeout;
-  if (contention.skipsTryLock(timeout)) return waitForToken(parts, deadline, attempt, contention.takeAdvanceRegistration());
-  const hooked = checkpoint('lock:before-try');
-  if (hooked) await hooked;
-  const id = newId();
-  const sent = performance.now();
-  let reply: TryLockReply;
-  let acknowledged: number | null;
-  const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs()));
-  try {
-    ({ reply, acknowledged } = await raceAbort(answerInTime(ctx, trying), attempt.signal));
-  } catch (error) {
-    if (attempt.signal?.aborted && error === attempt.signal.reason) {
-      // Aborted while the script was on its way: whatever it did is undone in the background.
-      void ctx.track(undoTryLock(parts, trying, id));
-      throw error;
-    }
-    if (error instanceof DeadlineExceeded) {
+  let registration: Registration | null = null;
+  if (contention.skipsTryLock(timeout)) registration = contention.takeAdvanceRegistration();
+  else {
+    const hooked = checkpoint('lock:before-try');
+    if (hooked) await hooked;
+    const id = newId();
+    const sent = performance.now();
+    let answered: Replied<TryLockReply> | null;
+    const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs()));
+    try {
+      answered = await raceAbort(answerInTime(ctx, trying), attempt.signal);
+    } catch (error) {
+      if (attempt.signal?.aborted && error === attempt.signal.reason) {
+        // Aborted while the script was on its way: whatever it did is undone in the background.
+        void ctx.track(undoTryLock(parts, trying, id));
+        throw error;
+      }
+      if (!(error instanceof DeadlineExceeded)) {
+        // The script may have run and its reply been lost (or handed to another command): adopt its
+        // grant, or retire its registration.
+        if (!(isConnectionError(error) || isMisattributedReply(error)) || wasNeverSent(error)) throw error;
+        const adopted = await recover(parts, id, id).catch(() => null);
+        if (adopted === null) throw error;
+        return holdings.granted(adopted, attempt);
+      }
       // No answer in time (Redis stalled, or a client that never becomes ready again after a
       // reconnect): the try is undone whenever its answer comes, and the lock goes on without it.
       void ctx.track(undoTryLock(parts, trying, id));
-      return performance.now() >= deadline ? null : waitForToken(parts, deadline, attempt, null);
+      if (performance.now() >= deadline) return null;
+      answered = null;
     }
-    // The script may have run and its reply been lost (or handed to another command): adopt its
-    // grant, or retire its registration.
-    if (!(isConnectionError(error) || isMisattributedReply(error)) || wasNeverSent(error)) throw error;
-    const adopted = await recover(parts, id, id).catch(() => null);
-    if (adopted === null) throw error;
-    return holdings.granted(adopted, attempt);
+    if (answered !== null) {
+      const { token, fence, expired } = answered.reply;
+      if (debugEnabled) debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
+      reclaim.reapInBackground(expired);
+      contention.contended = token === null;
+      if (token !== null) {
+        const grant = { token, id, fence, anchor: sent };
+        if (answered.acknowledged !== null) await checkReplicated(ctx, 'lock', answered.acknowledged, () => holdings.giveBack(grant));
+        return holdings.granted(grant, attempt);
+      }
+      if (timeout === 0) return null;
+      registration = { id, until: sent + ctx.registrationLifetimeMs() };
+    }
   }
-  const { token, fence, expired } = reply;
-  if (debugEnabled) debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
-  reclaim.reapInBackground(expired);
-  contention.contended = token === null;
-  if (token !== null) {
-    const grant = { token, id, fence, anchor: sent };
-    if (acknowledged !== null) await checkReplicated(ctx, 'lock', acknowledged, () => holdings.giveBack(grant));
-    return holdings.granted(grant, attempt);
+  const beforeWait = checkpoint('lock:before-wait');
+  if (beforeWait) await beforeWait;
+  try {
+    const holding = await parts.wait.wait(deadline, attempt, registration);
+    // A wait that timed out (or failed, below) proves nothing about contention: try first next time.
+    if (holding === null) contention.contended = false;
+    return holding;
+  } catch (error) {
+    contention.contended = false;
+    throw error;
   }
-  if (timeout === 0) return null;
-  return waitForToken(parts, deadline, attempt, { id, until: sent + ctx.registrationLifetimeMs() });
 }
 
 /**
@@ -136,27 +152,6 @@ function answerInTime<T>(ctx: AcquireParts['ctx'], trying: Promise<T>): Promise<
 }
 
 const unanswered = (error: DeadlineExceeded): Error => error;
-
-/** The blocking wait, after a tryLock that missed (`registration`: the one it set) or was skipped. */
-async function waitForToken(
-  parts: AcquireParts,
-  deadline: number,
-  attempt: Attempt,
-  registration: Registration | null,
-): Promise<Holding | null> {
-  const { contention } = parts;
-  const beforeWait = checkpoint('lock:before-wait');
-  if (beforeWait) await beforeWait;
-  try {
-    const holding = await parts.wait.wait(deadline, attempt, registration);
-    // A wait that timed out (or failed, below) proves nothing about contention: try first next time.
-    if (holding === null) contention.contended = false;
-    return holding;
-  } catch (error) {
-    contention.contended = false;
-    throw error;
-  }
-}
 
 /**
  * How long close() waits for the undo of a try Redis has not answered: as long as a release try
