@@ -91,8 +91,13 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
         return holdings.granted(adopted, attempt);
       }
       // No answer in time (Redis stalled, or a client that never becomes ready again after a
-      // reconnect): the try is undone whenever its answer comes, and the lock goes on without it.
-      void ctx.track(undoTryLock(parts, trying, id));
+      // reconnect): the try is undone whenever its answer comes, and the lock goes on without it
+      // (as do the next ones, until that answer comes: see Contention.unanswered).
+      contention.unanswered++;
+      const settled = () => void contention.unanswered--;
+      const undone = settleTry(parts, trying, id);
+      undone.then(settled, settled);
+      void ctx.track(withinUndoLimit(undone));
       if (performance.now() >= deadline) return null;
       answered = null;
     }
@@ -162,7 +167,12 @@ const UNDO_ANSWER_MS = 10_000;
 
 /** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
 function undoTryLock(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
-  return withDeadline(settleTry(parts, trying, id), UNDO_ANSWER_MS, 'undo tryLock').catch(() => undefined);
+  return withinUndoLimit(settleTry(parts, trying, id));
+}
+
+/** What close() waits for of an undo: the undo, or UNDO_ANSWER_MS (it runs on after that). */
+function withinUndoLimit(undone: Promise<void>): Promise<void> {
+  return withDeadline(undone, UNDO_ANSWER_MS, 'undo tryLock').catch(() => undefined);
 }
 
 async function settleTry(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {

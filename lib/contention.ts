@@ -16,6 +16,12 @@ export class Contention {
    */
   contended = false;
   /**
+   * How many tryLocks of this instance were left unanswered (acquire.ts) and have not settled yet.
+   * While any is, the main client may be stuck (node-redis can stay "not ready" after a reconnect):
+   * a lock goes straight to its blocking wait rather than queue another try behind them.
+   */
+  unanswered = 0;
+  /**
    * Advance registrations: registrations kept by a claim for this instance's next waits while no token
    * was left free (claim-10.lua; DESIGN "Contended mode"), so that a contended lock skips tryLock and
    * prepareWait: newest last, each with when it was kept (`performance.now()`).
@@ -30,10 +36,11 @@ export class Contention {
   /**
    * Local waiters queued for a connection are not blocked in Redis yet; a newcomer queues behind
    * them. While the semaphore is contended, tryLock would miss: the wait starts at once, under an
-   * advance registration or with one in its pipeline (see DESIGN "Contended mode"). lock(0) always tries.
+   * advance registration or with one in its pipeline (see DESIGN "Contended mode"). So does it while
+   * an earlier try goes unanswered (`unanswered`). lock(0) always tries.
    */
   skipsTryLock(timeout: number | null): boolean {
-    return timeout !== 0 && (this.#ctx.pool.queued > 0 || this.contended);
+    return timeout !== 0 && (this.#ctx.pool.queued > 0 || this.contended || this.unanswered > 0);
   }
 
   /** Keeps an advance registration for the next contended wait; removed once idle (or beyond what can be used). */

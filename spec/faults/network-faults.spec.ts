@@ -234,6 +234,20 @@ describe("the caller's client never answers the lock's first try", () => {
     await expectExact(name, []);
   });
 
+  test('while a try goes unanswered, the next locks skip theirs and wait on a blocking connection at once', async () => {
+    const { name, sem } = await silentClient('blackhole');
+    expect(await sem.lock(300)).toBeNull(); // its try left behind, unanswered
+    const started = performance.now();
+    expect(await sem.lock(5000)).toBe('0'); // no try of its own: straight to BLMOVE, which takes the free token
+    expect(performance.now() - started).toBeLessThan(900); // a try of its own would have held it 1 s
+    expect(proxy.swallowed.toServer).toBeGreaterThan(0); // the first try went into the black hole
+    await expectExact(name, ['0']);
+    // The reset fails the unanswered try (its recover finds nothing: it never reached Redis).
+    expect(proxy.cut((connection) => connection.mode === 'blackhole')).toBe(1);
+    expect(await sem.unlock()).toBe(1);
+    await expectExact(name, []);
+  });
+
   test('close() does not wait for an unanswered try longer than the undo limit (10 s)', async () => {
     const { name, sem } = await silentClient('blackhole');
     const locking = sem.lock(60_000);
