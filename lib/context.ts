@@ -18,7 +18,8 @@ export class SemaphoreContext {
   readonly name: string;
   readonly resources: number;
   readonly options: ResolvedOptions;
-  readonly keys: SemaphoreKeys;
+  /** Replaced once, at the first use, when a plain client turns out to talk to a Cluster node (#connect). */
+  keys: SemaphoreKeys;
   readonly client: Connection;
   readonly ownsClient: boolean;
   readonly pool: ConnectionPool;
@@ -91,13 +92,20 @@ export class SemaphoreContext {
       );
     }
     await this.#connecting;
-    // Rejects with UnsupportedServerError below Redis 6.2, at this call and every later one.
-    this.#serverChecked ||= await checkServer(this.client, {
-      name: this.name,
-      identity: this.options.redis ?? this.client,
-      slot: this.options.redis !== undefined && topologyOf(this.options.redis) === 'cluster' ? keySlot(this.keys.available) : null,
-      withExpiration: this.options.expiration !== null,
-    });
+    if (!this.#serverChecked) {
+      // Rejects with UnsupportedServerError below Redis 6.2, at this call and every later one.
+      const check = await checkServer(this.client, {
+        name: this.name,
+        identity: this.options.redis ?? this.client,
+        slot: this.options.redis !== undefined && topologyOf(this.options.redis) === 'cluster' ? keySlot(this.keys.available) : null,
+        withExpiration: this.options.expiration !== null,
+      });
+      if (check.clusterEnabled && this.keys.shortKeys !== null) {
+        // A plain client on a Redis Cluster node: calls declare every key, which a slot migration needs.
+        this.keys = semaphoreKeys(this.name, { keyPrefix: this.options.keyPrefix, declareAll: true });
+      }
+      this.#serverChecked = check.checked;
+    }
     this.#connected = this.#serverChecked; // not checked (INFO lost with its connection): the next call checks
     return this.client;
   }

@@ -40,10 +40,10 @@ export interface SemaphoreKeys {
    */
   readonly liveKeys: readonly string[];
   /**
-   * What the hot-path scripts (tryLock, prepareWait, claim, recover, and without `expiration` release
-   * and refresh) are given on a single Redis: AVAILABLE alone; they name the other keys, inboxes too,
-   * after its prefix (includes/holder_keys.lua). Null on Cluster, where every key a script touches
-   * must be passed.
+   * What the hot-path scripts (tryLock, prepareWait, claim, recover, refresh, and without `expiration`
+   * release) are given on a single Redis: AVAILABLE alone; they name the other keys, inboxes too,
+   * after its prefix (includes/holder_keys.lua). Null on Cluster, and for a plain client on a
+   * Cluster node (`declareAll`), where every key a script touches must be passed.
    */
   readonly shortKeys: readonly string[] | null;
   /** The first three (AVAILABLE, GRABBED, LEASES): all a release touches without `expiration`. */
@@ -69,11 +69,16 @@ const INBOX = 'INBOX:';
  * {@link assertKeyPrefix}). With `cluster`, a name without a hash tag gets one, so every key lands
  * in one slot: `SEMAPHORE:{<name>}:AVAILABLE`…; a name that has one (`{jobs}`, `crawl:{eu}`) is kept
  * as is, so the keys stay the gem's and Ruby clients can share the semaphore. The prefix never has a
- * brace, so the hash tag is always the name's.
+ * brace, so the hash tag is always the name's. `declareAll` (always with `cluster`): no `shortKeys`,
+ * for a server that is a Cluster node even when the client is not.
  */
 export function semaphoreKeys(
   name: string,
-  { cluster = false, keyPrefix = DEFAULT_KEY_PREFIX }: { cluster?: boolean; keyPrefix?: string } = {},
+  {
+    cluster = false,
+    keyPrefix = DEFAULT_KEY_PREFIX,
+    declareAll = cluster,
+  }: { cluster?: boolean; keyPrefix?: string; declareAll?: boolean } = {},
 ): SemaphoreKeys {
   const prefix = `${keyPrefix}${cluster && !hasHashTag(name) ? `{${tagSafe(name)}}` : name}:`;
   const available = `${prefix}AVAILABLE`;
@@ -100,7 +105,7 @@ export function semaphoreKeys(
     audit: `${prefix}AUDIT`,
     scriptKeys: [available, grabbed, leases, exists, version, waiting, fence, creating, owners],
     liveKeys: [available, grabbed, leases, exists, version, waiting, fence, creating],
-    shortKeys: cluster ? null : [available],
+    shortKeys: declareAll ? null : [available],
     holderKeys: [available, grabbed, leases],
     inbox: (registrationId) => `${inbox}${registrationId}`,
     inboxOfRegistration: (registration) => `${inbox}${registration.replace(/^~/, '')}`,

@@ -18,6 +18,18 @@ interface ServerInfo {
   readonly version: string | null;
   readonly maxmemory: number;
   readonly policy: string | null;
+  /** `cluster_enabled:1`: a node of a Redis Cluster, whoever talks to it. */
+  readonly clusterEnabled: boolean;
+}
+
+/**
+ * What the checks found: whether they ran (false: INFO failed with its connection, so the next use
+ * asks again; true also when INFO is refused, and nothing is checked), and whether the server is a
+ * Redis Cluster node.
+ */
+export interface ServerCheck {
+  readonly checked: boolean;
+  readonly clusterEnabled: boolean;
 }
 
 /**
@@ -52,7 +64,7 @@ export interface CheckedSemaphore {
  * refused (then nothing is checked: `+info` is optional); false when INFO failed with its connection,
  * so the caller checks again at its next call (which meets the same connection anyway).
  */
-export async function checkServer(client: Connection, semaphore: CheckedSemaphore): Promise<boolean> {
+export async function checkServer(client: Connection, semaphore: CheckedSemaphore): Promise<ServerCheck> {
   const scope = semaphore.slot === null ? '' : String(semaphore.slot);
   let byScope = infos.get(semaphore.identity);
   if (!byScope) infos.set(semaphore.identity, (byScope = new Map()));
@@ -69,14 +81,14 @@ export async function checkServer(client: Connection, semaphore: CheckedSemaphor
   try {
     info = await read;
   } catch {
-    return false;
+    return { checked: false, clusterEnabled: false };
   }
-  if (!info) return true;
+  if (!info) return { checked: true, clusterEnabled: false };
   if (info.version !== null && isOlder(info.version, MINIMUM_REDIS_VERSION)) {
     throw new UnsupportedServerError(semaphore.name, info.version, MINIMUM_REDIS_VERSION);
   }
   warnAboutEviction(info, semaphore);
-  return true;
+  return { checked: true, clusterEnabled: info.clusterEnabled };
 }
 
 /** INFO's default sections (one reply holds both `server` and `memory`; `INFO server memory` needs 7.0). Rejects on a connection failure. */
@@ -92,6 +104,7 @@ async function readServerInfo(client: Connection): Promise<ServerInfo | null> {
     version: /^redis_version:(\S+)/m.exec(info)?.[1] ?? null,
     maxmemory: Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0),
     policy: /^maxmemory_policy:(\S+)/m.exec(info)?.[1] ?? null,
+    clusterEnabled: /^cluster_enabled:1/m.test(info),
   };
 }
 

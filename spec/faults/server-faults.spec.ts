@@ -231,6 +231,32 @@ describe('Redis stalled while a lock waits for its first try', () => {
   });
 });
 
+describe('a plain (not Cluster) client on a Redis Cluster node', () => {
+  /**
+   * On a single Redis the hot-path scripts get AVAILABLE alone and name the other keys; a Cluster
+   * node must see every key a call touches (a slot migration checks only declared keys before a
+   * script runs). A plain client talking to a one-node cluster is told apart by INFO at first use.
+   */
+  test.each([false, true])('cluster-enabled %s: the calls declare every key exactly on a Cluster node', async (clusterEnabled) => {
+    const { server, admin } = await servers.start(clusterEnabled ? ['--cluster-enabled', 'yes'] : []);
+    if (clusterEnabled) {
+      await admin.sendCommand(['CLUSTER', 'ADDSLOTSRANGE', '0', '16383']);
+      await until(async () => String(await admin.sendCommand(['CLUSTER', 'INFO'])).includes('cluster_state:ok'), 10_000, 'a one-node cluster');
+    }
+    // Every command into the slow log, with its arguments (KEYS count third for EVALSHA).
+    await admin.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0']);
+    await admin.sendCommand(['CONFIG', 'SET', 'slowlog-max-len', '1000']);
+    const sem = servers.semaphore(`{${uniqueName('plain')}}`, { redis: await servers.connect(server.url) });
+    expect(await sem.lock(0)).toBe('0');
+    expect(await sem.unlock()).toBe(1);
+    const log = (await admin.sendCommand(['SLOWLOG', 'GET', '1000'])) as Array<[unknown, unknown, unknown, string[]]>;
+    const keyCounts = log.map((entry) => entry[3]).filter((args) => args[0] === 'EVALSHA' || args[0] === 'EVAL').map((args) => Number(args[2]));
+    expect(keyCounts.length).toBeGreaterThanOrEqual(2); // tryLock and release, at least
+    if (clusterEnabled) expect(Math.min(...keyCounts)).toBeGreaterThan(1);
+    else expect(keyCounts).toContain(1);
+  });
+});
+
 describe('server limits: a typed error naming the semaphore, nothing half-written', () => {
   test('maxclients reached: a waiter that cannot get a blocking connection says so', async () => {
     // Two connections allowed: the admin client and the semaphore's own; none left for blocking waits.
