@@ -4,25 +4,38 @@ import type { SemaphoreContext } from './context';
 import { grantIdOf, snapshotOf, type HolderInfo } from './holder-info';
 import type { Holdings } from './holdings';
 import { inspect, status } from './scripts';
+import { withDeadline } from './deadline';
+import { SemaphoreRedisError } from './errors';
+
+/**
+ * How long a read waits for Redis: a client that does not answer (node-redis can stay "not ready"
+ * after a reconnect) fails the read with SemaphoreRedisError rather than hold it. A read changes
+ * nothing, so nothing is left to settle; long enough for a read of a million tokens on a busy server.
+ */
+const READ_ANSWER_MS = 10_000;
+
+function bounded<T>(ctx: SemaphoreContext, operation: string, reading: Promise<T>): Promise<T> {
+  return withDeadline(reading, READ_ANSWER_MS, operation, (error) => new SemaphoreRedisError(ctx.name, operation, error));
+}
 
 /** Every held token with its holder, as Redis records them, oldest first. */
 export async function holders(ctx: SemaphoreContext): Promise<HolderInfo[]> {
-  return [...snapshotOf(await ctx.call('holders', status(ctx, 0))).holders];
+  return [...snapshotOf(await bounded(ctx, 'holders', ctx.call('holders', status(ctx, 0)))).holders];
 }
 
 /** How many waiters are registered and waiting for a token right now. */
 export async function waiting(ctx: SemaphoreContext): Promise<number> {
-  return (await ctx.call('waiting', status(ctx, 0))).waiting;
+  return (await bounded(ctx, 'waiting', ctx.call('waiting', status(ctx, 0)))).waiting;
 }
 
 /** With a token: whether anyone holds it. Without: whether this instance holds one it was not told it lost. */
 export async function isLocked(ctx: SemaphoreContext, holdings: Holdings, token: string | undefined): Promise<boolean> {
   if (token !== undefined) {
-    return (await ctx.command('isLocked', ['HEXISTS', ctx.keys.grabbed, token])) === 1;
+    return (await bounded(ctx, 'isLocked', ctx.command('isLocked', ['HEXISTS', ctx.keys.grabbed, token]))) === 1;
   }
   const held = holdings.live();
   if (held.length === 0) return false;
-  const records = (await ctx.command('isLocked', ['HMGET', ctx.keys.grabbed, ...held.map((h) => h.token)])) as Array<
+  const records = (await bounded(ctx, 'isLocked', ctx.command('isLocked', ['HMGET', ctx.keys.grabbed, ...held.map((h) => h.token)]))) as Array<
     string | null
   >;
   return held.some((holding, i) => grantIdOf(records[i]) === holding.id);
@@ -30,18 +43,18 @@ export async function isLocked(ctx: SemaphoreContext, holdings: Holdings, token:
 
 /** Whether the semaphore has been created in Redis. */
 export async function exists(ctx: SemaphoreContext): Promise<boolean> {
-  return (await ctx.command('exists', ['EXISTS', ctx.keys.exists])) === 1;
+  return (await bounded(ctx, 'exists', ctx.command('exists', ['EXISTS', ctx.keys.exists]))) === 1;
 }
 
 /** How many tokens are free right now; `resources` before the semaphore exists. */
 export async function availableCount(ctx: SemaphoreContext): Promise<number> {
-  const snapshot = await ctx.call('availableCount', inspect(ctx, false));
+  const snapshot = await bounded(ctx, 'availableCount', ctx.call('availableCount', inspect(ctx, false)));
   return snapshot.exists ? snapshot.available : ctx.resources;
 }
 
 /** Every token, free ones first, then held ones. */
 export async function allTokens(ctx: SemaphoreContext): Promise<string[]> {
-  const { availableTokens, heldTokens } = await ctx.call('allTokens', inspect(ctx, true));
+  const { availableTokens, heldTokens } = await bounded(ctx, 'allTokens', ctx.call('allTokens', inspect(ctx, true)));
   return [...availableTokens, ...heldTokens];
 }
 

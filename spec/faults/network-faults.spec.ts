@@ -260,6 +260,16 @@ describe("the caller's client never answers the lock's first try", () => {
     proxy.cut(); // the caller's own client, still waiting for the try's answer, can then close
   });
 
+  test('reads fail with a typed error after 10 s instead of waiting with the client', async () => {
+    const { sem } = await silentClient('blackhole');
+    const started = performance.now();
+    const failed = (promise: Promise<unknown>) => promise.then((value) => ({ value }), (error: Error) => ({ error: error.name }));
+    const reads = await Promise.all([failed(sem.availableCount()), failed(sem.holders()), failed(sem.isLocked('0'))]);
+    expect(reads).toEqual([{ error: 'SemaphoreRedisError' }, { error: 'SemaphoreRedisError' }, { error: 'SemaphoreRedisError' }]);
+    expect(performance.now() - started).toBeLessThan(14_000);
+    proxy.cut();
+  });
+
   test('silent before its first use: close() ends the lock waiting for the server checks', async () => {
     const sem = opened.semaphore(uniqueName('net'), { redis: await proxiedClient(), waitSlice: SLICE });
     expect(proxy.blackhole()).toBe(1); // before any call: the first lock waits for its server checks
