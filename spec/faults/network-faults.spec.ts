@@ -186,7 +186,7 @@ describe('a waiter whose deadline passes while Redis cannot be reached', () => {
   });
 });
 
-describe("the caller's client never answers the lock's first try", () => {
+describe("the caller's client stops answering: a lock's first try, reads, close()", () => {
   /** Node-redis can stay "not ready" after a reconnect (redis/node-redis#2632): the lock must not wait with it. */
   async function silentClient(fault: 'blackhole' | 'drop-replies', options: SemaphoreOptions = {}) {
     const name = uniqueName('net');
