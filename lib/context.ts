@@ -1,4 +1,5 @@
 // What every part of one semaphore shares: its keys, client, options, pool and telemetry, and the steps all of them take (ready, call, command, track).
+import { setMaxListeners } from 'node:events';
 import type { Connection } from './client/connection';
 import { BlockingPool, type ConnectionPool } from './blocking-pool';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
@@ -61,6 +62,8 @@ export class SemaphoreContext {
       ? new PoolShare(options.sharedPool)
       : new BlockingPool(this.client, options.maxBlockingConnections, prepareConnection);
     this.telemetry = new Telemetry(name, emit, hears);
+    // Every lock waiting for the first use's server checks listens for close() (acquire.ts).
+    setMaxListeners(0, this.closeController.signal);
   }
 
   /** The main client, connected on first use when the semaphore made it. `whileClosing` lets waiters settle. */

@@ -1,7 +1,9 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
 import { LockTimeoutError, Semaphore } from '../../lib';
 import { censusProblems, takeCensus } from '../support/census';
 import { snapshot, useFixture } from '../support/fixture';
-import { blockedClients, connectClient, sleep, until } from '../support/redis';
+import { blockedClients, connectClient, redisUrl, sleep, until } from '../support/redis';
 import { startRedisServer } from '../support/redis-server';
 
 /** acquire() and its Lease, and cancelling waits with an AbortSignal. */
@@ -57,6 +59,38 @@ describe('acquire() and Lease', () => {
     await expect(sem.lock(10, new AbortController().signal as never)).rejects.toThrow(/\{ signal \}/);
     await expect(sem.acquire(new AbortController().signal as never)).rejects.toThrow(/signal/);
     expect(await sem.exists()).toBe(false);
+  });
+});
+
+describe('many locks at a semaphore\'s first use', () => {
+  /**
+   * Each lock waiting for the server checks listens for close(): twenty of them must not make Node
+   * warn of a listener leak on stderr. In a process of its own (Node's warnings go to the real
+   * process, which jest's sandbox does not see), on the build (dist/, as `npm test` makes it).
+   */
+  test('twenty concurrent first locks on a caller\'s client print no MaxListenersExceededWarning', async () => {
+    const script = `
+      const { Semaphore } = require(${JSON.stringify(join(__dirname, '..', '..', 'dist'))});
+      const { createClient } = require('redis');
+      (async () => {
+        const client = createClient({ url: process.env.TARGET_URL });
+        await client.connect();
+        const sem = new Semaphore('first-use-' + process.pid, { redis: client, resources: 20 });
+        const tokens = await Promise.all(Array.from({ length: 20 }, () => sem.lock(5000)));
+        await Promise.all(tokens.map((token) => sem.unlock(token)));
+        await sem.delete();
+        await sem.close();
+        await client.quit();
+        console.log('granted ' + new Set(tokens).size);
+      })();
+    `;
+    const { stdout, stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
+      execFile(process.execPath, ['-e', script], { cwd: join(__dirname, '..', '..'), env: { ...process.env, TARGET_URL: redisUrl() }, timeout: 30_000 }, (error, out, err) =>
+        error ? reject(new Error(`${error.message}\n${err}`)) : resolve({ stdout: out, stderr: err }),
+      );
+    });
+    expect(stdout.trim()).toBe('granted 20');
+    expect(stderr).not.toContain('MaxListenersExceededWarning');
   });
 });
 
