@@ -153,10 +153,11 @@ async function readyInTime(ctx: AcquireParts['ctx'], timeout: number | null, sig
 function answerInTime<T>(ctx: AcquireParts['ctx'], trying: Promise<T>): Promise<T> {
   const replicas = ctx.options.waitReplicas;
   if (replicas) return withDeadline(trying, TRY_ANSWER_MS + replicas.timeoutMs, 'tryLock');
-  return tryLockAnswers.watch(trying, 'tryLock', unanswered);
+  return tryLockAnswers.watch(trying, 'tryLock', asIs);
 }
 
-const unanswered = (error: DeadlineExceeded): Error => error;
+/** A try past TRY_ANSWER_MS rejects with the DeadlineExceeded itself, which acquireOrAbort tells apart. */
+const asIs = (error: DeadlineExceeded): Error => error;
 
 /**
  * How long close() waits for the undo of a try Redis has not answered: as long as a release try
