@@ -21,6 +21,8 @@ export class SemaphoreContext {
   readonly options: ResolvedOptions;
   /** Replaced once, at the first use, when a plain client turns out to talk to a Cluster node (#connect). */
   keys: SemaphoreKeys;
+  /** Whether the server has the function library (lib/functions.ts): set at the first use's server checks. */
+  functions = false;
   readonly client: Connection;
   readonly ownsClient: boolean;
   readonly pool: ConnectionPool;
@@ -107,6 +109,7 @@ export class SemaphoreContext {
         // A plain client on a Redis Cluster node: calls declare every key, which a slot migration needs.
         this.keys = semaphoreKeys(this.name, { keyPrefix: this.options.keyPrefix, declareAll: true });
       }
+      this.functions = check.functions;
       this.#serverChecked = check.checked;
     }
     this.#connected = this.#serverChecked; // not checked (INFO lost with its connection): the next call checks

@@ -2,9 +2,8 @@
 import type { SemaphoreContext } from './context';
 import { ReplicationError, SemaphoreRedisError } from './errors';
 import { sendPinned, type Connection } from './client/connection';
-import { replyErrorCode } from './client/errors';
 import type { ResolvedOptions } from './options';
-import { evalCommand, evalshaCommand, type ScriptCall } from './scripts';
+import { evalCommand, needsText, storedCommand, type ScriptCall } from './scripts';
 
 /** A script's reply, and how many replicas acknowledged it (null: no WAIT was sent). */
 export interface Replied<R> {
@@ -41,9 +40,9 @@ async function callThenWait<R>(
   const client = await ctx.ready(whileClosing);
   const waitCommand = ['WAIT', String(replicas.replicas), String(replicas.timeoutMs)];
   try {
-    const [reply, acknowledged] = await sendPinned(client, [evalshaCommand(call), waitCommand]).catch(
+    const [reply, acknowledged] = await sendPinned(client, [storedCommand(call, client), waitCommand]).catch(
       (error: unknown) => {
-        if (replyErrorCode(error) !== 'NOSCRIPT') throw error;
+        if (!needsText(client, call, error)) throw error;
         return sendPinned(client, [evalCommand(call), waitCommand]);
       },
     );

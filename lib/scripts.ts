@@ -1,78 +1,13 @@
-// The layer between TypeScript and Lua: loads lib/scripts/*.lua once, sends a script (EVALSHA, EVAL on NOSCRIPT), and for each script builds its KEYS and ARGV and names its reply.
+// The layer between TypeScript and Lua: loads lib/scripts/*.lua once, sends a script (FCALL or EVALSHA, EVAL when the server lacks it), and for each script builds its KEYS and ARGV and names its reply.
 import type { Connection } from './client/connection';
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe } from './describe';
 import { localTimeArgument, toExpireArgument, toSeconds } from './durations';
 import type { SemaphoreKeys } from './keys';
 import { MisattributedReplyError, replyErrorCode } from './client/errors';
+import { functionLibrary, isFunctionMissing, mayFcall, noteFcallRefused, reloadFunctionLibrary } from './functions';
+import { loadScript, type Script } from './lua-source';
 
-/** A Lua script from `lib/scripts/`, with its includes expanded, loaded once per process. */
-export interface Script {
-  readonly name: string;
-  readonly source: string;
-  readonly sha1: string;
-  /**
-   * The most KEYS it takes, from its file name (`tryLock-9.lua`: 9; a call passes fewer when the
-   * script touches fewer, see `liveKeys`); null when it varies (`reapWaiters.lua`).
-   */
-  readonly keyCount: number | null;
-}
-
-const SCRIPTS_DIR = join(__dirname, 'scripts');
-const INCLUDE = /^--- @include (\w+)[ \t]*$/gm;
-
-/**
- * Comment lines and `--[[ … ]]` blocks are for readers of the files; Redis gets the code alone, since
- * some scripts travel as EVAL text on every blocking wait (prepareWait) and Redis hashes what it gets.
- */
-const COMMENTS = /^[ \t]*--\[\[[\s\S]*?\]\][ \t]*\n|^[ \t]*--.*\n|^[ \t]*\n/gm;
-
-/** An include's function: `local function name(…)` at the start of a line, to the first `end` that starts one. */
-const FUNCTION = /^local function (\w+)\([^)]*\)\n[\s\S]*?^end\n/gm;
-
-/**
- * `source` without the include functions it never calls, repeated until none is left: Redis runs a
- * script's every `local function` statement on every call (a closure, and its upvalues, each time),
- * so a helper a script does not use would cost it on every call (npm run bench:instructions).
- */
-export function withoutUnusedFunctions(source: string): string {
-  for (;;) {
-    const definitions = [...source.matchAll(FUNCTION)].map(([text, name]) => ({ text, name: name as string }));
-    if (definitions.length === 0) return source;
-    const word = new RegExp(`\\b(?:${definitions.map((d) => d.name).join('|')})\\b`, 'g');
-    const uses = (text: string) => {
-      const counts = new Map<string, number>();
-      for (const [name] of text.matchAll(word)) counts.set(name, (counts.get(name) ?? 0) + 1);
-      return counts;
-    };
-    const everywhere = uses(source);
-    // A function is used if its name occurs outside its own definition(s).
-    const inOwn = new Map<string, number>();
-    for (const { text, name } of definitions) inOwn.set(name, (inOwn.get(name) ?? 0) + (uses(text).get(name) ?? 0));
-    const unused = new Set(definitions.filter(({ name }) => everywhere.get(name) === inOwn.get(name)).map((d) => d.name));
-    if (unused.size === 0) return source;
-    source = source.replace(FUNCTION, (text: string, name: string) => (unused.has(name) ? '' : text));
-  }
-}
-
-/** `source` with each `--- @include <name>` line replaced by includes/<name>.lua, which may include others. */
-function withIncludes(source: string): string {
-  const expanded = source.replace(INCLUDE, (_, include: string) => readFileSync(join(SCRIPTS_DIR, 'includes', `${include}.lua`), 'utf8'));
-  return expanded === source ? source : withIncludes(expanded);
-}
-
-function loadScript(file: string): Script {
-  const source = withoutUnusedFunctions(withIncludes(readFileSync(join(SCRIPTS_DIR, file), 'utf8')).replace(COMMENTS, ''));
-  const [, name = file, keys] = /^(.*?)(?:-(\d+))?\.lua$/.exec(file) ?? [];
-  return {
-    name,
-    source,
-    sha1: createHash('sha1').update(source).digest('hex'),
-    keyCount: keys === undefined ? null : Number(keys),
-  };
-}
+export { withoutUnusedFunctions, type Script } from './lua-source';
 
 export const scripts = {
   tryLock: loadScript('tryLock-9.lua'),
@@ -101,6 +36,8 @@ export interface ScriptCall<R> {
   readonly args: readonly string[];
   /** The reply as named fields (a function of its own, so a `then` can take it as it is). */
   readonly decode: (reply: unknown) => R;
+  /** Its function in the library (lib/functions.ts), when the server has the library; else undefined (EVALSHA). */
+  readonly fn: string | undefined;
 }
 
 /** `EVAL` with the script's text: never fails with NOSCRIPT (used where a failed step must not be skipped). */
@@ -117,6 +54,32 @@ function send(client: Connection, command: string[]): Promise<unknown> {
   }
 }
 
+/**
+ * Whether `call`, refused with `error`, goes again as EVAL with its text: the server lacks the script
+ * (NOSCRIPT), or refused the FCALL before running it (see `refusedFunction`).
+ */
+export function needsText(client: Connection, call: ScriptCall<unknown>, error: unknown): boolean {
+  return replyErrorCode(error) === 'NOSCRIPT' || refusedFunction(client, call, error);
+}
+
+/**
+ * Whether `call` went by FCALL and Redis refused it before running it, where EVAL runs: the server
+ * lacks the library (a restart that lost it, FUNCTION FLUSH: it is loaded again meanwhile); or it is
+ * out of memory or cannot persist, which refuses a function that may write as a whole but a script
+ * (EVAL) only at its first write that may grow memory, so an unlock, a lock that takes a free token,
+ * or a claim that ends its registration still works then; or an ACL allows EVAL and not FCALL (that
+ * connection then calls by EVALSHA).
+ */
+function refusedFunction(client: Connection, call: ScriptCall<unknown>, error: unknown): boolean {
+  if (call.fn === undefined) return false;
+  if (isFunctionMissing(error)) {
+    reloadFunctionLibrary(client);
+    return true;
+  }
+  const code = replyErrorCode(error);
+  return code === 'OOM' || code === 'MISCONF' || noteFcallRefused(client, error);
+}
+
 /** Runs a script by SHA1, falling back to EVAL (which also caches it) when Redis answers NOSCRIPT. */
 export function runScript(
   client: Connection,
@@ -131,27 +94,36 @@ export function runScript(
 }
 
 /**
- * Runs `call` (EVALSHA, EVAL on NOSCRIPT) and resolves its named reply: `runScript` and the decoding
- * in one `then`, since every release and refresh comes this way.
+ * Runs `call` in its stored form (see `storedCommand`), as EVAL when that is refused (see
+ * `needsText`), and resolves its named reply: every release and refresh comes this way.
  */
 export function callScript<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
-  return send(client, evalshaCommand(call)).then(call.decode, (error: unknown) => {
-    if (replyErrorCode(error) === 'NOSCRIPT') return send(client, evalCommand(call)).then(call.decode);
+  return send(client, storedCommand(call, client)).then(call.decode, (error: unknown) => {
+    if (needsText(client, call, error)) return send(client, evalCommand(call)).then(call.decode);
     throw error;
   });
 }
 
 /**
- * Runs `call` by SHA1 only, with no EVAL fallback (a blocking connection's claim: a fallback would
- * cost a round trip on the hand-off), and resolves its named reply.
+ * Runs `call` in its stored form, with no EVAL fallback on NOSCRIPT (a blocking connection's claim:
+ * its caller recovers instead), and resolves its named reply. An FCALL Redis refused before running
+ * it goes again as EVAL, which runs where the script would have (see `refusedFunction`).
  */
-export function callBySha<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
-  return send(client, evalshaCommand(call)).then(call.decode);
+export function callStored<R>(client: Connection, call: ScriptCall<R>): Promise<R> {
+  return send(client, storedCommand(call, client)).then(call.decode, (error: unknown) => {
+    if (refusedFunction(client, call, error)) return send(client, evalCommand(call)).then(call.decode);
+    throw error;
+  });
 }
 
-/** `call` as an `EVALSHA` command, for a pipeline that must not spend a round trip on a fallback. */
-export function evalshaCommand(call: ScriptCall<unknown>): string[] {
-  return ['EVALSHA', call.script.sha1, String(call.keys.length), ...call.keys, ...call.args];
+/**
+ * `call` without its text: `FCALL` of its function where the server has the library (and `client`
+ * may call it), else `EVALSHA`. For a pipeline that must not spend a round trip on a fallback.
+ */
+export function storedCommand(call: ScriptCall<unknown>, client?: Connection): string[] {
+  return call.fn === undefined || (client !== undefined && !mayFcall(client))
+    ? ['EVALSHA', call.script.sha1, String(call.keys.length), ...call.keys, ...call.args]
+    : ['FCALL', call.fn, String(call.keys.length), ...call.keys, ...call.args];
 }
 
 /** `call` as an `EVAL` command (see `evalArguments`). */
@@ -164,16 +136,18 @@ export function scriptLoadCommand(script: Script): string[] {
   return ['SCRIPT', 'LOAD', script.source];
 }
 
+/** A call of `script`; by its function in the library when `target` says the server has it (the scripts of lib/functions.ts only). */
 function define<R>(
   script: Script,
   keys: readonly string[],
   args: readonly string[],
   decode: (reply: unknown) => R,
+  target?: ScriptTarget,
 ): ScriptCall<R> {
   if (script.keyCount !== null && keys.length > script.keyCount) {
     throw new Error(`${script.name} takes at most ${script.keyCount} keys, got ${keys.length}`);
   }
-  return { script, keys, args, decode };
+  return { script, keys, args, decode, fn: target?.functions === true ? functionLibrary.functions.get(script.name) : undefined };
 }
 
 // ---- What the scripts answer (see each script's header) ----
@@ -241,6 +215,8 @@ export interface ScriptTarget {
     readonly useLocalTime: boolean;
     readonly owner: string;
   };
+  /** Whether the server has the function library (lib/functions.ts): calls of its scripts go by FCALL. */
+  readonly functions?: boolean;
 }
 
 /** The caller's clock for GRABBED stamps ('' for Redis TIME). */
@@ -294,6 +270,7 @@ export function tryLock(t: ScriptTarget, grantId: string, registrationLifetimeMs
       const reply = checked(s, raw, grantId, 2, 3, true);
       return { token: tokenField(s, reply, 0, true), fence: integerField(s, reply, 1), expired: idsFrom(s, reply, 3) };
     },
+    t,
   );
 }
 
@@ -359,6 +336,7 @@ export function claim(
         expired: idsFrom(s, reply, 5),
       };
     },
+    t,
   );
 }
 
@@ -422,7 +400,7 @@ export function release(t: ScriptTarget, token: string, grantId: string, putBack
     const s = scripts.release;
     const reply = checked(s, raw, grantId, 2, 3);
     return { ended: integerField(s, reply, 0) === GRANT_RESULT.DONE, available: integerField(s, reply, 1) };
-  });
+  }, t);
 }
 
 /** refresh-9.lua: restamps grant `grantId` of `token`; resolves whether it still held it. */
@@ -430,7 +408,7 @@ export function refresh(t: ScriptTarget, token: string, grantId: string): Script
   return define(scripts.refresh, holder(t), [token, grantId, now(t)], (raw) => {
     const s = scripts.refresh;
     return integerField(s, checked(s, raw, grantId, 1, 2), 0) === GRANT_RESULT.DONE;
-  });
+  }, t);
 }
 
 /** signal-9.lua: pushes `token`; resolves the new length of AVAILABLE. */

@@ -1,12 +1,14 @@
 import type { Connection } from './client/connection';
 import { isConnectionError, isMisattributedReply } from './client/errors';
 import { UnsupportedServerError } from './errors';
+import { loadFunctionLibrary, MINIMUM_FUNCTIONS_VERSION } from './functions';
 
 /**
  * Checks of the Redis server that the protocol cannot make itself, made once per client at first use
  * and off the hot path, with one INFO: a server too old for `BLMOVE` (an error), an eviction policy
  * that can take a semaphore's keys (a warning); and a connection limit that keeps blocking waits from
- * getting a connection (named in the error).
+ * getting a connection (named in the error). On Redis 7 and later, not Cluster, the same first use
+ * loads the function library of the hot-path scripts (lib/functions.ts).
  */
 
 /** The oldest Redis this library runs on: waiters block with `BLMOVE`, new in 6.2.0. */
@@ -30,6 +32,8 @@ interface ServerInfo {
 export interface ServerCheck {
   readonly checked: boolean;
   readonly clusterEnabled: boolean;
+  /** Whether the server has the function library: the hot-path scripts go by FCALL. */
+  readonly functions: boolean;
 }
 
 /**
@@ -39,6 +43,8 @@ export interface ServerCheck {
  * checked. An entry whose INFO failed with its connection is dropped, so the next use asks again.
  */
 const infos = new WeakMap<object, Map<string, Promise<ServerInfo | null>>>();
+/** Whether the function library loaded, per client and slot as INFO (see `infos`). */
+const libraries = new WeakMap<object, Map<string, Promise<boolean>>>();
 const warned = new WeakMap<object, Set<string>>();
 
 /** The `process.emitWarning` code of the eviction warning. */
@@ -66,29 +72,48 @@ export interface CheckedSemaphore {
  */
 export async function checkServer(client: Connection, semaphore: CheckedSemaphore): Promise<ServerCheck> {
   const scope = semaphore.slot === null ? '' : String(semaphore.slot);
-  let byScope = infos.get(semaphore.identity);
-  if (!byScope) infos.set(semaphore.identity, (byScope = new Map()));
-  let read = byScope.get(scope);
-  if (!read) {
-    const reading = readServerInfo(client);
-    read = reading.catch((error: unknown) => {
-      if (byScope.get(scope) === read) byScope.delete(scope);
-      throw error;
-    });
-    byScope.set(scope, read);
-  }
   let info: ServerInfo | null;
   try {
-    info = await read;
+    info = await once(infos, semaphore.identity, scope, () => readServerInfo(client));
   } catch {
-    return { checked: false, clusterEnabled: false };
+    return { checked: false, clusterEnabled: false, functions: false };
   }
-  if (!info) return { checked: true, clusterEnabled: false };
+  if (!info) return { checked: true, clusterEnabled: false, functions: false };
   if (info.version !== null && isOlder(info.version, MINIMUM_REDIS_VERSION)) {
     throw new UnsupportedServerError(semaphore.name, info.version, MINIMUM_REDIS_VERSION);
   }
   warnAboutEviction(info, semaphore);
-  return { checked: true, clusterEnabled: info.clusterEnabled };
+  // Not on Cluster, where every primary would need the library, loaded again after each reshard
+  // or failover that brings in a node without it.
+  const canLoad = semaphore.slot === null && !info.clusterEnabled && info.version !== null && !isOlder(info.version, MINIMUM_FUNCTIONS_VERSION);
+  let functions = false;
+  if (canLoad) {
+    try {
+      functions = await once(libraries, semaphore.identity, scope, () => loadFunctionLibrary(client));
+    } catch {
+      return { checked: false, clusterEnabled: info.clusterEnabled, functions: false };
+    }
+  }
+  return { checked: true, clusterEnabled: info.clusterEnabled, functions };
+}
+
+/**
+ * `make()`'s promise, made once per client and scope and shared; one that rejects (its connection
+ * failed) is dropped, so the next use tries again.
+ */
+function once<T>(cache: WeakMap<object, Map<string, Promise<T>>>, identity: object, scope: string, make: () => Promise<T>): Promise<T> {
+  let byScope = cache.get(identity);
+  if (!byScope) cache.set(identity, (byScope = new Map()));
+  let made = byScope.get(scope);
+  if (!made) {
+    const scoped = byScope;
+    made = make().catch((error: unknown) => {
+      if (scoped.get(scope) === made) scoped.delete(scope);
+      throw error;
+    });
+    scoped.set(scope, made);
+  }
+  return made;
 }
 
 /** INFO's default sections (one reply holds both `server` and `memory`; `INFO server memory` needs 7.0). Rejects on a connection failure. */

@@ -10,7 +10,7 @@ import { disconnectQuietly, type Connection } from './client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForNow } from './client/errors';
 import { newId } from './ids';
 import { endRegistrations, type Registration } from './registration';
-import { callBySha, callScript, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts, type ClaimReply } from './scripts';
+import { callScript, callStored, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts, type ClaimReply } from './scripts';
 import { debug, debugEnabled } from './telemetry';
 import type { Interrupts } from './unblock';
 
@@ -63,7 +63,7 @@ export async function blockOnce(
   // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
   const claimed = ctx.options.useLocalTime
     ? moved.then(() => callScript(connection, claimCall()))
-    : callBySha(connection, claimCall());
+    : callStored(connection, claimCall());
   // (A test's hook: its rejection is handled at once, like every promise here.)
   const hooked = checkpoint('lock:waiting')?.then(undefined, () => undefined);
   const results = settleAll(prepared, moved, claimed, hooked);

@@ -1,6 +1,7 @@
 import { scripts } from '../../lib/scripts';
 import { useFixture } from '../support/fixture';
 import { blockedClients, sleep, until } from '../support/redis';
+import { callsScript } from '../support/script-calls';
 
 const fixture = useFixture();
 
@@ -29,7 +30,7 @@ async function commandsSentDuring(run: () => Promise<void>): Promise<string[][]>
 }
 
 const named = (command: string) => (args: string[]) => args[0]?.toUpperCase() === command;
-const isTryLock = (args: string[]) => named('EVALSHA')(args) && args[1] === scripts.tryLock.sha1;
+const isTryLock = callsScript(scripts.tryLock);
 
 /**
  * `holder` holds the mutex; `a`, then `b`, block on it; `holder` releases. `a` is granted while `b`

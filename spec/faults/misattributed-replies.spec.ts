@@ -15,6 +15,7 @@ import { claim, recover, refresh, release, runScript, scripts, signal, tryLock, 
 import { PrivateServers } from '../support/private-servers';
 import type { RedisServer } from '../support/redis-server';
 import { uniqueName, type Client } from '../support/redis';
+import { callsScript } from '../support/script-calls';
 
 let server: RedisServer;
 let admin: Client;
@@ -30,7 +31,6 @@ afterEach(() => opened.close());
 afterAll(() => shared.close());
 
 type Send = (args: string[]) => Promise<unknown>;
-const isScript = (sha1: string) => (args: string[]) => args[0] === 'EVALSHA' && args[1] === sha1;
 
 /**
  * A connected client whose `cross(first, second)` arms a mix-up: the next script call matching
@@ -81,7 +81,7 @@ describe('a reply meant for another command', () => {
     expect(await sem.lock(0)).toBe('0');
     // The tryLock runs first (no token free: a miss), then the release (the token goes back); each
     // gets the other's reply: the tryLock an "ended, 1 available", the release a miss.
-    const crossed = cross(isScript(scripts.tryLock.sha1), isScript(scripts.release.sha1));
+    const crossed = cross(callsScript(scripts.tryLock), callsScript(scripts.release));
     const locking = sem.lock(0).then((value) => ({ value }), (error: Error) => ({ error: error.message }));
     const unlocking = sem.unlock('0');
     await crossed;
@@ -105,7 +105,7 @@ describe('a reply meant for another command', () => {
     expect(await sem.lock(0)).toBe('0');
     const firstFence = sem.fence('0')!;
     // The release runs first (the token goes back), then the tryLock takes it; each gets the other's reply.
-    const crossed = cross(isScript(scripts.release.sha1), isScript(scripts.tryLock.sha1));
+    const crossed = cross(callsScript(scripts.release), callsScript(scripts.tryLock));
     const unlocking = sem.unlock('0');
     const locking = sem.lock(1000);
     await crossed;
@@ -127,7 +127,7 @@ describe('a reply meant for another command', () => {
     expect(await sem.lock(0)).toBe('0');
     // The refresh runs first (its grant holds: renewed), then a signal pushes a job onto the empty
     // AVAILABLE and answers 1: what refresh used to answer for "renewed".
-    const crossed = cross(isScript(scripts.refresh.sha1), isScript(scripts.signal.sha1));
+    const crossed = cross(callsScript(scripts.refresh), callsScript(scripts.signal));
     const refreshing = sem.refresh('0').then((value) => ({ value }), (error: Error) => ({ error: error.message }));
     const signalling = sem.signal('job');
     await crossed;

@@ -243,17 +243,19 @@ describe('a plain (not Cluster) client on a Redis Cluster node', () => {
       await admin.sendCommand(['CLUSTER', 'ADDSLOTSRANGE', '0', '16383']);
       await until(async () => String(await admin.sendCommand(['CLUSTER', 'INFO'])).includes('cluster_state:ok'), 10_000, 'a one-node cluster');
     }
-    // Every command into the slow log, with its arguments (KEYS count third for EVALSHA).
+    // Every command into the slow log, with its arguments (KEYS count third for EVALSHA and FCALL).
     await admin.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0']);
     await admin.sendCommand(['CONFIG', 'SET', 'slowlog-max-len', '1000']);
     const sem = servers.semaphore(`{${uniqueName('plain')}}`, { redis: await servers.connect(server.url) });
     expect(await sem.lock(0)).toBe('0');
     expect(await sem.unlock()).toBe(1);
     const log = (await admin.sendCommand(['SLOWLOG', 'GET', '1000'])) as Array<[unknown, unknown, unknown, string[]]>;
-    const keyCounts = log.map((entry) => entry[3]).filter((args) => args[0] === 'EVALSHA' || args[0] === 'EVAL').map((args) => Number(args[2]));
+    const keyCounts = log.map((entry) => entry[3]).filter((args) => ['EVALSHA', 'EVAL', 'FCALL'].includes(args[0]!.toUpperCase())).map((args) => Number(args[2]));
     expect(keyCounts.length).toBeGreaterThanOrEqual(2); // tryLock and release, at least
     if (clusterEnabled) expect(Math.min(...keyCounts)).toBeGreaterThan(1);
     else expect(keyCounts).toContain(1);
+    // The function library is loaded on a single Redis only (each Cluster primary would need it).
+    expect(log.some((entry) => entry[3][0]!.toUpperCase() === 'FCALL')).toBe(!clusterEnabled);
   });
 });
 

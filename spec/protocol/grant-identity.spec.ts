@@ -15,7 +15,7 @@ import { scripts } from '../../lib/scripts';
 import { censusProblems, describeCensus, takeCensus } from '../support/census';
 import { checkHistory, type HistoryEvent } from '../support/history';
 import { PrivateServers } from '../support/private-servers';
-import { carried, FaultProxy, type Filter } from '../support/proxy';
+import { carried, carriedCall, FaultProxy, type Filter } from '../support/proxy';
 import type { RedisServer } from '../support/redis-server';
 import { sleep, uniqueName, until, type Client } from '../support/redis';
 
@@ -242,7 +242,7 @@ describe('a refresh that crosses a release', () => {
 
 describe('a release whose reply is lost', () => {
   /** The semaphore's main connection through the proxy: the one that carried tryLock (blocking ones carry BLMOVE). */
-  const mainConnection: Filter = (connection) => carried(scripts.tryLock.sha1)(connection) && !carried('BLMOVE')(connection);
+  const mainConnection: Filter = (connection) => carriedCall(scripts.tryLock)(connection) && !carried('BLMOVE')(connection);
 
   /** A mutex held by one caller of `sem`, and a second caller of the same instance blocked behind it. */
   async function twoCallers(sem: Semaphore) {
@@ -284,7 +284,7 @@ describe('a release whose reply is lost', () => {
         expect(await second).toBe('0');
         await until(() => proxy.swallowed.toClient > 0, 5000, 'the release reply to be dropped');
       } else {
-        await until(() => proxy.connections(carried(scripts.release.sha1)).length === 1, 5000, 'the release to be sent');
+        await until(() => proxy.connections(carriedCall(scripts.release)).length === 1, 5000, 'the release to be sent');
         await sleep(200);
         // The request never reached Redis: the first caller still holds.
         expect(grantOf(await admin.hGet(grabbedKey(name), '0'))?.fence).toBe(firstFence);

@@ -1,4 +1,6 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import type { Script } from '../../lib/scripts';
+import { wireNames } from './script-calls';
 
 /**
  * A TCP proxy of our own between a client and redis-server, for faults a real network produces and
@@ -32,6 +34,12 @@ const everyConnection: Filter = () => true;
 export function carried(command: string): Filter {
   const needle = `$${command.length}\r\n${command.toUpperCase()}\r\n`;
   return (connection) => connection.sent.toUpperCase().includes(needle);
+}
+
+/** Connections that carried a call of `script` (EVALSHA of its SHA1, or FCALL of its function). */
+export function carriedCall(script: Script): Filter {
+  const filters = wireNames(script).map(carried);
+  return (connection) => filters.some((filter) => filter(connection));
 }
 
 class Connection implements ProxiedConnection {

@@ -1,0 +1,18 @@
+// How a test recognises a call of one of the library's scripts on the wire: EVALSHA of its SHA1, or FCALL of its function where the server has the library (lib/functions.ts).
+import { functionLibrary } from '../../lib/functions';
+import type { Script } from '../../lib/scripts';
+
+/** The names a call of `script` goes by: its SHA1 (EVALSHA) and, for a script of the library, its function (FCALL). */
+export function wireNames(script: Script): string[] {
+  const fn = functionLibrary.functions.get(script.name);
+  return fn === undefined ? [script.sha1] : [script.sha1, fn];
+}
+
+/** Whether `args`, a command as sent, calls `script` (by EVALSHA or FCALL). */
+export function callsScript(script: Script): (args: string[]) => boolean {
+  const names = wireNames(script);
+  return (args) => {
+    const command = args[0]?.toUpperCase();
+    return (command === 'EVALSHA' || command === 'FCALL') && names.includes(args[1] ?? '');
+  };
+}
