@@ -94,6 +94,10 @@ async function child({ kind, url, dist, clients, seconds, cycles, allocations })
     const { semaphoreKeys } = require(path.join(dist, 'keys.js'));
     const keys = semaphoreKeys(name);
     const target = { keys, resources: 1, options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'bench' } };
+    // As a semaphore calls them: by FCALL where the build has the function library and the server takes it.
+    const library = path.join(dist, 'functions.js');
+    target.functions = require('node:fs').existsSync(library) && (await require(library).loadFunctionLibrary(main));
+    const stored = scripts.storedCommand ?? scripts.evalshaCommand;
     await main.sendCommand(scripts.evalCommand(scripts.create(target)));
     let grants = 0;
     for (let i = 0; i < clients; i++) {
@@ -109,10 +113,10 @@ async function child({ kind, url, dist, clients, seconds, cycles, allocations })
       const claim = scripts.claim(target, connection.registration, { grantId, nextLifetimeMs: 600_000, keep: true });
       for (;;) {
         connection.sendCommand(['BLMOVE', keys.available, keys.inbox(connection.registration), 'LEFT', 'RIGHT', '5']).catch(() => undefined);
-        const { token } = claim.decode(await connection.sendCommand(scripts.evalshaCommand(claim)));
+        const { token } = claim.decode(await connection.sendCommand(stored(claim)));
         if (token === null) continue;
         const release = scripts.release(target, token, grantId, true);
-        release.decode(await main.sendCommand(scripts.evalshaCommand(release)));
+        release.decode(await main.sendCommand(stored(release)));
         return;
       }
     };

@@ -32,11 +32,11 @@ const target = {
 };
 const record = '1763800000.123456 g1 1795561087434814 30000 1763800000.123456 host:1234';
 
-/** Each case: the script call, and the commands that put Redis in the state it needs before every call. */
+/** Each case: the script call (for a target), and the commands that put Redis in the state it needs before every call. */
 const CASES = [
   {
     name: 'tryLock, a hit',
-    call: lib.tryLock(target, 'g1', null),
+    call: (t) => lib.tryLock(t, 'g1', null),
     setup: [
       ['SET', keys.exists, '1'],
       ['HDEL', keys.grabbed, '0'],
@@ -46,7 +46,7 @@ const CASES = [
   },
   {
     name: 'claim of a token (others wait: registration kept)',
-    call: lib.claim(target, 'r1', { grantId: 'g1', nextLifetimeMs: 10_000, keep: true }),
+    call: (t) => lib.claim(t, 'r1', { grantId: 'g1', nextLifetimeMs: 10_000, keep: true }),
     setup: [
       ['SET', keys.exists, '1'],
       // Emptied first: the set-up also runs alone (its own count is subtracted), and the tokens it
@@ -61,7 +61,7 @@ const CASES = [
   },
   {
     name: 'release (unlock)',
-    call: lib.release(target, '0', 'g1', true),
+    call: (t) => lib.release(t, '0', 'g1', true),
     setup: [
       ['HSET', keys.grabbed, '0', record],
       // The grant's index entry, as in a real cycle (so a build whose release removes it counts that).
@@ -103,22 +103,31 @@ async function main() {
   try {
     const build = option('dist', null) === null ? `dist/ of ${gitCommit()}` : dist;
     console.log(`# Redis instructions per script call (callgrind), ${calls} calls each, library from ${build}\n`);
-    console.log('| script call | KEYS + ARGV | Redis instructions per call |');
-    console.log('|---|---|---|');
-    for (const { name, call, setup } of CASES) {
-      const run = async () => {
+    // Builds before the function library (lib/functions.ts) call by EVALSHA alone.
+    const functions = statSync(path.join(dist, 'functions.js'), { throwIfNoEntry: false }) !== undefined;
+    if (functions) await require(path.join(dist, 'functions.js')).loadFunctionLibrary(client);
+    console.log('| script call | KEYS + ARGV | by EVALSHA | by FCALL (the function library) |');
+    console.log('|---|---|---|---|');
+    /** Redis instructions per call of `call` (its set-up's own count subtracted). */
+    const perCall = async (call, setup) => {
+      const prepare = async () => {
         for (const command of setup) await client.sendCommand(command);
-        return client.sendCommand(lib.evalshaCommand(call));
       };
-      await client.sendCommand(lib.scriptLoadCommand(call.script));
-      const reply = await run();
-      call.decode(reply); // throws if the script did not answer as the library expects
-      const base = await counted(() => repeat(calls, async () => {
-        for (const command of setup) await client.sendCommand(command);
-      }));
+      const run = async () => {
+        await prepare();
+        return client.sendCommand((lib.storedCommand ?? lib.evalshaCommand)(call));
+      };
+      call.decode(await run()); // throws if the script did not answer as the library expects
+      const base = await counted(() => repeat(calls, prepare));
       const total = await counted(() => repeat(calls, run));
-      const perCall = Math.round((total - base) / calls);
-      console.log(`| ${name} | ${call.keys.length} + ${call.args.length} | ${perCall.toLocaleString('en-US')} |`);
+      return Math.round((total - base) / calls).toLocaleString('en-US');
+    };
+    for (const { name, call, setup } of CASES) {
+      const byEvalsha = call(target);
+      await client.sendCommand(lib.scriptLoadCommand(byEvalsha.script));
+      const evalsha = await perCall(byEvalsha, setup);
+      const fcall = functions ? await perCall(call({ ...target, functions: true }), setup) : '—';
+      console.log(`| ${name} | ${byEvalsha.keys.length} + ${byEvalsha.args.length} | ${evalsha} | ${fcall} |`);
     }
     console.log('\n| unit cost | Redis instructions each |');
     console.log('|---|---|');
@@ -129,6 +138,11 @@ async function main() {
       const perRun = (await counted(() => repeat(calls, () => client.sendCommand(['EVALSHA', sha, '0'])))) / calls;
       const each = times === 1 ? perRun : (perRun - evalOverhead) / times;
       console.log(`| ${name} | ${Math.round(each).toLocaleString('en-US')} |`);
+    }
+    if (functions) {
+      await client.sendCommand(['FUNCTION', 'LOAD', 'REPLACE', "#!lua name=bench_unit\nredis.register_function('bench_one', function() return 1 end)"]);
+      const fcall = (await counted(() => repeat(calls, () => client.sendCommand(['FCALL', 'bench_one', '0'])))) / calls;
+      console.log(`| FCALL of a function returning 1 | ${Math.round(fcall).toLocaleString('en-US')} |`);
     }
   } finally {
     await client.quit().catch(() => client.disconnect());

@@ -104,6 +104,7 @@ export class SemaphoreContext {
         identity: this.options.redis ?? this.client,
         slot: this.options.redis !== undefined && topologyOf(this.options.redis) === 'cluster' ? keySlot(this.keys.available) : null,
         withExpiration: this.options.expiration !== null,
+        withFunctions: this.options.functions,
       });
       if (check.clusterEnabled && this.keys.shortKeys !== null) {
         // A plain client on a Redis Cluster node: calls declare every key, which a slot migration needs.

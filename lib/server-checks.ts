@@ -60,6 +60,8 @@ export interface CheckedSemaphore {
   readonly slot: number | null;
   /** Whether the semaphore sets TTLs (`expiration`), which `volatile-*` policies may evict. */
   readonly withExpiration: boolean;
+  /** Whether to load the function library (the `functions` option). */
+  readonly withFunctions: boolean;
 }
 
 /**
@@ -85,7 +87,7 @@ export async function checkServer(client: Connection, semaphore: CheckedSemaphor
   warnAboutEviction(info, semaphore);
   // Not on Cluster, where every primary would need the library, loaded again after each reshard
   // or failover that brings in a node without it.
-  const canLoad = semaphore.slot === null && !info.clusterEnabled && info.version !== null && !isOlder(info.version, MINIMUM_FUNCTIONS_VERSION);
+  const canLoad = semaphore.withFunctions && semaphore.slot === null && !info.clusterEnabled && info.version !== null && !isOlder(info.version, MINIMUM_FUNCTIONS_VERSION);
   let functions = false;
   if (canLoad) {
     try {

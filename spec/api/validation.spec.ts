@@ -32,6 +32,7 @@ describe('bad input is rejected before anything touches Redis', () => {
     ['expiration: Infinity', { expiration: Infinity }, RangeError, /expiration/],
     ['expiration: -1', { expiration: -1 }, RangeError, /expiration/],
     ['useLocalTime: "yes"', { useLocalTime: 'yes' }, TypeError, /useLocalTime/],
+    ['functions: 1', { functions: 1 }, TypeError, /`functions` to be a boolean/],
     ['waitSlice: 5', { waitSlice: 5 }, RangeError, /waitSlice/],
     ['waitSlice: 5e9', { waitSlice: 5e9 }, RangeError, /waitSlice/],
     ['maxBlockingConnections: 0', { maxBlockingConnections: 0 }, RangeError, /maxBlockingConnections/],

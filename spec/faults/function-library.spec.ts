@@ -25,10 +25,10 @@ async function hasLibrary(admin: Client): Promise<boolean> {
 }
 
 /** A mutex held by `holder` while `waiter` blocks on it; then `between` runs, and the holder unlocks. Checks the waiter's grant and the census. */
-async function handOff(admin: Client, url: string, between: () => Promise<void>): Promise<void> {
+async function handOff(admin: Client, url: string, between: () => Promise<void>, functions = true): Promise<void> {
   const name = uniqueName('fn');
-  const holder = servers.semaphore(name, { url });
-  const waiter = servers.semaphore(name, { url });
+  const holder = servers.semaphore(name, { url, functions });
+  const waiter = servers.semaphore(name, { url, functions });
   expect(await holder.lock(0)).toBe('0');
   const base = await blockedClients(admin);
   const waited = waiter.lock(10_000);
@@ -92,6 +92,14 @@ describe('the function library on a server that loses it or refuses it', () => {
     else expect(fcall.rejected).toBeGreaterThan(0);
     expect(fcall.rejected).toBeLessThanOrEqual(4);
     expect((await commandStats(admin, 'evalsha')).calls + (await commandStats(admin, 'eval')).calls).toBeGreaterThanOrEqual(4);
+  });
+
+  test('`functions: false`: the library is not loaded, and every call goes by EVALSHA', async () => {
+    const { server, admin } = await servers.start([]);
+    await handOff(admin, server.url, async () => undefined, false);
+    expect(await hasLibrary(admin)).toBe(false);
+    expect(await commandStats(admin, 'fcall')).toEqual({ calls: 0, rejected: 0 });
+    expect((await commandStats(admin, 'evalsha')).calls).toBeGreaterThanOrEqual(6);
   });
 
   test('with the library, a cycle goes by FCALL alone', async () => {

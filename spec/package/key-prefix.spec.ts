@@ -59,11 +59,12 @@ afterAll(async () => {
  * connections of their own), signal and wait, refresh, a reclaim, expiration, delete.
  */
 async function exercise({ url, client, keyPrefix }: App, name: string): Promise<void> {
-  const options = { keyPrefix, resources: 2, staleClientTimeout: 60_000, waitSlice: 200 };
+  // `functions: false`, as OPERATIONS.md says for this ACL (no FUNCTION LOAD).
+  const options = { keyPrefix, resources: 2, staleClientTimeout: 60_000, waitSlice: 200, functions: false };
   // One semaphore on the app's own client, one on a client it made from the URL.
   const sem = new Semaphore(name, { ...options, redis: client });
   const other = new Semaphore(name, { ...options, url });
-  const mutex = new Mutex(`${name}:mutex`, { redis: client, keyPrefix, expiration: 60_000 });
+  const mutex = new Mutex(`${name}:mutex`, { redis: client, keyPrefix, expiration: 60_000, functions: false });
   try {
     expect(await sem.exists()).toBe(false);
     expect(await sem.lock()).toBe('0');
@@ -117,8 +118,8 @@ test('two applications with their own prefixes, each an ACL user confined to it:
 
   // app1 reaching for app2's semaphore, by the library, by the operators' tools, by raw commands:
   // every attempt is refused by Redis (NOPERM), and app2's state is untouched.
-  const intruder = new Semaphore(name, { redis: app1.client, keyPrefix: 'APP2:', resources: 2 });
-  const gemDefault = new Semaphore(name, { redis: app1.client, resources: 2 });
+  const intruder = new Semaphore(name, { redis: app1.client, keyPrefix: 'APP2:', resources: 2, functions: false });
+  const gemDefault = new Semaphore(name, { redis: app1.client, resources: 2, functions: false });
   try {
     await expect(intruder.lock(0)).rejects.toMatchObject({ name: 'SemaphoreRedisError', message: expect.stringMatching(/NOPERM/) });
     await expect(intruder.signal('0')).rejects.toThrow(/NOPERM/);
@@ -166,7 +167,7 @@ describe('the dashboard under a prefix', () => {
 
   test('lists, shows and releases only the semaphores under its prefix, as an ACL user confined to it', async () => {
     const app3 = await app('app3', 'APP3:');
-    const mine = new Semaphore(uniqueName('dash'), { redis: app3.client, keyPrefix: 'APP3:', resources: 2 });
+    const mine = new Semaphore(uniqueName('dash'), { redis: app3.client, keyPrefix: 'APP3:', resources: 2, functions: false });
     const gem = new Semaphore(uniqueName('dash'), { redis: admin, resources: 1 }); // SEMAPHORE:…, not app3's
     try {
       const token = (await mine.lock(0)) as string;

@@ -76,15 +76,23 @@ describe('the minimal ACL', () => {
       const rules = documentedAcl({ password: 's3cret' });
       await admin.sendCommand(['ACL', 'SETUSER', 'semaphore', 'reset', ...rules]);
       const url = server.url.replace('redis://', 'redis://semaphore:s3cret@');
-      // With the semaphore's own client, and with a client the caller made.
-      await exerciseTheWholeApi({ url }, admin);
+      // With the semaphore's own client, and with a client the caller made; `functions: false`, as
+      // OPERATIONS.md says for this ACL, which leaves out FUNCTION LOAD.
+      await exerciseTheWholeApi({ url, functions: false }, admin);
       const client = createClient({ url });
       client.on('error', () => undefined);
       await client.connect();
-      await exerciseTheWholeApi({ redis: client }, admin);
+      await exerciseTheWholeApi({ redis: client, functions: false }, admin);
       await client.quit();
       expect(await admin.sendCommand(['ACL', 'LOG'])).toEqual([]);
       expect(await admin.info('errorstats')).not.toMatch(/NOPERM/);
+      // With the default, the same user works too: its only refused command is one FUNCTION LOAD
+      // per client (at first use), after which it calls by EVALSHA.
+      await exerciseTheWholeApi({ url }, admin);
+      const log = (await admin.sendCommand(['ACL', 'LOG'])) as unknown[][];
+      expect(log.length).toBeGreaterThan(0);
+      expect(log.map((entry) => entry[entry.indexOf('object') + 1])).toEqual(log.map(() => 'function|load'));
+      expect(Number(/^cmdstat_fcall:calls=(\d+)/m.exec(await admin.info('commandstats'))?.[1] ?? 0)).toBe(0);
       // And the ACL really restricts: other keys and other commands are refused.
       const probe = createClient({ url });
       probe.on('error', () => undefined);
@@ -114,9 +122,16 @@ describe('the minimal ACL', () => {
     const fromScripts = [...lua.matchAll(/redis\.call\('([A-Z]+)'/g)].map((match) => match[1] ?? '');
     // Commands sent directly: sendCommand(['X', …]), command('…', ['X', …]), runScript (EVALSHA, EVAL).
     const direct = [...ts.matchAll(/\[\s*'([A-Z]+)'(?:,\s*'([A-Z]+)')?/g)].map((match) =>
-      match[1] === 'SCRIPT' || match[1] === 'CLIENT' ? `${match[1]}|${match[2]}` : (match[1] ?? ''),
+      ['SCRIPT', 'CLIENT', 'FUNCTION'].includes(match[1] ?? '') ? `${match[1]}|${match[2]}` : (match[1] ?? ''),
     );
     const used = new Set([...fromScripts, ...direct, 'EVAL']);
+    // The function library's commands (the `functions` option) are the documented optional grant.
+    const optional = /^ACL SETUSER \w+ .*<the commands above> (.+)$/m.exec(readFileSync(join(ROOT, 'docs', 'OPERATIONS.md'), 'utf8'))?.[1];
+    expect(optional?.split(' ').map((rule) => rule.slice(1).toUpperCase()).sort()).toEqual(['FCALL', 'FUNCTION|LOAD']);
+    for (const command of ['FCALL', 'FUNCTION|LOAD']) {
+      expect(used.has(command)).toBe(true);
+      used.delete(command);
+    }
     expect([...granted].sort()).toEqual([...used].filter((command) => /^[A-Z|]+$/.test(command)).sort());
   });
 });
