@@ -72,8 +72,8 @@ function hoist(code: string): HoistedInclude {
       continue;
     }
     const local = /^local ([\w, ]+?)(?:\s*=\s*([\s\S]*))?$/.exec(statement);
-    if (local && /^-?\d+(?:\.\d+)?(?:e\d+)?$/.test(local[2]?.trim() ?? '')) {
-      hoisted.declarations.push(statement); // a constant: set once
+    if (local && /^[A-Z][A-Z0-9_]*$/.test(local[1]!) && /^-?\d+(?:\.\d+)?(?:e\d+)?$/.test(local[2]?.trim() ?? '')) {
+      hoisted.declarations.push(statement); // a constant (one capitalised name, a number): set once
     } else if (local) {
       hoisted.declarations.push(`local ${local[1]}`);
       hoisted.perCall.push(`${local[1]} = ${local[2] ?? 'nil'}`);
@@ -102,10 +102,16 @@ export function buildFunctionLibrary(): FunctionLibrary {
   const defined = new Set(hoisted.keys());
   // Each call sets afresh what the includes it uses keep per call: those it starts with, and those
   // its own code includes further down that the library defines already.
-  const bodies = scripts.map(({ name, includes, rest }) => {
-    const nested = [...rest.matchAll(/^--- @include (\w+)[ \t]*$/gm)].map((match) => match[1]!).filter((include) => defined.has(include));
-    return { name, order: [...new Set([...includes, ...nested].flatMap(hoistWithDependencies))], rest };
-  });
+  /** The includes `code` names further down, with those they name in turn, that the library defines. */
+  const definedWithin = (code: string): string[] =>
+    [...code.matchAll(/^--- @include (\w+)[ \t]*$/gm)].flatMap(([, include]) =>
+      defined.has(include!) ? [include!] : definedWithin(readInclude(include!)),
+    );
+  const bodies = scripts.map(({ name, includes, rest }) => ({
+    name,
+    order: [...new Set([...includes, ...definedWithin(rest)].flatMap(hoistWithDependencies))],
+    rest,
+  }));
   const parts = [...hoisted.values()];
   const functions = new Map(bodies.map(({ name }) => [name, `${NAME}_${name}`]));
   const source = [
@@ -135,8 +141,8 @@ export function buildFunctionLibrary(): FunctionLibrary {
 export const functionLibrary = buildFunctionLibrary();
 
 /** Whether `error` says the server does not have the function called (a restart that lost it, `FUNCTION FLUSH`). */
-export function isFunctionMissing(error: unknown): boolean {
-  return replyErrorCode(error) === 'ERR' && /function not found/i.test(String((error as { message?: unknown }).message));
+function isFunctionMissing(error: unknown): boolean {
+  return replyErrorCode(error) === 'ERR' && /function not found/i.test(messageOf(error));
 }
 
 /**
@@ -150,30 +156,63 @@ export async function loadFunctionLibrary(client: Connection): Promise<boolean> 
     return true;
   } catch (error) {
     if (isConnectionError(error) || isMisattributedReply(error)) throw error;
-    return /already exists/i.test(String((error as { message?: unknown }).message));
+    return /already exists/i.test(messageOf(error));
   }
 }
 
 const reloading = new WeakSet<object>();
-/** Connections whose FCALLs an ACL refused: their calls go by EVALSHA from then on. */
-const fcallRefused = new WeakSet<object>();
+/**
+ * Connections that call by EVALSHA from now on, whatever the first use found: an ACL refused their
+ * FCALL, the server no longer knows FCALL, or it refused to load the library again.
+ */
+const evalshaOnly = new WeakSet<object>();
 
-/** Whether `error` is an ACL's refusal of FCALL itself (not of a key); `client` then stops using it. */
-export function noteFcallRefused(client: Connection, error: unknown): boolean {
-  if (replyErrorCode(error) !== 'NOPERM' || !/'fcall'/i.test(String((error as { message?: unknown }).message))) return false;
-  fcallRefused.add(client);
-  return true;
-}
-
-/** Whether `client` may call functions (an ACL did not refuse its FCALLs). */
+/** Whether `client` calls the library's functions (see `evalshaOnly`). */
 export function mayFcall(client: Connection): boolean {
-  return !fcallRefused.has(client);
+  return !evalshaOnly.has(client);
 }
 
-/** Loads the library again after a call found it missing; one load at a time per client, failures ignored (calls fall back to EVAL meanwhile). */
-export function reloadFunctionLibrary(client: Connection): void {
+const messageOf = (error: unknown) => String((error as { message?: unknown } | null)?.message ?? '');
+
+/**
+ * Whether Redis refused an FCALL on `client` with `error` before running any of it, where the same
+ * script by EVAL would run: the library is missing (a restart that lost it, FUNCTION FLUSH: it is
+ * loaded again); the server is out of memory, cannot persist (MISCONF) or lacks the replicas
+ * `min-replicas-to-write` asks for (NOREPLICAS), which refuse a function that may write as a whole
+ * and a script only at its first write (so a call that writes nothing, such as an unlock of a grant
+ * already lost, or under OOM one whose first write frees memory, still answers); an ACL refuses
+ * FCALL itself; or the server does not know FCALL (renamed, or an older Redis behind the same
+ * address). The last two, and a library that cannot be loaded again, make `client` call by EVALSHA
+ * from then on.
+ */
+export function refusedBeforeRunning(client: Connection, error: unknown): boolean {
+  const code = replyErrorCode(error);
+  if (code === 'OOM' || code === 'MISCONF' || code === 'NOREPLICAS') return true;
+  if (isFunctionMissing(error)) {
+    reload(client);
+    return true;
+  }
+  const aboutFcall = /'fcall'/i.test(messageOf(error));
+  if ((code === 'NOPERM' && aboutFcall) || (code === 'ERR' && aboutFcall && /unknown command/i.test(messageOf(error)))) {
+    evalshaOnly.add(client);
+    return true;
+  }
+  return false;
+}
+
+/**
+ * Loads the library again after a call found it missing, one load at a time per client; calls go
+ * by EVAL meanwhile. A refused load (an ACL without FUNCTION LOAD now, OOM) makes `client` call by
+ * EVALSHA from then on, so that each call does not pay a refused FCALL and a refused load.
+ */
+function reload(client: Connection): void {
   if (reloading.has(client)) return;
   reloading.add(client);
-  const done = () => void reloading.delete(client);
-  loadFunctionLibrary(client).then(done, done);
+  loadFunctionLibrary(client).then(
+    (loaded) => {
+      reloading.delete(client);
+      if (!loaded) evalshaOnly.add(client);
+    },
+    () => void reloading.delete(client),
+  );
 }

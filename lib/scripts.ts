@@ -4,7 +4,7 @@ import { describe } from './describe';
 import { localTimeArgument, toExpireArgument, toSeconds } from './durations';
 import type { SemaphoreKeys } from './keys';
 import { MisattributedReplyError, replyErrorCode } from './client/errors';
-import { functionLibrary, isFunctionMissing, mayFcall, noteFcallRefused, reloadFunctionLibrary } from './functions';
+import { functionLibrary, mayFcall, refusedBeforeRunning } from './functions';
 import { loadScript, type Script } from './lua-source';
 
 export { withoutUnusedFunctions, type Script } from './lua-source';
@@ -62,22 +62,9 @@ export function needsText(client: Connection, call: ScriptCall<unknown>, error: 
   return replyErrorCode(error) === 'NOSCRIPT' || refusedFunction(client, call, error);
 }
 
-/**
- * Whether `call` went by FCALL and Redis refused it before running it, where EVAL runs: the server
- * lacks the library (a restart that lost it, FUNCTION FLUSH: it is loaded again meanwhile); or it is
- * out of memory or cannot persist, which refuses a function that may write as a whole but a script
- * (EVAL) only at its first write that may grow memory, so an unlock, a lock that takes a free token,
- * or a claim that ends its registration still works then; or an ACL allows EVAL and not FCALL (that
- * connection then calls by EVALSHA).
- */
+/** Whether `call` went by FCALL and Redis refused it before running any of it, where EVAL runs (see `refusedBeforeRunning`). */
 function refusedFunction(client: Connection, call: ScriptCall<unknown>, error: unknown): boolean {
-  if (call.fn === undefined) return false;
-  if (isFunctionMissing(error)) {
-    reloadFunctionLibrary(client);
-    return true;
-  }
-  const code = replyErrorCode(error);
-  return code === 'OOM' || code === 'MISCONF' || noteFcallRefused(client, error);
+  return call.fn !== undefined && refusedBeforeRunning(client, error);
 }
 
 /** Runs a script by SHA1, falling back to EVAL (which also caches it) when Redis answers NOSCRIPT. */

@@ -65,13 +65,65 @@ describe('the function library on a server that loses it or refuses it', () => {
     expect(await waited).toBe('0');
     expect((await commandStats(admin, 'eval')).calls).toBe(1); // the claim, again as EVAL
     await until(() => hasLibrary(admin), 5000, 'the library to be loaded again');
+    // (Redis counts a refused FCALL among its calls: hence counts from here on.)
+    const fcalls = (await commandStats(admin, 'fcall')).calls;
     expect(await waiter.refresh('0')).toBe(true);
     expect(await waiter.unlock()).toBe(1);
+    expect((await commandStats(admin, 'fcall')).calls).toBe(fcalls + 2); // by FCALL again
+    expect((await commandStats(admin, 'eval')).calls).toBe(1);
     expect(await holder.unlock()).toBe(false); // its grant was ended by the operator
     await holder.close();
     await waiter.close();
     expect(censusProblems(await takeCensus(admin, name), 1, { idle: true })).toEqual([]);
-    expect((await commandStats(admin, 'fcall')).calls).toBeGreaterThanOrEqual(3); // the first lock, then the refresh and unlock
+  });
+
+  test('a library that cannot be loaded again (FUNCTION LOAD taken from the ACL, then FUNCTION FLUSH): calls go by EVALSHA, not by a refused FCALL each', async () => {
+    const { server, admin } = await servers.start([]);
+    await admin.sendCommand(['ACL', 'SETUSER', 'app', 'on', '>pw', '~*', '&*', '+@all']);
+    const url = server.url.replace('redis://', 'redis://app:pw@');
+    const sem = servers.semaphore(uniqueName('fn'), { url });
+    expect(await sem.lock(0)).toBe('0'); // loads the library
+    expect(await sem.unlock()).toBe(1);
+    await admin.sendCommand(['ACL', 'SETUSER', 'app', '-function|load']);
+    await admin.sendCommand(['FUNCTION', 'FLUSH']);
+    const before = await commandStats(admin, 'fcall');
+    for (let i = 0; i < 20; i++) {
+      expect(await sem.lock(0)).toBe('0');
+      expect(await sem.unlock()).toBe(1);
+    }
+    // The first FCALL found the library gone (EVAL, and a refused load); the rest went by EVALSHA.
+    expect((await commandStats(admin, 'fcall')).calls - before.calls).toBeLessThanOrEqual(2);
+    expect((await commandStats(admin, 'evalsha')).calls).toBeGreaterThanOrEqual(38);
+  });
+
+  test('a server that does not know FCALL (renamed away): calls go by EVAL once, then EVALSHA', async () => {
+    const { server, admin } = await servers.start(['--rename-command', 'FCALL', '']);
+    const sem = servers.semaphore(uniqueName('fn'), { url: server.url });
+    for (let i = 0; i < 5; i++) {
+      expect(await sem.lock(0)).toBe('0');
+      expect(await sem.unlock()).toBe(1);
+    }
+    // One FCALL refused as unknown (then that tryLock as EVAL), and the first release NOSCRIPT on a
+    // fresh server (then EVAL); an FCALL tried again on every call would make an EVAL of each.
+    expect((await commandStats(admin, 'eval')).calls).toBe(2);
+    expect((await commandStats(admin, 'evalsha')).calls).toBe(9); // the other 8 calls, and the first release's (refused with NOSCRIPT)
+  });
+
+  test('min-replicas-to-write without replicas (NOREPLICAS): an unlock or refresh of a grant already lost still answers, and the holder is told "reclaimed"', async () => {
+    const { server, admin } = await servers.start([]);
+    const name = uniqueName('fn');
+    const losses: string[] = [];
+    const sem = servers.semaphore(name, { url: server.url, autoRefresh: false, onLockLost: (_token, reason) => void losses.push(reason) });
+    expect(await sem.lock(0)).toBe('0');
+    expect(await sem.lock(0)).toBeNull(); // both tries by FCALL: the library is in use
+    expect((await commandStats(admin, 'fcall')).calls).toBe(2);
+    await admin.sendCommand(['HDEL', `SEMAPHORE:${name}:GRABBED`, '0']); // an operator forgot the holder
+    await admin.sendCommand(['LPUSH', `SEMAPHORE:${name}:AVAILABLE`, '0']);
+    await admin.sendCommand(['CONFIG', 'SET', 'min-replicas-to-write', '1']);
+    expect(await sem.refresh('0')).toBe(false); // refused as FCALL, answered as EVAL
+    expect(losses).toEqual(['reclaimed']);
+    expect(await sem.unlock('0')).toBe(false);
+    await admin.sendCommand(['CONFIG', 'SET', 'min-replicas-to-write', '0']);
   });
 
   test.each([

@@ -104,6 +104,30 @@ describe('the function library (lib/functions.ts)', () => {
     expect(storedCommand(release(target(name, { functions: true }), '0', 'g1', true))[0]).toBe('FCALL');
   });
 
+  test('every call stamps with its own TIME, not the one a call before it read', async () => {
+    const name = uniqueName('fn');
+    const t = target(name, { functions: true });
+    const stampOf = async (token: string) => Number((await redis.hGet(t.keys.grabbed, token))!.split(' ')[0]);
+    const serverSeconds = async () => {
+      const [seconds, micros] = (await redis.sendCommand(['TIME'])) as [string, string];
+      return Number(seconds) + Number(micros) / 1e6;
+    };
+    /** Sleeps past a second (TIME's seconds move on), then `step`; the stamp of `token` is at least TIME before the step. */
+    const stampsNow = async (token: string, step: () => Promise<unknown>) => {
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const before = await serverSeconds();
+      await step();
+      expect(await stampOf(token)).toBeGreaterThanOrEqual(before);
+    };
+    expect((await callScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
+    await stampsNow('0', () => callScript(client, refresh(t, '0', 'g1')));
+    await stampsNow('1', () => callScript(client, tryLock(t, 'g2', 10_000)));
+    expect((await callScript(client, tryLock(t, 'g3', 10_000))).token).toBeNull(); // registers g3
+    expect((await callScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
+    await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g3'), 'LEFT', 'RIGHT']);
+    await stampsNow('0', () => callScript(client, claim(t, 'g3', { grantId: 'g3', nextLifetimeMs: 10_000, keep: false })));
+  });
+
   test.each([
     ['a single Redis', {}],
     ['every key declared (Cluster)', { cluster: true }],
