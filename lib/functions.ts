@@ -100,13 +100,13 @@ export function buildFunctionLibrary(): FunctionLibrary {
   const scripts = FUNCTION_SCRIPTS.map((file) => ({ name: scriptNameOf(file), ...leadingIncludes(readScriptFile(file)) }));
   for (const { includes } of scripts) includes.forEach(hoistWithDependencies);
   const defined = new Set(hoisted.keys());
-  // Each call sets afresh what the includes it uses keep per call: those it starts with, and those
-  // its own code includes further down that the library defines already.
   /** The includes `code` names further down, with those they name in turn, that the library defines. */
   const definedWithin = (code: string): string[] =>
     [...code.matchAll(/^--- @include (\w+)[ \t]*$/gm)].flatMap(([, include]) =>
       defined.has(include!) ? [include!] : definedWithin(readInclude(include!)),
     );
+  // Each call sets afresh what the includes it uses keep per call: those it starts with, and those
+  // its own code includes further down that the library defines already.
   const bodies = scripts.map(({ name, includes, rest }) => ({
     name,
     order: [...new Set([...includes, ...definedWithin(rest)].flatMap(hoistWithDependencies))],

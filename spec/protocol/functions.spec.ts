@@ -2,6 +2,7 @@ import { buildFunctionLibrary, functionLibrary, loadFunctionLibrary } from '../.
 import { semaphoreKeys } from '../../lib/keys';
 import { callScript, claim, refresh, release, storedCommand, tryLock, type ScriptTarget } from '../../lib/scripts';
 import { useFixture } from '../support/fixture';
+import { replyField } from '../support/script-calls';
 import { uniqueName, type Client } from '../support/redis';
 
 /** The hot-path scripts as a Redis function library: built from the same files, answering as the scripts do. */
@@ -92,9 +93,9 @@ describe('the function library (lib/functions.ts)', () => {
     await redis.sendCommand(['FUNCTION', 'DELETE', functionLibrary.name]);
     expect(await loadFunctionLibrary(client)).toBe(true);
     expect(await loadFunctionLibrary(client)).toBe(true);
-    const [library] = (await redis.sendCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', functionLibrary.name])) as unknown[][];
-    const functions = library![library!.indexOf('functions') + 1] as unknown[][];
-    expect(functions.map((fn) => fn[fn.indexOf('name') + 1]).sort()).toEqual([...functionLibrary.functions.values()].sort());
+    const [library] = (await redis.sendCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', functionLibrary.name])) as unknown[];
+    const functions = replyField(library, 'functions') as unknown[];
+    expect(functions.map((fn) => replyField(fn, 'name')).sort()).toEqual([...functionLibrary.functions.values()].sort());
   });
 
   test('a call goes by FCALL only when the target says the server has the library, and only for its scripts', () => {

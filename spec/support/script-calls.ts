@@ -16,3 +16,13 @@ export function callsScript(script: Script): (args: string[]) => boolean {
     return (command === 'EVALSHA' || command === 'FCALL') && names.includes(args[1] ?? '');
   };
 }
+
+/**
+ * Field `name` of a reply that is a map: a flat [key, value, …] array (RESP2), or an object or a
+ * Map (RESP3, node-redis v6). For FUNCTION LIST's and ACL LOG's entries.
+ */
+export function replyField(entry: unknown, name: string): unknown {
+  if (Array.isArray(entry)) return entry[entry.indexOf(name) + 1];
+  if (entry instanceof Map) return entry.get(name);
+  return (entry as Record<string, unknown>)[name];
+}
