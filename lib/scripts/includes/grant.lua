@@ -28,15 +28,20 @@ end
 
 -- LEASES indexes the grants of this library by when their lease ends (the stamp plus the lease, in
 -- whole microseconds on the stamp's clock; +inf for no lease), so reclaim finds the due ones without
--- reading every holder. Ruby holders are not in it (see reclaim.lua). An unlock that leaves its token
--- the only free one leaves the token's entry, which its next grant overwrites (a ZADD either way), so
--- the index may also name such a token, or one a Ruby client took since: reclaim drops those once
--- they fall due.
+-- reading every holder. A grant is indexed at once only where that matters: when GRABBED then holds
+-- more than SMALL_HOLDERS entries, or when it has no lease (it would outlive any scan); any other is
+-- indexed by its first refresh (refresh-9.lua), and until then reclaim finds it by reading GRABBED,
+-- which it does whole while GRABBED is that small (see reclaim.lua). Indexing costs a grant about
+-- 17k Redis instructions (the ZADD and its score), the HLEN that decides it about 2k. Ruby holders are
+-- not in it (see reclaim.lua). An unlock that leaves its token the only free one leaves the token's
+-- entry, which the token's next indexed grant overwrites and reclaim otherwise re-indexes or drops
+-- when it falls due, so the index may also name a free token, or one a Ruby client took since.
 -- (An integer score, sent as digits, is the cheapest Redis can take: a fractional one, or a Lua
 -- number, costs it a printf to store and one to receive, about 8k instructions per grant.) A lease
 -- past MAX_INDEXED_LEASE_MS (the library's are at most 2^31 - 1 ms; a longer one was written by
 -- someone else) is indexed at +inf, as '%d' of a larger score would overflow into a due one.
 local MAX_INDEXED_LEASE_MS = 1e12
+local SMALL_HOLDERS = 16
 local function index_lease(token, stamp, lease)
   local ms = tonumber(lease)
   local score = '+inf'
@@ -54,6 +59,8 @@ local function record_grant(token, grant, stamp, lease_ms, label)
   end
   local fence = next_fence()
   redis.call('HSET', K_GRABBED, token, stamp .. ' ' .. grant .. ' ' .. string.format('%d', fence) .. ' ' .. lease_ms .. ' ' .. stamp .. ' ' .. (label or ''))
-  index_lease(token, stamp, lease_ms)
+  if lease_ms == '0' or redis.call('HLEN', K_GRABBED) > SMALL_HOLDERS then
+    index_lease(token, stamp, lease_ms)
+  end
   return fence
 end

@@ -1,16 +1,20 @@
 -- Returns to AVAILABLE held tokens whose holder's lease is over, and forgets their holders, so a
 -- holder's later unlock or refresh finds nothing and pushes nothing. A grant of this library carries
--- its own lease (GRABBED, see grant.lua; 0 never goes stale), whoever reclaims: they are found
--- through the LEASES index, at most 100 a call (later calls take the rest; due entries of tokens that
--- no grant of this library holds are dropped on the way and do not count, up to 500). A Ruby
--- holder's plain stamp (or an unreadable entry) is judged by RUBY_STALE_S, the caller's stale timeout in seconds
--- (nil: left alone, as the gem does without stale_client_timeout); those are not indexed, so they
--- are looked for (reading all of GRABBED) by RUBY_SCAN: 'always' (releaseStale: the watchdog and
--- operators, off the hot path), 'unindexed' (only when GRABBED holds more entries than the index, so
--- where no Ruby holder is, reclaim never reads every holder; an index entry the gem's reclaim left
--- behind, or one an unlock left (release-9.lua), can hide a Ruby holder from this until that entry
--- falls due), or 'never'. An entry whose token nobody holds (an unlock that left its token the only
--- free one leaves it for the token's next grant to overwrite) is dropped when it falls due.
+-- its own lease (GRABBED, see grant.lua; 0 never goes stale), whoever reclaims: indexed ones are found
+-- through LEASES, at most 100 a call (later calls take the rest; due entries of tokens that no grant
+-- of this library holds are dropped on the way and do not count, up to 500). A Ruby holder's plain
+-- stamp (or an unreadable entry) is judged by RUBY_STALE_S, the caller's stale timeout in seconds
+-- (nil: left alone, as the gem does without stale_client_timeout).
+-- Then GRABBED itself is read, for what the index does not name: Ruby holders, and this library's
+-- grants not yet indexed (grant.lua indexes a grant at once only while more than SMALL_HOLDERS
+-- tokens are held; others at their first refresh). While GRABBED holds at most SMALL_HOLDERS
+-- entries it is read whole, every call (cheaper than the index a grant saved). Past that, RUBY_SCAN
+-- says when: 'always' (releaseStale: the watchdog and operators, off the hot path), 'unindexed' (only
+-- when GRABBED holds more entries than the index, so where every holder is indexed reclaim never
+-- reads them all; an index entry the gem's reclaim left behind, or one an unlock left (release-9.lua),
+-- can hide an unindexed holder from this until that entry falls due), or 'never' (the sampled reclaim
+-- of a grant, which then judges no Ruby holder either). An entry whose token nobody holds (an unlock
+-- that left its token the only free one leaves it for the token's next grant) is dropped when due.
 -- Returns how many tokens it returned.
 local function reclaim_stale(now, ruby_stale_s, ruby_scan)
   -- (Nested: only a reclaim defines it, not every run of every script.)
@@ -47,7 +51,8 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
         reclaimed = reclaimed + 1
         held = true
       elseif stamp then
-        -- Live after all (stamped on another clock, with useLocalTime): index it as its record says.
+        -- Live after all (stamped on another clock, with useLocalTime, or a later grant of the token
+        -- than the one that wrote the entry): index it as its record says.
         index_lease(token, stamp, lease)
         held = true
       else
@@ -60,19 +65,20 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
       break
     end
   end
-  if ruby_stale_s == nil or ruby_scan == 'never' then
-    return reclaimed
+  local holders = redis.call('HLEN', K_GRABBED)
+  if holders > SMALL_HOLDERS then
+    if ruby_scan == 'never' or (ruby_scan == 'unindexed' and holders <= redis.call('ZCARD', K_LEASES)) then
+      return reclaimed
+    end
+  elseif ruby_scan == 'never' then
+    ruby_stale_s = nil
   end
-  if ruby_scan == 'always' or redis.call('HLEN', K_GRABBED) > redis.call('ZCARD', K_LEASES) then
-    local grabbed = redis.call('HGETALL', K_GRABBED)
-    for i = 1, #grabbed, 2 do
-      if not parse_grant(grabbed[i + 1]) then
-        if reclaim_if_stale(grabbed[i], grabbed[i + 1], now, ruby_stale_s) == 1 then
-          reclaimed = reclaimed + 1
-        else
-          redis.call('ZREM', K_LEASES, grabbed[i]) -- a Ruby holder has no index entry
-        end
-      end
+  local grabbed = redis.call('HGETALL', K_GRABBED)
+  for i = 1, #grabbed, 2 do
+    if reclaim_if_stale(grabbed[i], grabbed[i + 1], now, ruby_stale_s) == 1 then
+      reclaimed = reclaimed + 1
+    elseif ruby_stale_s ~= nil and not parse_grant(grabbed[i + 1]) then
+      redis.call('ZREM', K_LEASES, grabbed[i]) -- a Ruby holder has no index entry
     end
   end
   return reclaimed
