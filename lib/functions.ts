@@ -74,6 +74,9 @@ function hoist(code: string): HoistedInclude {
     const local = /^local ([\w, ]+?)(?:\s*=\s*([\s\S]*))?$/.exec(statement);
     if (local && /^[A-Z][A-Z0-9_]*$/.test(local[1]!) && /^-?\d+(?:\.\d+)?(?:e\d+)?$/.test(local[2]?.trim() ?? '')) {
       hoisted.declarations.push(statement); // a constant (one capitalised name, a number): set once
+    } else if (local && /^LIBRARY_[A-Z0-9_]+$/.test(local[1]!) && local[2] === undefined) {
+      // The library's own state, kept across calls (a script run by EVALSHA has it nil).
+      hoisted.declarations.push(`local ${local[1]} = {}`);
     } else if (local) {
       hoisted.declarations.push(`local ${local[1]}`);
       hoisted.perCall.push(`${local[1]} = ${local[2] ?? 'nil'}`);

@@ -87,6 +87,9 @@ describe('the function library (lib/functions.ts)', () => {
     // The keys' and the clock's state is set afresh by every call, not kept from the last one.
     const tryLockBody = functionLibrary.source.split(`register_function('${functionLibrary.functions.get('tryLock')}'`)[1]!;
     expect(tryLockBody).toMatch(/^[\s\S]*?K_PREFIX = nil[\s\S]*?redis_time = nil[\s\S]*?known_to_exist = false/);
+    // Only the names made from a prefix are kept from call to call: one table, made when the library loads.
+    expect(functionLibrary.source.match(/^local LIBRARY_NAMES = \{\}$/gm)).toHaveLength(1);
+    expect(functionLibrary.source).not.toMatch(/^LIBRARY_NAMES =/m);
   });
 
   test('loads once per server: another load (another process of this version) finds it there', async () => {
@@ -136,13 +139,16 @@ describe('the function library (lib/functions.ts)', () => {
     ['expiration', { expiration: 60_000 }],
   ])('a cycle by FCALL answers and leaves what the same cycle by EVALSHA does: %s', async (_, settings) => {
     const name = `{${uniqueName('fn')}}`; // a hash tag: the same key names with every key declared
-    // Calls for another semaphore, in the other key form, between every two steps: a call must not
-    // inherit the keys or the clock of the one before.
-    const other = `{${uniqueName('fn-other')}}`;
+    // Calls for other semaphores, in the other key form and in the same, between every two steps: a
+    // call must not inherit the keys or the clock of the one before, nor the names the library keeps
+    // for the last prefix it saw (LIBRARY_NAMES).
+    const others = [`{${uniqueName('fn-other')}}`, `{${uniqueName('fn-same')}}`];
     const noise = (functions: boolean) => async () => {
-      const t = target(other, { functions, cluster: !('cluster' in settings) });
-      const { token } = await callScript(client, tryLock(t, 'n', null));
-      if (token !== null) await callScript(client, release(t, token, 'n', true));
+      for (const [i, other] of others.entries()) {
+        const t = target(other, { functions, cluster: (i === 0) !== 'cluster' in settings });
+        const { token } = await callScript(client, tryLock(t, 'n', null));
+        if (token !== null) await callScript(client, release(t, token, 'n', true));
+      }
     };
     const byEvalsha = await cycle(target(name, settings), noise(false));
     const evalshaState = await dump(name);

@@ -9,8 +9,22 @@
 -- This include names the keys a holder's scripts (release, refresh) touch; keys.lua the rest.
 local K_AVAILABLE, K_GRABBED, K_LEASES, K_EXISTS, K_VERSION, K_WAITING, K_FENCE, K_CREATING, K_OWNERS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+-- The names made from a prefix are kept for the next call by the function library, which makes
+-- LIBRARY_NAMES a table that lives as long as the library (lib/functions.ts): [1] the AVAILABLE they
+-- were made from, [2] its prefix, [3] GRABBED, [4] LEASES, [5..9] keys.lua's. A script run by
+-- EVALSHA has none and makes its names on every call. (Making them costs a call about 3.6k Redis
+-- instructions: `npm run bench:scripts`.)
+local LIBRARY_NAMES
 local K_PREFIX
 if not K_GRABBED then
-  K_PREFIX = string.sub(K_AVAILABLE, 1, -10) -- less 'AVAILABLE'
-  K_GRABBED, K_LEASES = K_PREFIX .. 'GRABBED', K_PREFIX .. 'LEASES'
+  local named = LIBRARY_NAMES
+  if named and named[1] == K_AVAILABLE then
+    K_PREFIX, K_GRABBED, K_LEASES = named[2], named[3], named[4]
+  else
+    K_PREFIX = string.sub(K_AVAILABLE, 1, -10) -- less 'AVAILABLE'
+    K_GRABBED, K_LEASES = K_PREFIX .. 'GRABBED', K_PREFIX .. 'LEASES'
+    if named then
+      named[1], named[2], named[3], named[4], named[5] = K_AVAILABLE, K_PREFIX, K_GRABBED, K_LEASES, nil
+    end
+  end
 end
