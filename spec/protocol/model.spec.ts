@@ -53,6 +53,13 @@ class Model {
     list.splice(list.lastIndexOf(grant), 1);
   }
 
+  /** A reclaim's read of GRABBED past 16 holders (always, or with more holders than entries) indexes every live grant. */
+  heal(always = false): void {
+    const holders = CROWD + this.held.size;
+    if (holders <= SMALL_HOLDERS || (!always && holders <= CROWD + this.indexed.size)) return;
+    for (const token of this.held.keys()) this.indexed.add(token);
+  }
+
   invalidate(token: string): void {
     const grant = this.held.get(token);
     if (grant) grant.valid = false;
@@ -83,6 +90,9 @@ class Lock implements Command {
     const token = await real.sems[this.client]!.lock(this.timeout);
     const expected = model.available[0] ?? null;
     expect(token).toBe(expected); // a free token is taken from the head; none free: null once the timeout passes
+    // A miss reclaims: past 16 holders, with more holders than entries, it reads GRABBED and indexes
+    // the live grants without an entry (includes/reclaim.lua).
+    if (expected === null) model.heal();
     if (expected !== null) {
       model.available.shift();
       // A token name signalled twice has two copies; holder records are keyed by token, so the
@@ -91,8 +101,9 @@ class Lock implements Command {
       const grant = { token: expected, valid: true };
       model.held.set(expected, grant);
       model.grants[this.client]!.push(grant);
-      // Indexed at once past 16 holders; else an entry an unlock left for the token stays as it was.
+      // Indexed at once past 16 holders; else not at all (an entry the token kept goes).
       if (CROWD + model.held.size > SMALL_HOLDERS) model.indexed.add(expected);
+      else model.indexed.delete(expected);
     }
   }
   toString = () => `c${this.client}.lock(${this.timeout})`;
@@ -177,6 +188,7 @@ class Reclaim implements Command {
     expect(await real.sems[this.client]!.releaseStaleLocks()).toBe(1);
     model.invalidate(token);
     model.indexed.delete(token);
+    model.heal(true);
     model.available.unshift(token);
   }
   toString = () => `c${this.client}.releaseStaleLocks(#${this.pick})`;

@@ -30,12 +30,13 @@ end
 -- whole microseconds on the stamp's clock; +inf for no lease), so reclaim finds the due ones without
 -- reading every holder. A grant is indexed at once only where that matters: when GRABBED then holds
 -- more than SMALL_HOLDERS entries, or when it has no lease (it would outlive any scan); any other is
--- indexed by its first refresh (refresh-9.lua), and until then reclaim finds it by reading GRABBED,
--- which it does whole while GRABBED is that small (see reclaim.lua). Indexing costs a grant about
--- 17k Redis instructions (the ZADD and its score), the HLEN that decides it about 2k. Ruby holders are
--- not in it (see reclaim.lua). An unlock that leaves its token the only free one leaves the token's
--- entry, which the token's next indexed grant overwrites and reclaim otherwise re-indexes or drops
--- when it falls due, so the index may also name a free token, or one a Ruby client took since.
+-- indexed by its first refresh (refresh-9.lua), and until then has no entry (any the token kept
+-- goes), and reclaim finds it by reading GRABBED: whole while GRABBED is that small, and past that
+-- when GRABBED holds more entries than the index, which that read then indexes (see reclaim.lua).
+-- Indexing costs a grant about 17k Redis instructions (the ZADD and its score); the HLEN that decides
+-- it and the ZREM instead about 3k each. Ruby holders are not in it (see reclaim.lua). An unlock that
+-- leaves its token the only free one leaves the token's entry for its next grant to overwrite or
+-- remove, so the index may also name a free token, or one a Ruby client took since.
 -- (An integer score, sent as digits, is the cheapest Redis can take: a fractional one, or a Lua
 -- number, costs it a printf to store and one to receive, about 8k instructions per grant.) A lease
 -- past MAX_INDEXED_LEASE_MS (the library's are at most 2^31 - 1 ms; a longer one was written by
@@ -61,6 +62,11 @@ local function record_grant(token, grant, stamp, lease_ms, label)
   redis.call('HSET', K_GRABBED, token, stamp .. ' ' .. grant .. ' ' .. string.format('%d', fence) .. ' ' .. lease_ms .. ' ' .. stamp .. ' ' .. (label or ''))
   if lease_ms == '0' or redis.call('HLEN', K_GRABBED) > SMALL_HOLDERS then
     index_lease(token, stamp, lease_ms)
+  else
+    -- Not indexed means no entry: one the token kept (an unlock leaves the entry of a token it
+    -- leaves as the only free one; the gem's reclaim leaves any, +inf too) would stand for this
+    -- grant with another's lease end, later than its own, and hide it from reclaim's count.
+    redis.call('ZREM', K_LEASES, token)
   end
   return fence
 end

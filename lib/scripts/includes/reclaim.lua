@@ -7,31 +7,33 @@
 -- (nil: left alone, as the gem does without stale_client_timeout).
 -- Then GRABBED itself is read, for what the index does not name: Ruby holders, and this library's
 -- grants not yet indexed (grant.lua indexes a grant at once only while more than SMALL_HOLDERS
--- tokens are held; others at their first refresh). While GRABBED holds at most SMALL_HOLDERS
--- entries it is read whole, every call (cheaper than the index a grant saved). Past that, RUBY_SCAN
--- says when: 'always' (releaseStale: the watchdog and operators, off the hot path), 'unindexed' (only
--- when GRABBED holds more entries than the index, so where every holder is indexed reclaim never
--- reads them all; an index entry the gem's reclaim left behind, or one an unlock left (release-9.lua),
--- can hide an unindexed holder from this until that entry falls due), or 'never' (the sampled reclaim
--- of a grant, which then judges no Ruby holder either). An entry whose token nobody holds (an unlock
--- that left its token the only free one leaves it for the token's next grant) is dropped when due.
+-- tokens are held, else at its first refresh; until then it has no entry). While GRABBED holds at
+-- most SMALL_HOLDERS entries it is read whole, every call (cheaper than the index a grant saved).
+-- Past that, RUBY_SCAN says when: 'always' (releaseStale: the watchdog and operators, off the hot
+-- path), 'unindexed' (only when GRABBED holds more entries than the index: so where every holder is
+-- indexed reclaim never reads them all; an entry the gem's reclaim left for a token a Ruby client
+-- then took can hide a holder from this until it falls due), or 'never' (the sampled reclaim of a
+-- grant, which then judges no Ruby holder either). Such a read past SMALL_HOLDERS indexes the live
+-- grants of this library it finds without an entry (at most SMALL_HOLDERS: each was made while at
+-- most that many were held, the others among them), so the next calls need not read them all again.
 -- Returns how many tokens it returned.
 local function reclaim_stale(now, ruby_stale_s, ruby_scan)
   -- (Nested: only a reclaim defines it, not every run of every script.)
   -- Reclaims one holder's token if it is stale by its own lease (a grant of this library) or, for a
-  -- Ruby holder's plain stamp (or an unreadable entry), by RUBY_STALE_S; returns 1 if it did.
+  -- Ruby holder's plain stamp (or an unreadable entry), by RUBY_STALE_S. Returns 1 if it did; else 0
+  -- and, for a grant of this library, its stamp and lease (strings).
   local function reclaim_if_stale(token, value, now, ruby_stale_s)
     local stamp, _, _, lease = parse_grant(value)
     local stale
     if stamp then
-      lease = tonumber(lease)
-      stale = lease > 0 and now - (tonumber(stamp) or 0) > lease / 1000
+      local ms = tonumber(lease)
+      stale = ms > 0 and now - (tonumber(stamp) or 0) > ms / 1000
     elseif value then
       local since = tonumber(value)
       stale = ruby_stale_s ~= nil and (since == nil or now - since > ruby_stale_s)
     end
     if not stale then
-      return 0
+      return 0, stamp, lease
     end
     forget_holder(token)
     redis.call('LPUSH', K_AVAILABLE, token)
@@ -45,14 +47,12 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
     local due = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', due_before, 'LIMIT', 0, 100)
     local held = false
     for _, token in ipairs(due) do
-      local value = redis.call('HGET', K_GRABBED, token)
-      local stamp, _, _, lease = parse_grant(value)
-      if reclaim_if_stale(token, value, now, nil) == 1 then
+      local gone, stamp, lease = reclaim_if_stale(token, redis.call('HGET', K_GRABBED, token), now, nil)
+      if gone == 1 then
         reclaimed = reclaimed + 1
         held = true
       elseif stamp then
-        -- Live after all (stamped on another clock, with useLocalTime, or a later grant of the token
-        -- than the one that wrote the entry): index it as its record says.
+        -- Live after all (stamped on another clock, with useLocalTime): index it as its record says.
         index_lease(token, stamp, lease)
         held = true
       else
@@ -66,19 +66,45 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
     end
   end
   local holders = redis.call('HLEN', K_GRABBED)
-  if holders > SMALL_HOLDERS then
-    if ruby_scan == 'never' or (ruby_scan == 'unindexed' and holders <= redis.call('ZCARD', K_LEASES)) then
-      return reclaimed
+  local small = holders <= SMALL_HOLDERS
+  if small then
+    if ruby_scan == 'never' then
+      ruby_stale_s = nil
     end
-  elseif ruby_scan == 'never' then
-    ruby_stale_s = nil
+  elseif ruby_scan == 'never' or (ruby_scan == 'unindexed' and holders <= redis.call('ZCARD', K_LEASES)) then
+    return reclaimed
   end
   local grabbed = redis.call('HGETALL', K_GRABBED)
+  -- Past SMALL_HOLDERS: this library's live grants, [token, stamp, lease] in turn.
+  local live = {}
   for i = 1, #grabbed, 2 do
-    if reclaim_if_stale(grabbed[i], grabbed[i + 1], now, ruby_stale_s) == 1 then
+    local token = grabbed[i]
+    local gone, stamp, lease = reclaim_if_stale(token, grabbed[i + 1], now, ruby_stale_s)
+    if gone == 1 then
       reclaimed = reclaimed + 1
-    elseif ruby_stale_s ~= nil and not parse_grant(grabbed[i + 1]) then
-      redis.call('ZREM', K_LEASES, grabbed[i]) -- a Ruby holder has no index entry
+    elseif stamp then
+      if not small then
+        local n = #live
+        live[n + 1], live[n + 2], live[n + 3] = token, stamp, lease
+      end
+    elseif ruby_stale_s ~= nil then
+      redis.call('ZREM', K_LEASES, token) -- a Ruby holder has no index entry
+    end
+  end
+  -- Index those without an entry (ZMSCORE, 500 tokens a call, well within Lua's stack).
+  if #live > 0 then
+    for first = 1, #live, 3 * 500 do
+      local tokens = {}
+      for i = first, math.min(#live, first + 3 * 500 - 1), 3 do
+        tokens[#tokens + 1] = live[i]
+      end
+      local scores = redis.call('ZMSCORE', K_LEASES, unpack(tokens))
+      for n, score in ipairs(scores) do
+        if not score then
+          local at = first + 3 * (n - 1)
+          index_lease(live[at], live[at + 1], live[at + 2])
+        end
+      end
     end
   end
   return reclaimed
