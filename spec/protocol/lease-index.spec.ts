@@ -172,7 +172,7 @@ describe('reclaim finds holders the index does not name', () => {
     await redis.set(keys.fence, '15'); // the next grant is number 16: it reclaims
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     expect(await run('claim', ['w', '2', '0', '25', 'me', 'g1', '', '200.000000'], [keys.inbox('w')])).toEqual(['1', 0, 16, 0, 'g1']);
-    expect(await redis.hExists(keys.grabbed, '0')).toBe(true); // left to misses, empty slices and the watchdog
+    expect((await redis.hGet(keys.grabbed, '0'))?.split(' ')[1]).toBe('dead'); // left to misses, empty slices and the watchdog
     expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([1]);
   });
 });
