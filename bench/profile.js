@@ -26,6 +26,13 @@ const dist = option('dist', null) ?? privateDist('bench:profile');
 /** What a crash must stop. */
 const started = {};
 
+/** A profile's script URL, short: `<package>/<path>` in node_modules, `dist/<file>` for the library, `(native)` for none. */
+function fileOf(url) {
+  if (url === '') return '(native)';
+  if (url.includes('/node_modules/')) return url.replace(/^.*\/node_modules\//, '');
+  return url.replace(/^.*\/\.?dist[^/]*\//, 'dist/');
+}
+
 /** Self-time samples of `profile` (a V8 CPU profile), by function and by file, without idle time. */
 function selfTime(profile) {
   const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
@@ -36,7 +43,7 @@ function selfTime(profile) {
     const { functionName, url, lineNumber } = nodes.get(id).callFrame;
     if (functionName === '(idle)') continue;
     busy++;
-    const file = url.replace(/^.*node_modules\//, '').replace(/^.*\/dist[^/]*\//, 'dist/') || '(native)';
+    const file = fileOf(url);
     const name = `${functionName || '(anonymous)'} ${file}${url ? `:${lineNumber + 1}` : ''}`;
     byFunction.set(name, (byFunction.get(name) ?? 0) + 1);
     byFile.set(file, (byFile.get(file) ?? 0) + 1);

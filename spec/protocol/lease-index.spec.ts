@@ -1,7 +1,7 @@
-import { semaphoreKeys, type SemaphoreKeys } from '../../lib/keys';
-import { runScript, scripts } from '../../lib/scripts';
+import type { SemaphoreKeys } from '../../lib/keys';
 import { snapshot, useFixture } from '../support/fixture';
-import { uniqueName, type Client } from '../support/redis';
+import type { Client } from '../support/redis';
+import { scriptRunner } from '../support/script-calls';
 
 /**
  * The LEASES index (includes/grant.lua, includes/reclaim.lua), through the Lua scripts called with raw
@@ -18,14 +18,7 @@ beforeAll(() => {
 /** includes/grant.lua's SMALL_HOLDERS. */
 const SMALL_HOLDERS = 16;
 
-function setup() {
-  const name = uniqueName('leases');
-  const keys = semaphoreKeys(name);
-  const client = redis as unknown as Parameters<typeof runScript>[0];
-  const run = (script: keyof typeof scripts, args: string[], extraKeys: string[] = []) =>
-    runScript(client, scripts[script], [...keys.scriptKeys, ...extraKeys], args);
-  return { name, keys, run };
-}
+const setup = () => scriptRunner(redis, 'leases');
 
 /**
  * `count` holders of jobs (tokens `job<n>`) without a lease, recorded and indexed (at +inf) as a grant

@@ -1,7 +1,8 @@
 import { semaphoreKeys } from '../../lib/keys';
-import { callScript, claim, prepareWait, recover, refresh, release, runScript, scripts, tryLock, withoutUnusedFunctions } from '../../lib/scripts';
+import { callScript, claim, prepareWait, recover, refresh, release, scripts, tryLock, withoutUnusedFunctions } from '../../lib/scripts';
 import { snapshot, useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
+import { scriptRunner } from '../support/script-calls';
 
 /** The Lua scripts, called with raw KEYS and ARGV as the library sends them. */
 const fixture = useFixture();
@@ -21,14 +22,7 @@ function grantIds(grabbed: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(grabbed).map(([token, record]) => [token, record.split(' ')[1] ?? '']));
 }
 
-function setup() {
-  const name = uniqueName('lua');
-  const keys = semaphoreKeys(name);
-  const client = redis as unknown as Parameters<typeof runScript>[0];
-  const run = (script: keyof typeof scripts, args: string[], extraKeys: string[] = []) =>
-    runScript(client, scripts[script], [...keys.scriptKeys, ...extraKeys], args);
-  return { name, keys, run };
-}
+const setup = () => scriptRunner(redis, 'lua');
 
 describe('tryLock-9.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {

@@ -1,6 +1,8 @@
 // How a test recognises a call of one of the library's scripts on the wire: EVALSHA of its SHA1, or FCALL of its function where the server has the library (lib/functions.ts).
 import { functionLibrary } from '../../lib/functions';
-import type { Script } from '../../lib/scripts';
+import { semaphoreKeys } from '../../lib/keys';
+import { runScript, scripts, type Script } from '../../lib/scripts';
+import { uniqueName, type Client } from './redis';
 
 /** The names a call of `script` goes by: its SHA1 (EVALSHA) and, for a script of the library, its function (FCALL). */
 export function wireNames(script: Script): string[] {
@@ -25,4 +27,17 @@ export function replyField(entry: unknown, name: string): unknown {
   if (Array.isArray(entry)) return entry[entry.indexOf(name) + 1];
   if (entry instanceof Map) return entry.get(name);
   return (entry as Record<string, unknown>)[name];
+}
+
+/**
+ * A fresh semaphore name (`<prefix>:…`) and `run`, which calls one of its scripts through `redis`
+ * with every standard key and raw ARGV, as the specs of the Lua scripts do.
+ */
+export function scriptRunner(redis: Client, prefix: string) {
+  const name = uniqueName(prefix);
+  const keys = semaphoreKeys(name);
+  const client = redis as unknown as Parameters<typeof runScript>[0];
+  const run = (script: keyof typeof scripts, args: string[], extraKeys: string[] = []) =>
+    runScript(client, scripts[script], [...keys.scriptKeys, ...extraKeys], args);
+  return { name, keys, run };
 }
