@@ -155,6 +155,19 @@ describe('reclaim finds holders the index does not name', () => {
     expect(await hgetalls()).toBe(before + 1);
   });
 
+  test('a read of GRABBED drops the entry of a token a Ruby client holds, whatever the caller\'s stale timeout', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    await crowd(keys);
+    // A Ruby client holds "0", whose entry an earlier grant left (due far ahead): it would count as one.
+    expect(await redis.lPop(keys.available)).toBe('0');
+    await redis.hSet(keys.grabbed, '0', '100.0');
+    await redis.zAdd(keys.leases, { score: 1e15, value: '0' });
+    expect(await run('releaseStale', ['101.000000', '0', ''])).toEqual([0]); // no stale timeout: kept
+    expect(await redis.zScore(keys.leases, '0')).toBeNull();
+    expect(await redis.hGet(keys.grabbed, '0')).toBe('100.0');
+  });
+
   test('past 16 holders, one grant in 16 reclaims through the index alone', async () => {
     const { keys, run } = setup();
     await run('create', ['2', '']);

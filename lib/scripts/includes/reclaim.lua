@@ -87,8 +87,8 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
         local n = #live
         live[n + 1], live[n + 2], live[n + 3] = token, stamp, lease
       end
-    elseif ruby_stale_s ~= nil then
-      redis.call('ZREM', K_LEASES, token) -- a Ruby holder has no index entry
+    else
+      redis.call('ZREM', K_LEASES, token) -- a Ruby holder has no index entry (one left would hide another)
     end
   end
   -- Index those without an entry (ZMSCORE, 500 tokens a call, well within Lua's stack).
