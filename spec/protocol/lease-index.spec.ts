@@ -119,27 +119,46 @@ describe('reclaim finds holders the index does not name', () => {
     expect((await indexed(keys)).map((entry) => entry.value)).toEqual(['0']);
   });
 
-  test('a grant that is not indexed drops the entry its token kept: a +inf one the gem left cannot hide its holder', async () => {
+  /** Ways a token keeps an entry from an earlier grant; `run` is scriptRunner's. */
+  const keptEntries: [string, (keys: SemaphoreKeys, run: ReturnType<typeof setup>['run']) => Promise<void>][] = [
+    [
+      'a +inf one the gem left',
+      async (keys, run) => {
+        await run('tryLock', ['1', 'h', '0', '', 'me', '100.000000']); // "0", no lease: indexed at +inf
+        // The gem's reclaim (release_stale_locks!, signal) of "0": HDEL and LPUSH, the +inf entry left.
+        await redis.hDel(keys.grabbed, '0');
+        await redis.lPush(keys.available, '0');
+      },
+    ],
+    [
+      'one an unlock left with a longer lease',
+      async (_, run) => {
+        await run('tryLock', ['1', 'a', '2147483647', '', 'me', '100.000000']);
+        await run('refresh', ['0', 'a', '100.000000']); // indexed, due in about 24.8 days
+        expect(await run('release', ['0', 'a', '1', ''])).toEqual([1, 1, 'a']); // leaves the entry
+      },
+    ],
+  ];
+
+  test.each(keptEntries)('a grant that is not indexed drops the entry its token kept (%s), which cannot hide it', async (_, keep) => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'h', '0', '', 'me', '100.000000']); // "0", no lease: indexed at +inf
-    // The gem's reclaim (release_stale_locks!, signal) of "0": HDEL and LPUSH, the +inf entry left.
-    await redis.hDel(keys.grabbed, '0');
-    await redis.lPush(keys.available, '0');
+    await keep(keys, run);
     await run('tryLock', ['1', 'dead', '1000', '', 'me', '100.000000']);
     expect(await redis.zScore(keys.leases, '0')).toBeNull();
     await crowd(keys);
     expect(await run('tryLock', ['1', 'b', '1000', '', 'me', '102.000000'])).toEqual(['0', expect.any(Number), 'b']);
   });
 
-  test('a grant that is not indexed drops the entry an unlock left with a longer lease than its own', async () => {
+  test('past 16 holders, that read indexes every live grant without an entry, 500 to a ZMSCORE', async () => {
     const { keys, run } = setup();
-    await run('tryLock', ['1', 'a', '2147483647', '', 'me', '100.000000']);
-    await run('refresh', ['0', 'a', '100.000000']); // indexed, due in about 24.8 days
-    expect(await run('release', ['0', 'a', '1', ''])).toEqual([1, 1, 'a']); // leaves the entry
-    await run('tryLock', ['1', 'dead', '1000', '', 'me', '100.000000']);
-    expect(await redis.zScore(keys.leases, '0')).toBeNull();
-    await crowd(keys);
-    expect(await run('tryLock', ['1', 'b', '1000', '', 'me', '102.000000'])).toEqual(['0', expect.any(Number), 'b']);
+    await run('create', ['1', '']);
+    const records = Array.from({ length: 1200 }, (_, n) => [`job${n}`, `100.000000 j${n} ${n + 1} 60000 100.000000 worker`]);
+    await redis.hSet(keys.grabbed, Object.fromEntries(records));
+    await run('tryLock', ['1', 'a', '60000', '', 'me', '100.000000']); // 1,201 holders: indexed
+    expect(await redis.zCard(keys.leases)).toBe(1);
+    expect(await run('tryLock', ['1', 'b', '60000', '', 'me', '101.000000'])).toEqual([null, 0, 'b']);
+    expect(await redis.zCard(keys.leases)).toBe(1201);
+    expect(await redis.zScore(keys.leases, 'job1199')).toBe(160_000_000);
   });
 
   test('past 16 holders, the read that finds grants without an entry indexes them: the next miss reads the index alone', async () => {

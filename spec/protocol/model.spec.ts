@@ -230,10 +230,9 @@ test('lock, unlock, consume, signal, refresh, reclaim and timeouts across three 
       const options = { resources: N, staleClientTimeout: 60_000, waitSlice: 100 };
       const sems = Array.from({ length: CLIENTS }, () => fixture.semaphore(options, name));
       await sems[0]!.existsOrCreate();
-      for (let n = 0; n < CROWD; n++) {
-        await fixture.redis.hSet(`SEMAPHORE:${name}:GRABBED`, `crowd${n}`, `1000.000000 c${n} ${n + 1} 0 1000.000000 other`);
-        await fixture.redis.sendCommand(['ZADD', `SEMAPHORE:${name}:LEASES`, '+inf', `crowd${n}`]);
-      }
+      const crowd = Array.from({ length: CROWD }, (_, n) => `crowd${n}`);
+      await fixture.redis.hSet(`SEMAPHORE:${name}:GRABBED`, Object.fromEntries(crowd.map((token, n) => [token, `1000.000000 c${n} ${n + 1} 0 1000.000000 other`])));
+      await fixture.redis.sendCommand(['ZADD', `SEMAPHORE:${name}:LEASES`, ...crowd.flatMap((token) => ['+inf', token])]);
       const model = new Model();
       const real = { sems, name };
       await fc.asyncModelRun(() => ({ model, real }), sequence);

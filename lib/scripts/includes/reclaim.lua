@@ -75,35 +75,27 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
     return reclaimed
   end
   local grabbed = redis.call('HGETALL', K_GRABBED)
-  -- Past SMALL_HOLDERS: this library's live grants, [token, stamp, lease] in turn.
-  local live = {}
+  -- Past SMALL_HOLDERS: this library's live grants, their stamps and leases.
+  local live, stamps, leases = {}, {}, {}
   for i = 1, #grabbed, 2 do
     local token = grabbed[i]
     local gone, stamp, lease = reclaim_if_stale(token, grabbed[i + 1], now, ruby_stale_s)
     if gone == 1 then
       reclaimed = reclaimed + 1
-    elseif stamp then
-      if not small then
-        local n = #live
-        live[n + 1], live[n + 2], live[n + 3] = token, stamp, lease
-      end
-    else
+    elseif not stamp then
       redis.call('ZREM', K_LEASES, token) -- a Ruby holder has no index entry (one left would hide another)
+    elseif not small then
+      local n = #live + 1
+      live[n], stamps[n], leases[n] = token, stamp, lease
     end
   end
   -- Index those without an entry (ZMSCORE, 500 tokens a call, well within Lua's stack).
-  if #live > 0 then
-    for first = 1, #live, 3 * 500 do
-      local tokens = {}
-      for i = first, math.min(#live, first + 3 * 500 - 1), 3 do
-        tokens[#tokens + 1] = live[i]
-      end
-      local scores = redis.call('ZMSCORE', K_LEASES, unpack(tokens))
-      for n, score in ipairs(scores) do
-        if not score then
-          local at = first + 3 * (n - 1)
-          index_lease(live[at], live[at + 1], live[at + 2])
-        end
+  for first = 1, #live, 500 do
+    local scores = redis.call('ZMSCORE', K_LEASES, unpack(live, first, math.min(#live, first + 499)))
+    for n, score in ipairs(scores) do
+      if not score then
+        local at = first + n - 1
+        index_lease(live[at], stamps[at], leases[at])
       end
     end
   end
