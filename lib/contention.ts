@@ -24,13 +24,16 @@ export class Contention {
   /**
    * Advance registrations: registrations kept by a claim for this instance's next waits while no token
    * was left free (claim-10.lua; DESIGN "Contended mode"), so that a contended lock skips tryLock and
-   * prepareWait: newest last, each with when it was kept (`performance.now()`).
+   * prepareWait: newest last, each with when it was kept (`#now()`).
    */
   readonly #advance: { registration: Registration; keptAt: number }[] = [];
   #sweepTimer: NodeJS.Timeout | undefined;
+  /** Milliseconds on a monotonic clock; a spec passes its own to decide which registrations are idle. */
+  readonly #now: () => number;
 
-  constructor(ctx: SemaphoreContext) {
+  constructor(ctx: SemaphoreContext, now: () => number = () => performance.now()) {
     this.#ctx = ctx;
+    this.#now = now;
   }
 
   /**
@@ -45,7 +48,7 @@ export class Contention {
 
   /** Keeps an advance registration for the next contended wait; removed once idle (or beyond what can be used). */
   keepAdvanceRegistration(registration: Registration): void {
-    this.#advance.push({ registration, keptAt: performance.now() });
+    this.#advance.push({ registration, keptAt: this.#now() });
     if (this.#advance.length > this.#ctx.options.maxBlockingConnections) {
       void endRegistrations(this.#ctx, [this.#advance.shift()?.registration.id]);
     }
@@ -73,7 +76,7 @@ export class Contention {
   /** Ends the advance registrations kept more than ADVANCE_IDLE_MS ago (the oldest lead: kept in order). */
   #sweepAdvanceRegistrations(): void {
     this.#sweepTimer = undefined;
-    const cutoff = performance.now() - ADVANCE_IDLE_MS;
+    const cutoff = this.#now() - ADVANCE_IDLE_MS;
     const idle = this.#advance.findIndex((kept) => kept.keptAt > cutoff);
     const ended = this.#advance.splice(0, idle === -1 ? this.#advance.length : idle);
     void endRegistrations(this.#ctx, ended.map((kept) => kept.registration.id));
