@@ -46,7 +46,10 @@ const firstPassOnly = [
 
 /** @type {import('jest').Config} */
 module.exports = {
-  preset: 'ts-jest',
+  // Transpiled file by file (tsconfig.jest.json sets isolatedModules): `npm test` type-checks the
+  // whole project once (`npm run typecheck`) instead of ts-jest checking each spec in every pass,
+  // which took about 3 s per spec file, cold, in each of the five passes.
+  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.jest.json' }] },
   testEnvironment: 'node',
   roots: ['<rootDir>/spec'],
   testMatch: ['**/*.spec.ts'],
