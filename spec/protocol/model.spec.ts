@@ -87,8 +87,12 @@ class Lock implements Command {
   ) {}
   check = () => true;
   async run(model: Model, real: Real): Promise<void> {
-    const token = await real.sems[this.client]!.lock(this.timeout);
     const expected = model.available[0] ?? null;
+    // A free token comes at once, but a wait that skips tryLock (contended) may first open a blocking
+    // connection, which can take longer than 30 ms on a loaded machine: such a wait gets a deadline
+    // that only a lost token would reach. With none free, 30 ms is the timeout that must pass.
+    const timeout = this.timeout === 0 || expected === null ? this.timeout : 10_000;
+    const token = await real.sems[this.client]!.lock(timeout);
     expect(token).toBe(expected); // a free token is taken from the head; none free: null once the timeout passes
     // A miss reclaims: past 16 holders, with more holders than entries, it reads GRABBED and indexes
     // the live grants without an entry (includes/reclaim.lua).
