@@ -35,7 +35,8 @@ const clientIndependent = [
  * exercised by the crash and fault specs, and `REDIS_CLIENT=redis5 npm run soak` soaks another major.
  * So do the re-creation spec (it drives the scripts directly) and the Ruby interop spec (it checks
  * the formats the gem shares, which no client changes). The abort storm (spec/faults/abort-storm.spec.ts) runs in every pass:
- * cancellation differs by major.
+ * cancellation differs by major; it and the connection-reset storm of spec/protocol/grant-identity.spec.ts
+ * run about half as long after the first pass (`isFirstPass`, spec/support/redis.ts).
  */
 const firstPassOnly = [
   ...clientIndependent,

@@ -7,11 +7,11 @@
  * registration other than an abandoned mark, a GRABBED entry). `npm run soak` runs it too.
  */
 import { runAbortStorm, type AbortStormReport } from '../../soak/abort-storm';
+import { isFirstPass } from '../support/redis';
 
 // 30 s in the v4 pass; 15 s in the v5 and v6 passes (cancellation differs by major, but CI time adds
 // up: `npm run soak` storms longer, on any major).
-const FIRST_PASS = (process.env['REDIS_CLIENT'] ?? 'redis') === 'redis';
-const SECONDS = Number(process.env['ABORT_STORM_SECONDS'] ?? (FIRST_PASS ? 30 : 15));
+const SECONDS = Number(process.env['ABORT_STORM_SECONDS'] ?? (isFirstPass() ? 30 : 15));
 const VARIANT_SECONDS = Math.max(5, Math.round(SECONDS / 2));
 
 function expectClean(report: AbortStormReport, seconds: number): void {

@@ -19,6 +19,14 @@ export function redisClientPackage(): 'redis' | 'redis5' | 'redis6' {
   return name;
 }
 
+/**
+ * Whether this is the first pass of `npm test` (REDIS_CLIENT=redis, node-redis v4): the storms run
+ * their full length there and shorter in the other passes, to keep CI short (jest.config.js).
+ */
+export function isFirstPass(): boolean {
+  return (process.env['REDIS_CLIENT'] || 'redis') === 'redis';
+}
+
 /** The ioredis package the specs hand their semaphores (REDIS_CLIENT=ioredis: v5, ioredis6: v6), or undefined: node-redis. */
 export function ioredisPackage(): keyof typeof IOREDIS | undefined {
   const name = process.env['REDIS_CLIENT'] || 'redis';
