@@ -302,6 +302,7 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
     let maxGapMs = 0;
     let maxGapAt = 0;
     const gaps: Array<{ from: number; ms: number }> = [];
+    let steadyMaxGapMs = 0;
     let previous = started;
     for (const at of [...inWindow, stopSent]) {
       if (at - previous > maxGapMs) {
@@ -309,12 +310,8 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
         maxGapAt = previous - started;
       }
       if (at - previous > waitSlice) gaps.push({ from: previous, ms: at - previous });
-      previous = at;
-    }
-    let steadyMaxGapMs = 0;
-    previous = warmUpEnd;
-    for (const at of [...inWindow.filter((grant) => grant > warmUpEnd), stopSent]) {
-      steadyMaxGapMs = Math.max(steadyMaxGapMs, at - previous);
+      // After the warm-up, a gap counts from its end at the earliest.
+      if (at > warmUpEnd) steadyMaxGapMs = Math.max(steadyMaxGapMs, at - Math.max(previous, warmUpEnd));
       previous = at;
     }
 
