@@ -191,10 +191,27 @@ describe('the caller closes its own client', () => {
   });
 });
 
+/**
+ * Bounds on a creation's stalls, generous for a loaded 2-CPU CI machine. On an idle one its longest
+ * command takes 13–19 ms (1,000,000 tokens) and 43–45 ms (re-creating 100,000; docs/GUARANTEES.md
+ * "Limits and bounds"), and a PING waits about 2 ms more; under CI's load a PING waited 106 ms
+ * (2026-11-28). One script doing all the work (a batch of 1,000,000) ran 1.0 s and 0.5 s: both fail.
+ */
+const LONGEST_COMMAND_MS = 250;
+const PING_BOUND_MS = 500;
+
 describe('large semaphores never block Redis for long', () => {
-  /** Runs `work` while another client PINGs in a loop; resolves the slowest PING in ms. */
-  async function slowestPingDuring(url: string, work: () => Promise<unknown>): Promise<{ workMs: number; pingMs: number }> {
+  /**
+   * Runs `work` while another client PINGs in a loop. Resolves the longest command Redis ran meanwhile,
+   * by its own SLOWLOG (how long it kept every other client waiting: the bound under test), and the
+   * slowest PING as another client saw it, which also counts both processes' scheduling on a busy
+   * machine, so it is held to a looser bound.
+   */
+  async function stallsDuring(url: string, work: () => Promise<unknown>): Promise<{ workMs: number; longestMs: number; pingMs: number }> {
     const pinger = await callerClient(url);
+    // Commands of 1 ms or more (a batch of the creation; not a PING), as many as the work can make.
+    await pinger.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '1000', 'slowlog-max-len', '10000']);
+    await pinger.sendCommand(['SLOWLOG', 'RESET']);
     let slowest = 0;
     let running = true;
     const pinging = (async () => {
@@ -209,25 +226,28 @@ describe('large semaphores never block Redis for long', () => {
     const workMs = performance.now() - started;
     running = false;
     await pinging;
+    const log = (await pinger.sendCommand(['SLOWLOG', 'GET', '10000'])) as Array<[unknown, unknown, number]>;
     await pinger.disconnect();
-    return { workMs: Math.round(workMs), pingMs: Math.round(slowest) };
+    const longestUs = Math.max(0, ...log.map((entry) => Number(entry[2])));
+    return { workMs: Math.round(workMs), longestMs: Math.round(longestUs / 1000), pingMs: Math.round(slowest) };
   }
 
-  test('creating 1,000,000 tokens: another client waits at most 100 ms for a PING', async () => {
+  test('creating 1,000,000 tokens never blocks Redis for long (batches of a few ms)', async () => {
     server = await startRedisServer();
     const url = server.url;
     const sem = new Semaphore(uniqueName('bounds'), { url, resources: 1_000_000 });
     opened.push(sem);
-    const { workMs, pingMs } = await slowestPingDuring(url, () => sem.existsOrCreate());
-    console.log(`created 1,000,000 tokens in ${workMs} ms; slowest PING meanwhile ${pingMs} ms`);
-    expect(pingMs).toBeLessThan(100);
+    const { workMs, longestMs, pingMs } = await stallsDuring(url, () => sem.existsOrCreate());
+    console.log(`created 1,000,000 tokens in ${workMs} ms; longest command ${longestMs} ms, slowest PING ${pingMs} ms`);
+    expect(longestMs).toBeLessThan(LONGEST_COMMAND_MS);
+    expect(pingMs).toBeLessThan(PING_BOUND_MS);
     expect(await sem.availableCount()).toBe(1_000_000);
     expect(await sem.lock(0)).toBe('0');
   });
 
   // Re-creation finds the survivors in batches (GRABBED, then AVAILABLE, at most 10,000 entries a
   // script), then pushes the missing ones in batches: docs/GUARANTEES.md "Limits and bounds" gives the bound.
-  test('re-creating 100,000 tokens after EXISTS was lost: no duplicate, and a PING waits at most 100 ms', async () => {
+  test('re-creating 100,000 tokens after EXISTS was lost: no duplicate, and Redis never blocked for long', async () => {
     server = await startRedisServer();
     const url = server.url;
     const name = uniqueName('bounds');
@@ -239,9 +259,10 @@ describe('large semaphores never block Redis for long', () => {
     const keys = semaphoreKeys(name);
     await admin.del(keys.exists); // evicted, say
     await admin.lPop(keys.available); // and one free token lost with it: re-created
-    const { workMs, pingMs } = await slowestPingDuring(url, () => sem.existsOrCreate());
-    console.log(`re-created 100,000 tokens in ${workMs} ms; slowest PING meanwhile ${pingMs} ms`);
-    expect(pingMs).toBeLessThan(100);
+    const { workMs, longestMs, pingMs } = await stallsDuring(url, () => sem.existsOrCreate());
+    console.log(`re-created 100,000 tokens in ${workMs} ms; longest command ${longestMs} ms, slowest PING ${pingMs} ms`);
+    expect(longestMs).toBeLessThan(LONGEST_COMMAND_MS);
+    expect(pingMs).toBeLessThan(PING_BOUND_MS);
     const all = [...(await admin.lRange(keys.available, 0, -1)), ...(await admin.hKeys(keys.grabbed))];
     expect(all).toHaveLength(100_000);
     expect(new Set(all).size).toBe(100_000);
