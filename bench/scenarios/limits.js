@@ -6,6 +6,7 @@
 // Runs in this process against ctx.url; the library comes from ctx.dist (a built dist/).
 const path = require('node:path');
 const { createClient } = require('redis');
+const { stallsDuring } = require('../../tools/redis-stalls');
 const { percentile, median, summary } = require('../lib/metrics');
 const f = require('../lib/format');
 
@@ -25,43 +26,13 @@ function ms(x) {
 }
 
 /**
- * Runs `work()` while a separate client PINGs in a loop; resolves the work's time, the slowest PING
- * and how long each script Redis ran meanwhile took (ms; SLOWLOG logs every command here, see run()),
- * which is Redis' own figure, whatever the scheduler did to the PINGs.
+ * Runs `work()` while a separate client PINGs in a loop (tools/redis-stalls.js); resolves the work's
+ * time, the slowest PING and how long each script Redis ran meanwhile took (ms), which is Redis' own
+ * figure (SLOWLOG), whatever the scheduler did to the PINGs.
  */
-async function withPingLoop(url, admin, work) {
-  await admin.sendCommand(['SLOWLOG', 'RESET']);
-  const pinger = createClient({ url, socket: { reconnectStrategy: false } });
-  pinger.on('error', () => undefined);
-  await pinger.connect();
-  await pinger.sendCommand(['PING']);
-  let running = true;
-  let slowest = 0;
-  let pings = 0;
-  const deadline = performance.now() + LOOP_DEADLINE_MS * 3;
-  const loop = (async () => {
-    while (running && pings < MAX_PINGS && performance.now() < deadline) {
-      const sent = performance.now();
-      await pinger.sendCommand(['PING']);
-      slowest = Math.max(slowest, performance.now() - sent);
-      pings++;
-    }
-  })();
-  // Let the loop reach its first PING before the work starts.
-  await new Promise((resolve) => setImmediate(resolve));
-  const started = performance.now();
-  let workMs;
-  try {
-    await work();
-    workMs = performance.now() - started;
-  } finally {
-    running = false;
-    await loop;
-    await pinger.quit().catch(() => pinger.disconnect());
-  }
-  const logged = await admin.sendCommand(['SLOWLOG', 'GET', '10000']);
-  const scripts = logged.filter((entry) => /^(eval|evalsha|fcall)/i.test(String(entry[3][0]))).map((entry) => Number(entry[2]) / 1000);
-  return { workMs, pingMs: slowest, pings, scripts: scripts.length, scriptMedianMs: median(scripts), scriptMaxMs: scripts.length ? Math.max(...scripts) : null };
+async function withPingLoop(url, work) {
+  const { workMs, pingMs, pings, scriptsMs } = await stallsDuring(url, work, { maxPings: MAX_PINGS, deadlineMs: LOOP_DEADLINE_MS * 3 });
+  return { workMs, pingMs, pings, scripts: scriptsMs.length, scriptMedianMs: median(scriptsMs), scriptMaxMs: scriptsMs.length ? Math.max(...scriptsMs) : null };
 }
 
 /** `count` lock(0) calls on `sem`, at most TAKE_CONCURRENCY at a time; every one must be a hit. */
@@ -116,7 +87,6 @@ module.exports = {
     const admin = createClient({ url });
     admin.on('error', () => undefined);
     await admin.connect();
-    await admin.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0', 'slowlog-max-len', '10000']);
     const opened = [];
     const open = (name, options) => {
       const sem = new Semaphore(name, { url, ...options });
@@ -146,7 +116,7 @@ module.exports = {
           const sem = open(name, { resources: size });
           await settle();
           ctx.log(`  rep ${rep + 1}: creating ${f.num(size)} tokens…`);
-          const created = await withPingLoop(url, admin, () => sem.existsOrCreate());
+          const created = await withPingLoop(url, () => sem.existsOrCreate());
           const free = Number(await admin.sendCommand(['LLEN', `SEMAPHORE:${name}:AVAILABLE`]));
           creation[size].push(created);
           if (free !== size) failures.push(`creation of ${f.num(size)}: ${f.num(free)} free`);
@@ -154,7 +124,7 @@ module.exports = {
           const held = await take(sem, KEPT);
           await admin.sendCommand(['DEL', `SEMAPHORE:${name}:EXISTS`]);
           ctx.log(`  rep ${rep + 1}: re-creating ${f.num(size)} tokens (${KEPT} held, EXISTS deleted)…`);
-          const recreated = await withPingLoop(url, admin, () => sem.existsOrCreate());
+          const recreated = await withPingLoop(url, () => sem.existsOrCreate());
           const after = Number(await admin.sendCommand(['LLEN', `SEMAPHORE:${name}:AVAILABLE`]));
           const grabbed = Number(await admin.sendCommand(['HLEN', `SEMAPHORE:${name}:GRABBED`]));
           recreation[size].push(recreated);
