@@ -90,12 +90,12 @@ async function child({ kind, url, dist, clients, seconds, cycles, allocations })
       await main.sendCommand(['LPUSH', key, token]);
     };
   } else if (kind === 'lean') {
-    const scripts = require(path.join(dist, 'scripts.js'));
-    const { semaphoreKeys } = require(path.join(dist, 'keys.js'));
+    const scripts = require(path.join(dist, 'redis', 'scripts.js'));
+    const { semaphoreKeys } = require(path.join(dist, 'redis', 'keys.js'));
     const keys = semaphoreKeys(name);
     const target = { keys, resources: 1, options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'bench' } };
     // As a semaphore calls them: by FCALL where the build has the function library and the server takes it.
-    const library = path.join(dist, 'functions.js');
+    const library = path.join(dist, 'redis', 'functions.js');
     target.functions = require('node:fs').existsSync(library) && (await require(library).loadFunctionLibrary(main));
     const stored = scripts.storedCommand ?? scripts.evalshaCommand;
     await main.sendCommand(scripts.evalCommand(scripts.create(target)));

@@ -20,8 +20,8 @@ const { option } = require('./lib/report');
 
 const dist = path.resolve(option('dist', path.join(__dirname, '..', 'dist')));
 const calls = Number(option('calls', '500'));
-const lib = require(path.join(dist, 'scripts.js'));
-const { semaphoreKeys } = require(path.join(dist, 'keys.js'));
+const lib = require(path.join(dist, 'redis', 'scripts.js'));
+const { semaphoreKeys } = require(path.join(dist, 'redis', 'keys.js'));
 
 const keys = semaphoreKeys('bench');
 /** A semaphore as its scripts see it, with the defaults: a 30 s lease, Redis TIME, no expiration. */
@@ -81,7 +81,7 @@ const UNITS = [
 ];
 
 async function main() {
-  if (statSync(path.join(dist, 'scripts.js'), { throwIfNoEntry: false }) === undefined) {
+  if (statSync(path.join(dist, 'redis', 'scripts.js'), { throwIfNoEntry: false }) === undefined) {
     throw new Error(`no build in ${dist}: run npm run build first`);
   }
   if (!hasCallgrind()) throw new Error('bench/scripts.js needs valgrind (apt-get install valgrind)');
@@ -103,9 +103,9 @@ async function main() {
   try {
     const build = option('dist', null) === null ? `dist/ of ${gitCommit()}` : dist;
     console.log(`# Redis instructions per script call (callgrind), ${calls} calls each, library from ${build}\n`);
-    // Builds before the function library (lib/functions.ts) call by EVALSHA alone.
-    const functions = statSync(path.join(dist, 'functions.js'), { throwIfNoEntry: false }) !== undefined;
-    if (functions) await require(path.join(dist, 'functions.js')).loadFunctionLibrary(client);
+    // Builds before the function library (lib/redis/functions.ts) call by EVALSHA alone.
+    const functions = statSync(path.join(dist, 'redis', 'functions.js'), { throwIfNoEntry: false }) !== undefined;
+    if (functions) await require(path.join(dist, 'redis', 'functions.js')).loadFunctionLibrary(client);
     console.log('| script call | KEYS + ARGV | by EVALSHA | by FCALL (the function library) |');
     console.log('|---|---|---|---|');
     /** Redis instructions per call of `call` (its set-up's own count subtracted). */

@@ -1,16 +1,16 @@
 // What every part of one semaphore shares: its keys, client, options, pool and telemetry, and the steps all of them take (ready, call, command, track).
 import { setMaxListeners } from 'node:events';
-import type { Connection } from './client/connection';
-import { BlockingPool, type ConnectionPool } from './blocking-pool';
+import type { Connection } from './redis/client/connection';
+import { BlockingPool, type ConnectionPool } from './pool/blocking-pool';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
-import { semaphoreKeys, type SemaphoreKeys } from './keys';
+import { semaphoreKeys, type SemaphoreKeys } from './redis/keys';
 import type { ResolvedOptions } from './options';
-import { adaptClient, topologyOf } from './client/adapt';
-import { createOwnClient } from './client/standalone';
-import { callScript, type ScriptCall } from './scripts';
-import { checkServer } from './server-checks';
-import { PoolShare } from './pool-share';
-import { keySlot } from './slot';
+import { adaptClient, topologyOf } from './redis/client/adapt';
+import { createOwnClient } from './redis/client/standalone';
+import { callScript, type ScriptCall } from './redis/scripts';
+import { checkServer } from './redis/server-checks';
+import { PoolShare } from './pool/pool-share';
+import { keySlot } from './redis/slot';
 import { Telemetry, type Emit, type Hears } from './telemetry';
 
 export type { Emit, Hears } from './telemetry';
@@ -21,7 +21,7 @@ export class SemaphoreContext {
   readonly options: ResolvedOptions;
   /** Replaced once, at the first use, when a plain client turns out to talk to a Cluster node (#connect). */
   keys: SemaphoreKeys;
-  /** Whether the server has the function library (lib/functions.ts): set at the first use's server checks. */
+  /** Whether the server has the function library (lib/redis/functions.ts): set at the first use's server checks. */
   functions = false;
   readonly client: Connection;
   readonly ownsClient: boolean;

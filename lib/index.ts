@@ -16,7 +16,7 @@
  * @packageDocumentation
  */
 export { Semaphore, type LockCallback, type Watchdog, type WatchdogOptions } from './semaphore';
-export type { HolderInfo } from './holder-info';
+export type { HolderInfo } from './redis/status';
 export type { AcquireOptions, GrantHandle, Lease, LockOptions } from './lease';
 export {
   CHANNELS,
@@ -48,7 +48,7 @@ export type {
   RedisClusterLike,
   RedisSentinelLike,
   SupportedRedisClient,
-} from './client/types';
+} from './redis/client/types';
 export {
   SemaphoreError,
   LockTimeoutError,

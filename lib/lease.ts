@@ -1,5 +1,5 @@
-import { describe } from './describe';
-import type { Holding } from './holding';
+import { describe } from './util/describe';
+import type { Holding } from './hold/holding';
 
 /** What `lock(timeout, options)` takes. */
 export interface LockOptions {

@@ -1,16 +1,16 @@
 // The lock manager: any number of semaphore names on one client and one bounded pool of blocking connections (createLocks).
-import { BlockingPool } from './blocking-pool';
-import type { Connection } from './client/connection';
-import { adaptClient, topologyOf } from './client/adapt';
-import type { SupportedRedisClient } from './client/types';
-import { withDeadline } from './deadline';
-import { describe } from './describe';
-import { assertDuration, MAX_TIMER_MS } from './durations';
+import { BlockingPool } from './pool/blocking-pool';
+import type { Connection } from './redis/client/connection';
+import { adaptClient, topologyOf } from './redis/client/adapt';
+import type { SupportedRedisClient } from './redis/client/types';
+import { withDeadline } from './util/deadline';
+import { describe } from './util/describe';
+import { assertDuration, MAX_TIMER_MS } from './util/durations';
 import { SemaphoreClosedError } from './errors';
 import type { AcquireOptions, Lease } from './lease';
 import { assertName, resolveOptions, SHARED_POOL, type SemaphoreOptions } from './options';
 import { IS_CLOSED, IS_IDLE, Semaphore, type LockCallback } from './semaphore';
-import { prepareConnection } from './slice';
+import { prepareConnection } from './lock/slice';
 
 /** The options of `createLocks`: those of every semaphore it serves, and the pool's. */
 export interface LocksOptions extends Omit<SemaphoreOptions, 'redis' | 'url' | 'maxBlockingConnections'> {

@@ -1,10 +1,10 @@
 import { hostname } from 'node:os';
-import type { BlockingPool } from './blocking-pool';
-import { assertSupportedClient } from './client/adapt';
-import type { SupportedRedisClient } from './client/types';
-import { describe } from './describe';
-import { assertDuration, MAX_TIMER_MS } from './durations';
-import { assertKeyPrefix, DEFAULT_KEY_PREFIX } from './keys';
+import type { BlockingPool } from './pool/blocking-pool';
+import { assertSupportedClient } from './redis/client/adapt';
+import type { SupportedRedisClient } from './redis/client/types';
+import { describe } from './util/describe';
+import { assertDuration, MAX_TIMER_MS } from './util/durations';
+import { assertKeyPrefix, DEFAULT_KEY_PREFIX } from './redis/keys';
 
 /**
  * Why a holder lost its token:

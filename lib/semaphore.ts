@@ -1,32 +1,32 @@
 // The public Semaphore class: its overloads, argument checks, wiring, events and close(); each step lives in a module of its own.
 import { EventEmitter } from 'node:events';
 import { nanoid } from 'nanoid';
-import { acquire, type AcquireParts } from './acquire';
-import { checkpoint, hasCheckpointHook } from './checkpoint';
-import { Contention } from './contention';
+import { acquire, type AcquireParts } from './lock/take';
+import { checkpoint, hasCheckpointHook } from './util/checkpoint';
+import { Contention } from './lock/contention';
 import { SemaphoreContext } from './context';
-import { withDeadline } from './deadline';
-import { assertToken, checkSignal, checkTimeout, isAbortSignal } from './arguments';
-import { describe } from './describe';
-import { assertDuration } from './durations';
+import { withDeadline } from './util/deadline';
+import { assertToken, checkSignal, checkTimeout, isAbortSignal } from './util/arguments';
+import { describe } from './util/describe';
+import { assertDuration } from './util/durations';
 import { LockTimeoutError } from './errors';
-import type { HolderInfo } from './holder-info';
-import type { Holding } from './holding';
-import { Holdings, type Attempt } from './holdings';
-import * as inspect from './inspect';
+import type { HolderInfo } from './redis/status';
+import type { Holding } from './hold/holding';
+import { Holdings, type Attempt } from './hold/holdings';
+import * as inspect from './redis/inspect';
 import { assertGrantHandle, createLease, type AcquireOptions, type GrantHandle, type Lease, type LeaseHost, type LockOptions } from './lease';
 import { assertName, resolveOptions, type SemaphoreOptions } from './options';
-import { Reclaim, type Watchdog, type WatchdogOptions } from './reclaim';
-import { disconnectQuietly } from './client/connection';
-import { endRegistrations } from './registration';
-import { create, CREATE_RESULT, signal } from './scripts';
-import { prepareConnection } from './slice';
+import { Reclaim, type Watchdog, type WatchdogOptions } from './hold/reclaim';
+import { disconnectQuietly } from './redis/client/connection';
+import { endRegistrations } from './lock/registration';
+import { create, CREATE_RESULT, signal } from './redis/scripts';
+import { prepareConnection } from './lock/slice';
 import { holdTraced, traceHold, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
-import { Interrupts, UNBLOCK_ANSWER_MS } from './unblock';
-import { BlockingWait } from './wait';
-import { warn } from './warn';
+import { Interrupts, UNBLOCK_ANSWER_MS } from './lock/interrupts';
+import { BlockingWait } from './lock/blocking-wait';
+import { warn } from './util/warn';
 
-export type { Watchdog, WatchdogOptions } from './reclaim';
+export type { Watchdog, WatchdogOptions } from './hold/reclaim';
 
 /**
  * The callback form's function: runs while `token` is held. `signal` aborts (with a `LockLostError`)

@@ -27,7 +27,7 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from 'redis';
-import { inboxKeyPattern, semaphoreKeys, type SemaphoreKeys } from '../lib/keys';
+import { inboxKeyPattern, semaphoreKeys, type SemaphoreKeys } from '../lib/redis/keys';
 import { censusProblems, describeCensus, takeCensus, tally, type Census } from '../spec/support/census';
 import { checkHistory, type HistoryEvent, type Interval } from '../spec/support/history';
 import type { Client } from '../spec/support/redis';

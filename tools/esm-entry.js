@@ -5,7 +5,7 @@
  *
  * One build serves both module systems: `import` gets the very classes `require` gets, so
  * `instanceof` holds across them (no dual-package hazard) and the Lua scripts load from one place,
- * `dist/scripts/`. The names are read from the built CommonJS module, so the two entries cannot
+ * `dist/redis/scripts/`. The names are read from the built CommonJS module, so the two entries cannot
  * drift apart; `spec/package/package.spec.ts` checks both from a packed tarball.
  *
  *   node tools/esm-entry.js      (run by `npm run build`, after tsc)

@@ -1,6 +1,6 @@
 /** The operators' release log: every release the CLI or the dashboard makes, in a capped stream per semaphore (its AUDIT key). */
-import { isConnectionError } from '../client/errors';
-import type { HolderInfo } from '../holder-info';
+import { isConnectionError } from '../redis/client/classify';
+import type { HolderInfo } from '../redis/status';
 import { readStatus, releaseStale, target, type Scope } from './operations';
 
 /**

@@ -1,5 +1,5 @@
 /** The JSON shapes of a semaphore's status and holders: the CLI's `--json` output and the dashboard's API. */
-import type { HolderInfo } from '../holder-info';
+import type { HolderInfo } from '../redis/status';
 import type { SemaphoreStatus, UnreadableSemaphore } from './operations';
 
 /** A holder: times as ISO 8601 strings, what was not recorded (a Ruby gem holder) as `null`. */

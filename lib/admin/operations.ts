@@ -1,18 +1,18 @@
 /** What an operator does to a semaphore by name (CLI, dashboard): read it, list them, free a token, resize, delete. */
-import { existsKeyPattern, nameOfExistsKey, semaphoreKeys, type SemaphoreKeys } from '../keys';
-import { adaptClient, topologyOf } from '../client/adapt';
-import { isConnectionError } from '../client/errors';
-import type { RedisClientLike, SupportedRedisClient } from '../client/types';
-import { callScript, FORCE_RELEASE_RESULT, forceRelease, resize, RESIZE_STATUS, status } from '../scripts';
-import { snapshotOf, type HolderInfo } from '../holder-info';
+import { existsKeyPattern, nameOfExistsKey, semaphoreKeys, type SemaphoreKeys } from '../redis/keys';
+import { adaptClient, topologyOf } from '../redis/client/adapt';
+import { isConnectionError } from '../redis/client/classify';
+import type { RedisClientLike, SupportedRedisClient } from '../redis/client/types';
+import { callScript, FORCE_RELEASE_RESULT, forceRelease, resize, RESIZE_STATUS, status } from '../redis/scripts';
+import { snapshotOf, type HolderInfo } from '../redis/status';
 import { Semaphore } from '../semaphore';
 import { MAX_RESOURCES } from '../options';
 
 /*
  * It needs no `Semaphore` options: everything is read from Redis, and every change is one script
- * (see lib/scripts/status-9.lua, forceRelease-9.lua, resize-9.lua). Given a cluster client
+ * (see lib/redis/scripts/status-9.lua, forceRelease-9.lua, resize-9.lua). Given a cluster client
  * (`createCluster()`), it addresses the keys a `Semaphore` on that client uses: a name without a
- * hash tag gets one (see lib/keys.ts), and every command goes to the node that owns their slot.
+ * hash tag gets one (see lib/redis/keys.ts), and every command goes to the node that owns their slot.
  */
 
 /**

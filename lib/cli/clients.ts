@@ -1,8 +1,8 @@
 /** The CLI's standalone and cluster clients: TLS, credentials, and fail-fast or reconnecting sockets. */
 import { createClient, createCluster } from 'redis';
-import type { RedisClientLike, SupportedRedisClient } from '../client/types';
+import type { RedisClientLike, SupportedRedisClient } from '../redis/client/types';
 import type { ConnectOptions, Connected } from './connect';
-import { usage } from './errors';
+import { usage } from './failures';
 
 /** The socket options every connection gets: TLS when a CA was given, a connect timeout, the retry policy. */
 export function socket(options: ConnectOptions, reconnect: boolean, extra: object = {}) {

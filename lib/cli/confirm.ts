@@ -1,7 +1,7 @@
 /** The CLI's guard on commands that change Redis: `--dry-run` shows, a terminal asks, `--yes` skips asking. */
 import { hostname, userInfo } from 'node:os';
 import { createInterface } from 'node:readline';
-import { CliError, EXIT, usage } from './errors';
+import { CliError, EXIT, usage } from './failures';
 
 /** How a command that changes Redis may go ahead. */
 export interface Consent {

@@ -1,8 +1,8 @@
 /** How the CLI and its dashboard reach Redis, from the command line: a URL, Cluster seed nodes or Sentinels, with TLS and credentials. */
 import { readFileSync } from 'node:fs';
-import type { SupportedRedisClient } from '../client/types';
+import type { SupportedRedisClient } from '../redis/client/types';
 import { connectCluster, connectStandalone } from './clients';
-import { CliError, describeError, EXIT, usage } from './errors';
+import { CliError, describeError, EXIT, usage } from './failures';
 import { printable, redactUrl } from './format';
 import { connectSentinel } from './sentinel';
 

@@ -13,9 +13,9 @@ import {
   type Scope,
   type SemaphoreStatus,
 } from '../admin/operations';
-import type { HolderInfo } from '../holder-info';
+import type { HolderInfo } from '../redis/status';
 import { cliActor, confirm, type Consent } from './confirm';
-import { CliError, EXIT, missing, notFound } from './errors';
+import { CliError, EXIT, missing, notFound } from './failures';
 import { formatDuration, printable, table } from './format';
 import type { Io } from './watch';
 

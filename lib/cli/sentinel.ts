@@ -1,10 +1,10 @@
 /** The CLI's clients behind Sentinels: the primary's address asked of the Sentinels, and (for the dashboard) a client that follows it through failovers. */
 import { createClient } from 'redis';
-import { isConnectionError } from '../client/errors';
-import type { RedisClientLike } from '../client/types';
+import { isConnectionError } from '../redis/client/classify';
+import type { RedisClientLike } from '../redis/client/types';
 import { connectStandalone, socket } from './clients';
 import type { ConnectOptions, Connected } from './connect';
-import { describeError } from './errors';
+import { describeError } from './failures';
 
 /**
  * Asks each Sentinel in turn for the primary's address (`SENTINEL GET-MASTER-ADDR-BY-NAME`) and

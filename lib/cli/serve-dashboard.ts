@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import { createDashboard } from '../dashboard/handler';
-import { DEFAULT_KEY_PREFIX } from '../keys';
+import { DEFAULT_KEY_PREFIX } from '../redis/keys';
 import { connect, describeTarget, type ConnectOptions, type Connected } from './connect';
 
 export interface ServeOptions {

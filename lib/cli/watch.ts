@@ -1,7 +1,7 @@
 /** `watch <name>`: the CLI's refreshing status. */
 import { statusJson } from '../admin/json';
 import { readStatus, type Scope } from '../admin/operations';
-import { EXIT, missing } from './errors';
+import { EXIT, missing } from './failures';
 import { formatDuration, formatStatus, formatTime, printable } from './format';
 
 /** Where a command writes: lines on stdout, as text or JSON. */

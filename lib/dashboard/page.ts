@@ -1,5 +1,5 @@
 /** The dashboard's two HTML pages. Every piece of user data in them goes through `escapeHtml`. */
-import { semaphoreKeys } from '../keys';
+import { semaphoreKeys } from '../redis/keys';
 
 export interface PageConfig {
   readonly basePath: string;
@@ -7,7 +7,7 @@ export interface PageConfig {
   readonly refreshMs: number;
   /** The semaphores' key prefix (the `keyPrefix` option). */
   readonly keyPrefix: string;
-  /** Whether the client is a cluster client: names without a hash tag get one (lib/keys.ts). */
+  /** Whether the client is a cluster client: names without a hash tag get one (lib/redis/keys.ts). */
   readonly cluster: boolean;
 }
 

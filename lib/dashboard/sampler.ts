@@ -15,7 +15,7 @@ import {
  *
  * Measured from polling, so honest about its resolution: the wait counts from the first snapshot
  * that saw the holder's registration as a waiter (WAITING) to its grant's acquisition time (its
- * GRABBED record). A grant's id is not its registration's (lib/ids.ts), but both start with their
+ * GRABBED record). A grant's id is not its registration's (lib/util/ids.ts), but both start with their
  * process's prefix: the registration taken is the longest-registered one of the grant's process
  * (Redis serves waiters in that order), preferring one that ended as the grant appeared (a claim
  * may keep the registration for the process's next wait). So it is an estimate when a process has
@@ -146,7 +146,7 @@ export class Sampler {
   }
 }
 
-/** The process prefix of an id (`<prefix>.<counter>`, lib/ids.ts), or `undefined`. */
+/** The process prefix of an id (`<prefix>.<counter>`, lib/util/ids.ts), or `undefined`. */
 function processOf(id: string): string | undefined {
   const dot = id.lastIndexOf('.');
   return dot > 0 ? id.slice(0, dot) : undefined;

@@ -13,7 +13,7 @@
  */
 import { createClient, createCluster } from 'redis';
 import { Semaphore, SemaphoreClosedError } from '../../lib';
-import { semaphoreKeys } from '../../lib/keys';
+import { semaphoreKeys } from '../../lib/redis/keys';
 import { censusProblems, describeCensus, takeCensus, type Census } from '../support/census';
 import { PrivateServers } from '../support/private-servers';
 import { blockedClients, sleep, uniqueName, until, type Client } from '../support/redis';

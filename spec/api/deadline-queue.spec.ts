@@ -1,7 +1,7 @@
 /**
  * DeadlineQueue: the one-timer time limit of every release try. Real timers; no Redis needed.
  */
-import { DeadlineExceeded, DeadlineQueue } from '../../lib/deadline';
+import { DeadlineExceeded, DeadlineQueue } from '../../lib/util/deadline';
 
 const MS = 60;
 

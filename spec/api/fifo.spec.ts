@@ -1,4 +1,4 @@
-import { scripts } from '../../lib/scripts';
+import { scripts } from '../../lib/redis/scripts';
 import { useFixture } from '../support/fixture';
 import { blockedClients, sleep, until } from '../support/redis';
 import { callsScript } from '../support/script-calls';

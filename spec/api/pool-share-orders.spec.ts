@@ -30,7 +30,7 @@ import { createClient } from 'redis';
 import { Redis as IoRedis5 } from 'ioredis';
 import { Redis as IoRedis6 } from 'ioredis6';
 import { createLocks, LockTimeoutError, SemaphoreClosedError, type Lease, type Locks, type SupportedRedisClient } from '../../lib';
-import { semaphoreKeys } from '../../lib/keys';
+import { semaphoreKeys } from '../../lib/redis/keys';
 import { censusProblems, describeCensus, takeCensus, tally } from '../support/census';
 import { useFixture } from '../support/fixture';
 import { ioredisPackage, redisUrl, sleep, uniqueName, until } from '../support/redis';
@@ -562,7 +562,7 @@ test(`${RUNS} orders of waits, aborts, deadlines, releases and closes on a lock 
 /**
  * The bug the orders above found, in its smallest form: a waiter's signal aborts on the tick after
  * close() began to end its blocked wait. The call rejects with the abort at once, and the abort's
- * settling of the slice (lib/wait.ts, #settleAbandonedSlice) is tracked only then: close() used to
+ * settling of the slice (lib/lock/blocking-wait.ts, #settleAbandonedSlice) is tracked only then: close() used to
  * wait only for the calls in flight when it started, so it closed the connection under that
  * settling, and the slice's registration stayed in WAITING (renewed by its claim, or marked
  * abandoned by the recover its lost reply set off; with ioredis a token handed to that waiter

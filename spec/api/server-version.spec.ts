@@ -1,5 +1,5 @@
 import { Semaphore, SemaphoreError, SemaphoreRedisError, UnsupportedServerError } from '../../lib';
-import { isOlder, MINIMUM_REDIS_VERSION } from '../../lib/server-checks';
+import { isOlder, MINIMUM_REDIS_VERSION } from '../../lib/redis/server-checks';
 import { spawnExample } from '../support/examples';
 import { FakeRedis } from '../support/fake-redis';
 import { closeAll, connectClient, connectSemaphoreClient, redisUrl, uniqueName } from '../support/redis';

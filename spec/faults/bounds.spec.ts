@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createClient } from 'redis';
 import { Semaphore, SemaphoreClosedError } from '../../lib';
-import { semaphoreKeys } from '../../lib/keys';
+import { semaphoreKeys } from '../../lib/redis/keys';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 import { stallsDuring } from '../../tools/redis-stalls';
 import { blockedClients, sleep, uniqueName, until, type Client } from '../support/redis';

@@ -7,9 +7,9 @@
 import { nanoid } from 'nanoid';
 import { createClient } from 'redis';
 import { Semaphore, type SemaphoreOptions } from '../../lib';
-import type { CheckpointStep } from '../../lib/checkpoint';
-import { semaphoreKeys } from '../../lib/keys';
-import { evalArguments, scripts } from '../../lib/scripts';
+import type { CheckpointStep } from '../../lib/util/checkpoint';
+import { semaphoreKeys } from '../../lib/redis/keys';
+import { evalArguments, scripts } from '../../lib/redis/scripts';
 import { useCrashWorkers, type Child } from '../support/crash-workers';
 import { censusProblems, describeCensus, takeCensus, tally, type CensusExpectation } from '../support/census';
 import { useFixture } from '../support/fixture';
@@ -276,7 +276,7 @@ describe('a process killed at each step of the protocol', () => {
   );
 
   /**
-   * The process prefix of a grant or registration id (`<prefix>.<counter>`, lib/ids.ts): a grant's id
+   * The process prefix of a grant or registration id (`<prefix>.<counter>`, lib/util/ids.ts): a grant's id
    * is not its registration's, but both are its process's.
    */
   const processOf = (id: string | undefined) => (id?.includes('.') ? id.slice(0, id.lastIndexOf('.')) : undefined);

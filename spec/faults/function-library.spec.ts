@@ -1,11 +1,11 @@
 /**
- * The function library (lib/functions.ts) on a real server that loses it or refuses it: FUNCTION
+ * The function library (lib/redis/functions.ts) on a real server that loses it or refuses it: FUNCTION
  * FLUSH (as a restart without persistence would), and ACLs without FUNCTION LOAD or FCALL. Calls go
  * on as EVAL, nothing is lost or left behind.
  */
 import { releaseToken } from '../../lib/admin/operations';
-import { functionLibrary } from '../../lib/functions';
-import { scripts } from '../../lib/scripts';
+import { functionLibrary } from '../../lib/redis/functions';
+import { scripts } from '../../lib/redis/scripts';
 import { censusProblems, takeCensus } from '../support/census';
 import { PrivateServers } from '../support/private-servers';
 import { blockedClients, uniqueName, until, type Client } from '../support/redis';

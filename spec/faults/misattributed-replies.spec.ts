@@ -9,9 +9,9 @@
  * Exercised for real: a real redis-server, and a client whose next two script calls are sent in a
  * chosen order on its one connection and each resolved with the other's real reply.
  */
-import { MisattributedReplyError } from '../../lib/client/errors';
-import { semaphoreKeys } from '../../lib/keys';
-import { claim, recover, refresh, release, runScript, scripts, signal, tryLock, type ScriptCall } from '../../lib/scripts';
+import { MisattributedReplyError } from '../../lib/redis/client/classify';
+import { semaphoreKeys } from '../../lib/redis/keys';
+import { claim, recover, refresh, release, runScript, scripts, signal, tryLock, type ScriptCall } from '../../lib/redis/scripts';
 import { PrivateServers } from '../support/private-servers';
 import type { RedisServer } from '../support/redis-server';
 import { uniqueName, type Client } from '../support/redis';

@@ -4,7 +4,7 @@
  * OOM under noeviction, NOPERM from an ACL, and eviction policies that can take the semaphore's keys.
  */
 import { SemaphoreRedisError, type Semaphore, type SemaphoreOptions } from '../../lib';
-import { EVICTION_WARNING_CODE } from '../../lib/server-checks';
+import { EVICTION_WARNING_CODE } from '../../lib/redis/server-checks';
 import { censusProblems, takeCensus, type Census } from '../support/census';
 import { PrivateServers } from '../support/private-servers';
 import { blockedClients, sleep, uniqueName, until } from '../support/redis';

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { createClient } from 'redis';
 import { createDashboard, Mutex, Semaphore, type RedisClientLike } from '../../lib';
 import { listSemaphores, readStatus, releaseToken } from '../../lib/admin/operations';
-import { semaphoreKeys } from '../../lib/keys';
+import { semaphoreKeys } from '../../lib/redis/keys';
 import { documentedAcl } from '../support/acl';
 import { censusProblems, takeCensus } from '../support/census';
 import { startRedisServer, type RedisServer } from '../support/redis-server';

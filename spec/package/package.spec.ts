@@ -78,14 +78,14 @@ describe('the tarball', () => {
     expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/index.mjs', 'dist/index.d.mts']));
     expect(files.filter((file) => /(^|\/)(spec|tests?|__tests__)\/|\.(spec|test)\.|\.tsbuildinfo$|\.ts$(?<!\.d\.ts)/.test(file))).toEqual([]);
 
-    // Every Lua file of lib/scripts, where dist/scripts.js reads them from.
+    // Every Lua file of lib/redis/scripts, where dist/redis/lua-source.js reads them from.
     const lua = (dir: string, prefix = ''): string[] =>
       readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
         entry.isDirectory() ? lua(join(dir, entry.name), `${prefix}${entry.name}/`) : entry.name.endsWith('.lua') ? [`${prefix}${entry.name}`] : [],
       );
-    const scripts = lua(join(ROOT, 'lib', 'scripts'));
+    const scripts = lua(join(ROOT, 'lib', 'redis', 'scripts'));
     expect(scripts.length).toBeGreaterThan(5);
-    expect(files.filter((file) => file.startsWith('dist/scripts/'))).toEqual(scripts.map((file) => `dist/scripts/${file}`).sort());
+    expect(files.filter((file) => file.startsWith('dist/redis/scripts/'))).toEqual(scripts.map((file) => `dist/redis/scripts/${file}`).sort());
   });
 
   test('every source map carries its sources, so none points to a file the package lacks', () => {
@@ -185,7 +185,7 @@ describe.each([
   ['require', 'consumer.cjs', 'node_modules/redis-token-semaphore/dist/index.js'],
   ['import', 'consumer.mjs', 'node_modules/redis-token-semaphore/dist/index.mjs'],
 ] as const)('a real %s() of the installed package', (kind, file, entry) => {
-  test('locks, waits in Redis, hands over and unlocks; the Lua scripts load from dist/scripts', async () => {
+  test('locks, waits in Redis, hands over and unlocks; the Lua scripts load from dist/redis/scripts', async () => {
     writeFileSync(join(project, file), consumerSource(kind));
     const name = uniqueName('package');
     const { stdout, stderr } = await run(process.execPath, [file, name], { cwd: project, env: cleanEnv({ REDIS_URL: redisUrl() }) });

@@ -111,9 +111,9 @@ describe('the minimal ACL', () => {
     const granted = documentedAcl()
       .filter((rule) => rule.startsWith('+') && !rule.startsWith('+@'))
       .map((rule) => rule.slice(1).toUpperCase());
-    const lua = readdirSync(join(ROOT, 'lib', 'scripts'), { recursive: true, encoding: 'utf8' })
+    const lua = readdirSync(join(ROOT, 'lib', 'redis', 'scripts'), { recursive: true, encoding: 'utf8' })
       .filter((file) => file.endsWith('.lua'))
-      .map((file) => readFileSync(join(ROOT, 'lib', 'scripts', file), 'utf8'))
+      .map((file) => readFileSync(join(ROOT, 'lib', 'redis', 'scripts', file), 'utf8'))
       .join('\n');
     // The library's TypeScript, not the operators' tools (lib/admin, lib/cli, lib/dashboard).
     const ts = readdirSync(join(ROOT, 'lib'), { recursive: true, encoding: 'utf8' })

@@ -1,10 +1,10 @@
-import { Contention } from '../../lib/contention';
+import { Contention } from '../../lib/lock/contention';
 import { SemaphoreContext } from '../../lib/context';
 import { resolveOptions } from '../../lib/options';
 import { useFixture } from '../support/fixture';
 import { uniqueName } from '../support/redis';
 
-/** Advance registrations (lib/contention.ts): the idle ones end, the others stay known, in any order of expiry. */
+/** Advance registrations (lib/lock/contention.ts): the idle ones end, the others stay known, in any order of expiry. */
 const fixture = useFixture();
 
 /**

@@ -1,6 +1,6 @@
-import { buildFunctionLibrary, functionLibrary, loadFunctionLibrary } from '../../lib/functions';
-import { semaphoreKeys } from '../../lib/keys';
-import { callScript, claim, refresh, release, storedCommand, tryLock, type ScriptTarget } from '../../lib/scripts';
+import { buildFunctionLibrary, functionLibrary, loadFunctionLibrary } from '../../lib/redis/functions';
+import { semaphoreKeys } from '../../lib/redis/keys';
+import { callScript, claim, refresh, release, storedCommand, tryLock, type ScriptTarget } from '../../lib/redis/scripts';
 import { useFixture } from '../support/fixture';
 import { replyField } from '../support/script-calls';
 import { uniqueName, type Client } from '../support/redis';
@@ -74,7 +74,7 @@ async function cycle(t: ScriptTarget, between: () => Promise<void>): Promise<unk
   return replies;
 }
 
-describe('the function library (lib/functions.ts)', () => {
+describe('the function library (lib/redis/functions.ts)', () => {
   test('holds a function per hot-path script, named after a hash of its code, and defines each helper of their includes once', () => {
     expect([...functionLibrary.functions.keys()]).toEqual(['tryLock', 'claim', 'release', 'refresh']);
     expect(functionLibrary.name).toMatch(/^rts_[0-9a-f]{12}$/);

@@ -1,4 +1,4 @@
-import type { SemaphoreKeys } from '../../lib/keys';
+import type { SemaphoreKeys } from '../../lib/redis/keys';
 import { snapshot, useFixture } from '../support/fixture';
 import type { Client } from '../support/redis';
 import { scriptRunner } from '../support/script-calls';

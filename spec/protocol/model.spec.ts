@@ -100,7 +100,7 @@ class Lock implements Command {
     const timeout = this.timeout === 0 || expected === null ? this.timeout : 10_000;
     const token = await real.sems[this.client]!.lock(timeout);
     expect(token).toBe(expected); // a free token is taken from the head; none free: null once the timeout passes
-    // Contended (lib/acquire.ts): after a lock(0) that missed; a grant says nobody else waits (no
+    // Contended (lib/lock/take.ts): after a lock(0) that missed; a grant says nobody else waits (no
     // registration is left in the model), a wait that timed out proves nothing.
     model.contended[this.client] = expected === null && this.timeout === 0;
     // A miss reclaims: past 16 holders, with more holders than entries, it reads GRABBED and indexes

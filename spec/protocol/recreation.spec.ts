@@ -1,6 +1,6 @@
 import fc from 'fast-check';
-import { semaphoreKeys } from '../../lib/keys';
-import { runScript, scripts } from '../../lib/scripts';
+import { semaphoreKeys } from '../../lib/redis/keys';
+import { runScript, scripts } from '../../lib/redis/scripts';
 import { useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
 

@@ -1,5 +1,5 @@
-import { semaphoreKeys } from '../../lib/keys';
-import { callScript, claim, prepareWait, recover, refresh, release, scripts, tryLock, withoutUnusedFunctions } from '../../lib/scripts';
+import { semaphoreKeys } from '../../lib/redis/keys';
+import { callScript, claim, prepareWait, recover, refresh, release, scripts, tryLock, withoutUnusedFunctions } from '../../lib/redis/scripts';
 import { snapshot, useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
 import { scriptRunner } from '../support/script-calls';
@@ -453,7 +453,7 @@ describe('the grant record (includes/grant.lua)', () => {
   });
 });
 
-describe('loading (lib/scripts.ts)', () => {
+describe('loading (lib/redis/scripts.ts)', () => {
   test('drops the helpers a script never calls, and the helpers only they called', () => {
     const source = [
       'local function used()\n  return 1\nend\n',

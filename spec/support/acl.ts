@@ -1,7 +1,7 @@
 /** The minimal ACL the README documents, read from the README itself so that the two cannot drift apart. */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_KEY_PREFIX } from '../../lib/keys';
+import { DEFAULT_KEY_PREFIX } from '../../lib/redis/keys';
 
 /**
  * The rules of the README's `ACL SETUSER semaphore …` line, its password replaced by `password`. With

@@ -1,6 +1,6 @@
 /** The one reader of a semaphore's state in Redis for the specs: where every token is (a census), and what is wrong with it. */
-import { grantIdOf } from '../../lib/holder-info';
-import { grantIdOfInboxKey, inboxKeyPattern, semaphoreKeys } from '../../lib/keys';
+import { grantIdOf } from '../../lib/redis/status';
+import { grantIdOfInboxKey, inboxKeyPattern, semaphoreKeys } from '../../lib/redis/keys';
 import type { Client } from './redis';
 
 /** Where every token of a semaphore is, read in one MULTI (inbox keys found by SCAN just before). */

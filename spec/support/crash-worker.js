@@ -36,9 +36,9 @@ const { createClient } = require('redis');
 // concurrent `npm run build` (rm -rf dist) cannot pull it from under a run.
 const dist = process.env.CRASH_WORKER_DIST || join(__dirname, '../../dist');
 const { Semaphore } = require(dist);
-const { setCheckpointHook } = require(join(dist, 'checkpoint'));
-const { scripts, evalArguments } = require(join(dist, 'scripts'));
-const { semaphoreKeys } = require(join(dist, 'keys'));
+const { setCheckpointHook } = require(join(dist, 'util', 'checkpoint'));
+const { scripts, evalArguments } = require(join(dist, 'redis', 'scripts'));
+const { semaphoreKeys } = require(join(dist, 'redis', 'keys'));
 
 const config = JSON.parse(process.env.CRASH_WORKER || '{}');
 

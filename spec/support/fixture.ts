@@ -1,6 +1,6 @@
 /** The spec files' common fixture: a client on the run's Redis, semaphores closed after each test, key snapshots. */
 import { Semaphore, type SemaphoreOptions } from '../../lib';
-import { keyPattern, semaphoreKeys } from '../../lib/keys';
+import { keyPattern, semaphoreKeys } from '../../lib/redis/keys';
 import { takeCensus } from './census';
 import { closeAll, connectClient, connectSemaphoreClient, ioredisPackage, uniqueName, type Client } from './redis';
 import type { SupportedRedisClient } from '../../lib';

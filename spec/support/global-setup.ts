@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { isOlder } from '../../lib/server-checks';
+import { isOlder } from '../../lib/redis/server-checks';
 import { startRedisServer, type RedisServer } from './redis-server';
 
 declare global {
@@ -9,7 +9,7 @@ declare global {
 /**
  * The oldest redis-server the specs can start: they pass `--enable-debug-command local` (new in 7.0;
  * `DEBUG SLEEP` and the like stand in for a stalled server), here and in the cluster and fault specs.
- * The library itself runs on 6.2 (lib/server-checks.ts).
+ * The library itself runs on 6.2 (lib/redis/server-checks.ts).
  */
 const TESTS_NEED = '7.0.0';
 

@@ -1,7 +1,7 @@
-// How a test recognises a call of one of the library's scripts on the wire: EVALSHA of its SHA1, or FCALL of its function where the server has the library (lib/functions.ts).
-import { functionLibrary } from '../../lib/functions';
-import { semaphoreKeys } from '../../lib/keys';
-import { runScript, scripts, type Script } from '../../lib/scripts';
+// How a test recognises a call of one of the library's scripts on the wire: EVALSHA of its SHA1, or FCALL of its function where the server has the library (lib/redis/functions.ts).
+import { functionLibrary } from '../../lib/redis/functions';
+import { semaphoreKeys } from '../../lib/redis/keys';
+import { runScript, scripts, type Script } from '../../lib/redis/scripts';
 import { uniqueName, type Client } from './redis';
 
 /** The names a call of `script` goes by: its SHA1 (EVALSHA) and, for a script of the library, its function (FCALL). */

@@ -14,9 +14,9 @@ import {
 import { readAudit } from '../../lib/admin/audit';
 import { metricsText } from '../../lib/dashboard/metrics';
 import { escapeHtml } from '../../lib/dashboard/page';
-import { DEFAULT_KEY_PREFIX, existsKeyPattern, grantIdOfInboxKey, inboxKeyPattern, keyPattern, nameOfExistsKey, semaphoreKeys } from '../../lib/keys';
-import type { RedisClientLike, SupportedRedisClient } from '../../lib/client/types';
-import { runScript, scripts } from '../../lib/scripts';
+import { DEFAULT_KEY_PREFIX, existsKeyPattern, grantIdOfInboxKey, inboxKeyPattern, keyPattern, nameOfExistsKey, semaphoreKeys } from '../../lib/redis/keys';
+import type { RedisClientLike, SupportedRedisClient } from '../../lib/redis/client/types';
+import { runScript, scripts } from '../../lib/redis/scripts';
 import { snapshot, useFixture } from '../support/fixture';
 import { blockedClients, connectClient, uniqueName, until } from '../support/redis';
 import { startRedisServer } from '../support/redis-server';
@@ -351,7 +351,7 @@ describe('createDashboard', () => {
   });
 });
 
-describe('key names for operators (lib/keys.ts)', () => {
+describe('key names for operators (lib/redis/keys.ts)', () => {
   test('a listed EXISTS key gives back a name that addresses the same keys; a cluster semaphore\'s is its tagged name', () => {
     expect(existsKeyPattern()).toBe('SEMAPHORE:*:EXISTS');
     expect(existsKeyPattern('APP1:')).toBe('APP1:*:EXISTS');

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { semaphoreKeys } from '../../lib/keys';
+import { semaphoreKeys } from '../../lib/redis/keys';
 import { useFixture } from '../support/fixture';
 import { CLI, runCli, startDashboard } from '../support/cli';
 import { blockedClients, redisUrl, uniqueName, until } from '../support/redis';

@@ -1,7 +1,7 @@
 import { createClient, createCluster } from 'redis';
 import { Semaphore } from '../../lib';
-import { semaphoreKeys } from '../../lib/keys';
-import { keySlot } from '../../lib/slot';
+import { semaphoreKeys } from '../../lib/redis/keys';
+import { keySlot } from '../../lib/redis/slot';
 import { runCli, startDashboard } from '../support/cli';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster';
 import { startSentinelSetup, type SentinelSetup } from '../support/redis-sentinel';

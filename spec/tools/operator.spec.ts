@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { appendAudit, AUDIT_LENGTH } from '../../lib/admin/audit';
-import { semaphoreKeys } from '../../lib/keys';
+import { semaphoreKeys } from '../../lib/redis/keys';
 import { useFixture } from '../support/fixture';
 import { CLI, runCli, startDashboard, type CliResult } from '../support/cli';
 import { blockedClients, connectClient, redisUrl, uniqueName, until, type Client } from '../support/redis';

@@ -1,10 +1,10 @@
 import { createClient } from 'redis';
 import { Semaphore, SemaphoreClosedError } from '../../lib';
 import keySlot from 'cluster-key-slot';
-import { hasHashTag, semaphoreKeys } from '../../lib/keys';
-import { keySlot as librarySlot } from '../../lib/slot';
-import { adaptClient, topologyOf } from '../../lib/client/adapt';
-import { isConnectionError, wasRefusedForNow } from '../../lib/client/errors';
+import { hasHashTag, semaphoreKeys } from '../../lib/redis/keys';
+import { keySlot as librarySlot } from '../../lib/redis/slot';
+import { adaptClient, topologyOf } from '../../lib/redis/client/adapt';
+import { isConnectionError, wasRefusedForNow } from '../../lib/redis/client/classify';
 import { blockedClients, closeAll, connectClient, redisClientPackage, redisUrl, uniqueName, until, type Client } from '../support/redis';
 
 // jest.config.js maps `redis` to the package REDIS_CLIENT names, for the library and the specs.

@@ -1,6 +1,6 @@
 import { createClient, createCluster } from 'redis';
 import { Semaphore } from '../../lib';
-import { semaphoreKeys } from '../../lib/keys';
+import { semaphoreKeys } from '../../lib/redis/keys';
 import { censusProblems, takeCensus, type Census } from '../support/census';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster';
 import { redisClientPackage, sleep, uniqueName, until, type Client } from '../support/redis';

@@ -1,7 +1,7 @@
 import { Cluster as IoCluster5, Redis as IoRedis5 } from 'ioredis';
 import { Cluster as IoCluster6, Redis as IoRedis6 } from 'ioredis6';
 import { LockTimeoutError, Semaphore, SemaphoreClosedError, type SupportedRedisClient } from '../../lib';
-import { semaphoreKeys } from '../../lib/keys';
+import { semaphoreKeys } from '../../lib/redis/keys';
 import { censusProblems, takeCensus } from '../support/census';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster';
 import {

@@ -1,0 +1,225 @@
+import { LockLostError } from '../errors';
+import type { LockLostReason } from '../options';
+
+/** What a holding asks of its semaphore. */
+export interface HoldingHost {
+  readonly name: string;
+  /** Renews the holding's GRABBED time; resolves whether Redis still records this acquisition. */
+  refreshHolding(holding: Holding): Promise<boolean>;
+  /** Tells the user (callback, events) that the holding was lost. */
+  holdingLost(holding: Holding, reason: LockLostReason): void;
+  /**
+   * The holding has something due at `at` (`performance.now()`): its lease ends or a refresh is
+   * due. The host's timer calls `tick` no later than that (one timer for all of a semaphore's holdings).
+   */
+  wake(at: number): void;
+}
+
+export interface LeaseTerms {
+  /** How long a confirmed acquisition or refresh keeps the token: `staleClientTimeout`. */
+  readonly ms: number;
+  /** The lease as this process counts it: `holderLeaseMs(ms)`. */
+  readonly holderMs: number;
+  /** Refresh every third of the lease while held. */
+  readonly autoRefresh: boolean;
+}
+
+/** Refreshes per lease: one lost or slow refresh still leaves two chances before the lease ends. */
+const REFRESHES_PER_LEASE = 3;
+
+/**
+ * The lease this process counts is shorter than `staleClientTimeout` by this margin (Redlock's
+ * rule: 1% for clock-rate drift, 2 ms for timer lateness), so it ends before Redis may reclaim.
+ */
+export function holderLeaseMs(staleMs: number): number {
+  return Math.max(1, staleMs * 0.99 - 2);
+}
+
+/** The terms of every holding of a semaphore with this `staleClientTimeout` (null: no lease). */
+export function leaseTerms(staleMs: number | null, autoRefresh: boolean): LeaseTerms | null {
+  return staleMs === null ? null : { ms: staleMs, holderMs: holderLeaseMs(staleMs), autoRefresh };
+}
+
+/**
+ * One acquisition this process holds: its token, the grant id Redis records as its owner, its
+ * fencing number, and its lease as this process sees it. The lease is counted on this process's
+ * monotonic clock from when the acquiring (or last confirmed refreshing) request was *sent*, which is
+ * no later than when Redis stamped it, so the holder gives the token up in its own mind no later than
+ * any other client may reclaim it (clock rates assumed equal).
+ *
+ * A holding arms no timer of its own: its host runs one timer for all its holdings and calls `tick`
+ * when the earliest lease end or refresh is due, so a grant released within the lease (the usual
+ * case) costs no timer at all. Nothing is allocated for the signal until someone reads it.
+ */
+export class Holding {
+  readonly token: string;
+  readonly id: string;
+  readonly fence: number;
+  /** Taken by the callback form, which releases it itself; `unlock()` without a token skips it. */
+  readonly scoped: boolean;
+  /** When this process got it (`performance.now()`). */
+  readonly acquiredAt = performance.now();
+
+  readonly #host: HoldingHost;
+  readonly #terms: LeaseTerms | null;
+  /** Made when `signal` is first read: most holdings are released without anyone looking. */
+  #controller: AbortController | undefined;
+  #lostReason: LockLostError | undefined;
+  #leaseEnd = Infinity;
+  /** When the next automatic refresh is due (while `#refreshing`). */
+  #refreshAt = Infinity;
+  #refreshing: boolean;
+  /** An automatic refresh is on its way: the next one is due a third of the lease after it settles. */
+  #refreshInFlight = false;
+  #ended = false;
+  /** A release is on its way (see `beginRelease`). */
+  #releasing = false;
+
+  constructor(
+    host: HoldingHost,
+    grant: { readonly token: string; readonly id: string; readonly fence: number },
+    scoped: boolean,
+    terms: LeaseTerms | null,
+    sentAt: number,
+  ) {
+    this.#host = host;
+    this.token = grant.token;
+    this.id = grant.id;
+    this.fence = grant.fence;
+    this.scoped = scoped;
+    this.#terms = terms;
+    this.#refreshing = terms?.autoRefresh ?? false;
+    if (terms !== null) {
+      this.#leaseEnd = sentAt + terms.holderMs;
+      if (this.#refreshing) this.#refreshAt = this.acquiredAt + terms.ms / REFRESHES_PER_LEASE;
+      host.wake(this.#nextDue());
+    }
+  }
+
+  /** Whether the token was lost (the signal aborted). */
+  get lost(): boolean {
+    return this.#lostReason !== undefined;
+  }
+
+  /** Whether a release is on its way. */
+  get releasing(): boolean {
+    return this.#releasing;
+  }
+
+  /** Why the token was lost, if it was. */
+  get lostReason(): LockLostReason | undefined {
+    return this.#lostReason?.reason;
+  }
+
+  /** What is left of the lease, in ms (`Infinity` without `staleClientTimeout`). */
+  get remainingMs(): number {
+    return this.#leaseEnd - performance.now();
+  }
+
+  /** Aborts (with a `LockLostError`) when the token is lost; never on a normal release. */
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#lostReason) this.#controller.abort(this.#lostReason);
+    }
+    return this.#controller.signal;
+  }
+
+  /** Redis confirmed the acquisition at a request sent at `sentAt` (`performance.now()`): the lease runs from there. */
+  confirm(sentAt: number): void {
+    if (this.#ended || this.#terms === null) return;
+    this.#leaseEnd = sentAt + this.#terms.holderMs;
+    this.#host.wake(this.#nextDue());
+  }
+
+  /**
+   * Called by the host's timer: ends the holding if its lease is over (`'expired'`), or starts the
+   * refresh that is due (or nearly). Returns when it next has something due (`Infinity`: nothing).
+   */
+  tick(now: number): number {
+    if (this.#ended || this.#releasing) return Infinity;
+    if (this.#leaseEnd <= now) {
+      this.lose('expired');
+      return Infinity;
+    }
+    // A refresh due soon goes now too, with the one that woke the timer: one wake-up serves all
+    // holdings granted around the same time, however many there are.
+    if (this.#refreshing && !this.#refreshInFlight && this.#refreshAt <= now + this.#refreshSlackMs()) this.#refresh();
+    return this.#nextDue();
+  }
+
+  /** Ends the holding at once if its lease is already over (a slow grant): the caller must not start work believing it holds. */
+  loseIfExpired(): void {
+    if (!this.#ended && this.remainingMs <= 0) this.lose('expired');
+  }
+
+  /**
+   * Stops refreshing but keeps counting the lease: after a failed release (the token may still be
+   * held in Redis, and must go stale rather than be refreshed forever) and at `close()`.
+   */
+  stopRefreshing(): void {
+    this.#refreshing = false;
+  }
+
+  /**
+   * Its holder is giving the token back: refreshes stop, and what a refresh that crosses the release
+   * answers ("not held", since the release ran first) or the lease says is no news: a holder never
+   * hears "lost" because of its own release. Until `end()`, or `releaseFailed()`.
+   */
+  beginRelease(): void {
+    this.#releasing = true;
+  }
+
+  /**
+   * The release failed (Redis unreachable): the token may still be held in Redis. It must go stale,
+   * not be refreshed forever, so refreshes stay off; the lease counts again and reports its end.
+   */
+  releaseFailed(): void {
+    this.#releasing = false;
+    this.stopRefreshing();
+    this.loseIfExpired();
+    if (!this.#ended) this.#host.wake(this.#nextDue());
+  }
+
+  /** The token is gone: aborts the signal and tells the user, once. */
+  lose(reason: LockLostReason): void {
+    if (this.#ended || this.#releasing) return;
+    this.end();
+    this.#lostReason = new LockLostError(this.#host.name, this.token, reason);
+    this.#controller?.abort(this.#lostReason);
+    this.#host.holdingLost(this, reason);
+  }
+
+  /** Released, or lost: nothing is due any more. */
+  end(): void {
+    this.#ended = true;
+  }
+
+  /** When `tick` next has something to do: the lease's end, or the next refresh. */
+  #nextDue(): number {
+    if (this.#ended || this.#releasing) return Infinity;
+    return this.#refreshing && !this.#refreshInFlight ? Math.min(this.#leaseEnd, this.#refreshAt) : this.#leaseEnd;
+  }
+
+  /** How early a refresh may go: a tenth of the time between refreshes. */
+  #refreshSlackMs(): number {
+    return (this.#terms?.ms ?? 0) / REFRESHES_PER_LEASE / 10;
+  }
+
+  #refresh(): void {
+    this.#refreshInFlight = true;
+    const sentAt = performance.now();
+    this.#host
+      .refreshHolding(this)
+      .then(
+        (held) => (held ? this.confirm(sentAt) : this.lose('reclaimed')),
+        () => undefined, // unconfirmed: the next refresh tries again, and the lease decides
+      )
+      .finally(() => {
+        this.#refreshInFlight = false;
+        this.#refreshAt = performance.now() + (this.#terms?.ms ?? Infinity) / REFRESHES_PER_LEASE;
+        const due = this.#nextDue();
+        if (due !== Infinity) this.#host.wake(due);
+      });
+  }
+}

@@ -1,0 +1,400 @@
+// This instance's acquisitions: adopting a grant, releasing, consuming and refreshing one, handing one over, giving one back, and telling a holder it lost its token.
+import type { Connection } from '../redis/client/connection';
+import { checkpoint } from '../util/checkpoint';
+import type { SemaphoreContext } from '../context';
+import { backoffMs, DeadlineExceeded, DeadlineQueue, sleep, withDeadline } from '../util/deadline';
+import { MAX_TIMER_MS } from '../util/durations';
+import { SemaphoreClosedError, SemaphoreRedisError } from '../errors';
+import { grantIdOf } from '../redis/status';
+import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holding';
+import type { LockLostReason } from '../options';
+import { replyErrorCode, wasNeverSent } from '../redis/client/classify';
+import { ANSWER_MS } from '../lock/recover';
+import { callAndWait, checkReplicated, type Replied } from './replication';
+import { refresh, release, type ReleaseReply } from '../redis/scripts';
+import { debug } from '../telemetry';
+import { warn } from '../util/warn';
+
+/** A grant Redis made: the token, the grant id its GRABBED record names, and the fencing number. */
+export interface Grant {
+  readonly token: string;
+  readonly id: string;
+  readonly fence: number;
+  /**
+   * When the lease starts, on `performance.now()`: no later than Redis stamped the grant, as far as
+   * this process can tell (see `Holding`).
+   */
+  readonly anchor: number;
+}
+
+/** One call that wants a token: how its holding is released, when it started, and what may cancel it. */
+export interface Attempt {
+  /** Released by the callback form or a `Lease` itself; `unlock()` without a token skips it. */
+  readonly scoped: boolean;
+  readonly startedAt: number;
+  readonly signal: AbortSignal | undefined;
+}
+
+/**
+ * How long one release try waits for its answer before the call rejects (a try with no answer is not
+ * repeated: an offline queue still holds it). Longer than a failover (a Sentinel promotion takes a
+ * few seconds), during which the release is held and then runs on the new primary.
+ */
+const RELEASE_ANSWER_MS = 10_000;
+
+/** Every release try of the process, each limited to RELEASE_ANSWER_MS, with one timer for all. */
+const releaseDeadlines = new DeadlineQueue(RELEASE_ANSWER_MS);
+
+/** Most tries of a release whose connection failed (each after a backoff): about 3 s in all. */
+const RELEASE_TRIES = 6;
+
+export class Holdings {
+  readonly #ctx: SemaphoreContext;
+  /** This instance's held tokens, oldest first. */
+  readonly #holdings: Holding[] = [];
+  readonly #host: HoldingHost;
+  /** Every holding's lease terms (the options do not change). */
+  readonly #terms: LeaseTerms | null;
+  /** The one timer of all the holdings (see `Holding.tick`), and when it fires (`performance.now()`). */
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Infinity;
+  /** What a release try past its time limit rejects with, made once rather than per try. */
+  readonly #unlockExpired: (error: DeadlineExceeded) => Error;
+  readonly #consumeExpired: (error: DeadlineExceeded) => Error;
+
+  constructor(ctx: SemaphoreContext) {
+    this.#ctx = ctx;
+    this.#terms = leaseTerms(ctx.options.staleClientTimeout, ctx.options.autoRefresh);
+    this.#host = {
+      name: ctx.name,
+      refreshHolding: (holding) => this.refreshGrant(holding),
+      holdingLost: (holding, reason) => this.#holdingLost(holding, reason),
+      wake: (at) => this.#wake(at),
+    };
+    this.#unlockExpired = (error) => new SemaphoreRedisError(ctx.name, 'unlock', error);
+    this.#consumeExpired = (error) => new SemaphoreRedisError(ctx.name, 'consume', error);
+  }
+
+  /** The holdings not lost, oldest first. */
+  live(): Holding[] {
+    return this.#holdings.filter((holding) => !holding.lost);
+  }
+
+  /** The fencing number of `token`'s acquisition, or of the latest one; `undefined` if not held. */
+  fence(token: string | undefined): number | undefined {
+    const held = this.live();
+    const holding = token === undefined ? held.at(-1) : held.findLast((h) => h.token === token);
+    return holding?.fence;
+  }
+
+  /** Every holding of `token` (or every holding) is lost to `reason`: signalled back, or deleted. */
+  loseAll(reason: LockLostReason, token?: string): void {
+    const lost = this.#holdings.filter((held) => token === undefined || held.token === token);
+    for (const holding of lost) holding.lose(reason);
+  }
+
+  /** At close(): tokens still held stay held, but nobody refreshes them any more. */
+  stopRefreshing(): void {
+    for (const holding of this.#holdings) holding.stopRefreshing();
+  }
+
+  /**
+   * A grant Redis made for `attempt` becomes a holding. Without a test hook, a lease still fresh, and
+   * a caller still there, it all happens at once: no await, no timer, no event built that nobody hears.
+   */
+  granted(grant: Grant, attempt: Attempt, via?: Connection): Promise<Holding> {
+    // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
+    // to the next waiter. `via`: the waiter's connection, still ours until the wait returns it.
+    if (this.#ctx.closing || attempt.signal?.aborted) return this.#refuse(grant, attempt.signal, via);
+    const terms = this.#terms;
+    // A grant whose lease is mostly spent (a long blocking wait counts from when the pipeline was
+    // sent; see DESIGN "Leases") is refreshed once before it is handed out, which restarts its
+    // lease from a known send time, or finds it already reclaimed.
+    if (terms !== null && grant.anchor + terms.holderMs - performance.now() < (2 / 3) * terms.holderMs) {
+      return this.#renewThenHold(grant, attempt);
+    }
+    try {
+      return this.#hold(grant, attempt, grant.anchor, null);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  }
+
+  /** A grant for a caller who has gone: closed (the token goes back first), or aborted (told at once). */
+  async #refuse(grant: Grant, signal: AbortSignal | undefined, via: Connection | undefined): Promise<never> {
+    const ctx = this.#ctx;
+    if (!ctx.closing && signal) {
+      // The release runs on (close() waits for it).
+      void ctx.track(this.giveBack(grant));
+      signal.throwIfAborted();
+    }
+    await this.giveBack(grant, via);
+    throw new SemaphoreClosedError(ctx.name);
+  }
+
+  async #renewThenHold(grant: Grant, attempt: Attempt): Promise<Holding> {
+    const sentAt = performance.now();
+    // Bounded: a main client that does not answer (stuck reconnecting) must not hold up the grant.
+    const renewed = await withDeadline(this.refreshGrant(grant), ANSWER_MS, 'refresh').catch(() => null);
+    return this.#hold(grant, attempt, renewed ? sentAt : grant.anchor, renewed);
+  }
+
+  /** The holding, its `acquired` event, and the `lock:granted` checkpoint. `renewed`: false if the refresh found the grant ended. */
+  #hold(grant: Grant, attempt: Attempt, anchor: number, renewed: boolean | null): Promise<Holding> {
+    const holding = new Holding(this.#host, grant, attempt.scoped, this.#terms, anchor);
+    this.#holdings.push(holding);
+    this.#ctx.telemetry.acquired(holding.token, holding.fence, holding.acquiredAt - attempt.startedAt);
+    if (renewed === false) holding.lose('reclaimed');
+    else holding.loseIfExpired();
+    const hook = checkpoint('lock:granted');
+    return hook ? Promise.resolve(hook).then(() => holding) : Promise.resolve(holding);
+  }
+
+  async release(holding: Holding, putBack: boolean): Promise<number | false> {
+    const ctx = this.#ctx;
+    // A holding lost to another grant is known to be over: nothing to ask Redis.
+    if (holding.lostReason === 'reclaimed') {
+      holding.end();
+      this.#forget(holding);
+      return false;
+    }
+    holding.beginRelease();
+    let available: number | false;
+    let acknowledged: number | null;
+    try {
+      ({ available, acknowledged } = await this.releaseGrant(holding, putBack, REPLICATED));
+    } catch (error) {
+      // The token may still be held in Redis: it goes stale (no more refreshes), and the holding
+      // stays, so a later unlock can try again.
+      holding.releaseFailed();
+      throw error;
+    }
+    debug('%s %s %s: %s', ctx.name, putBack ? 'unlock' : 'consume', holding.token, available === false ? 'not held' : 'done');
+    holding.end();
+    this.#forget(holding);
+    if (available !== false) {
+      ctx.telemetry.released(holding.token, holding.fence, performance.now() - holding.acquiredAt);
+      // waitReplicas: the release took effect on the primary either way; a shortfall is reported.
+      if (acknowledged !== null) await checkReplicated(ctx, putBack ? 'unlock' : 'consume', acknowledged);
+    }
+    return available;
+  }
+
+  async refresh(holding: Holding): Promise<boolean> {
+    // A lost holding stays lost: after 'expired' only unlock() may still give the token back. One
+    // being released is no longer the caller's to renew.
+    if (holding.lost || holding.releasing) return false;
+    const sentAt = performance.now();
+    const renewed = await this.refreshGrant(holding);
+    if (renewed) holding.confirm(sentAt);
+    else holding.lose('reclaimed'); // a no-op when a release crossed it
+    return renewed;
+  }
+
+  /**
+   * Hands `holding` over (`Lease.handOver`): it stays held in Redis, but this instance forgets it: no
+   * refreshes, no lease end or "lost" report, and `unlock(token)` no longer finds it. `false` if its
+   * release has begun, or it is no longer this instance's (released).
+   */
+  handOver(holding: Holding): boolean {
+    if (holding.releasing || !this.#holdings.includes(holding)) return false;
+    holding.stopRefreshing();
+    holding.end();
+    this.#forget(holding);
+    return true;
+  }
+
+  /** This instance's holding of grant `grantId` of `token`, unless its release is on its way (then it is its releaser's). */
+  holdingOf(grantId: string, token: string): Holding | undefined {
+    return this.#holdings.find((holding) => holding.id === grantId && holding.token === token && !holding.releasing);
+  }
+
+  /**
+   * Releases a grant this instance does not hold (a handed-over one) by its grant id, retried as
+   * `release` is. Resolves whether it ended the grant (false: it had already ended).
+   */
+  async releaseHandedOver(grant: { token: string; id: string }): Promise<boolean> {
+    const { available, acknowledged } = await this.releaseGrant(grant, true, REPLICATED);
+    debug('%s release %s (grant %s): %s', this.#ctx.name, grant.token, grant.id, available === false ? 'not held' : 'done');
+    if (available === false) return false;
+    if (acknowledged !== null) await checkReplicated(this.#ctx, 'release', acknowledged);
+    return true;
+  }
+
+  /** Gives a grant back (the token goes to the next waiter) when nobody will hold it; failures are ignored. */
+  giveBack(grant: { token: string; id: string }, via?: Connection): Promise<void> {
+    return this.releaseGrant(grant, true, { via }).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  /**
+   * The release script, retried after a failure as its comments say. With `replicated` and
+   * `waitReplicas`, a WAIT follows it on the same connection. Not an async function: the usual
+   * release is one try, settled through that try's own promise; retries begin on a failure.
+   */
+  releaseGrant(grant: { token: string; id: string }, putBack: boolean, options: ReleaseOptions = {}): Promise<Released> {
+    let trying: Promise<Replied<ReleaseReply>>;
+    try {
+      trying = this.#tryRelease(grant, putBack, options);
+    } catch (error) {
+      trying = Promise.reject(error); // as an async function would: callers get a rejection
+    }
+    return trying.then(
+      (replied) => released(replied, false),
+      (error: unknown) => this.#retryRelease(grant, putBack, options, error),
+    );
+  }
+
+  /** One try of the release script. */
+  #tryRelease(grant: { token: string; id: string }, putBack: boolean, { replicated = false, via }: ReleaseOptions): Promise<Replied<ReleaseReply>> {
+    const ctx = this.#ctx;
+    const operation = putBack ? 'unlock' : 'consume';
+    // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
+    // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
+    return releaseDeadlines.watch(
+      callAndWait(ctx, operation, release(ctx, grant.token, grant.id, putBack), { whileClosing: true, wait: replicated, via }),
+      operation,
+      putBack ? this.#unlockExpired : this.#consumeExpired,
+    );
+  }
+
+  /** The tries after a first one failed with `error`. */
+  async #retryRelease(grant: { token: string; id: string }, putBack: boolean, options: ReleaseOptions, error: unknown): Promise<Released> {
+    // A try whose reply was lost may have run: then a retry finds the grant already ended.
+    let mayHaveRun = false;
+    for (let attempt = 1; ; attempt++) {
+      // Retrying is safe, since the script only ever ends this grant (idempotent by grant id), and
+      // needed: a release that never ran would leave the token held by a live process that gave it
+      // up. So anything but a refusal that a retry would meet again is retried.
+      const cause = error instanceof SemaphoreRedisError ? error.cause : error;
+      if (attempt >= RELEASE_TRIES || cause instanceof DeadlineExceeded || isPermanentRefusal(cause)) throw error;
+      if (!wasNeverSent(cause)) mayHaveRun = true;
+      await sleep(backoffMs(attempt));
+      try {
+        return released(await this.#tryRelease(grant, putBack, options), mayHaveRun);
+      } catch (next) {
+        error = next;
+      }
+    }
+  }
+
+  async refreshGrant(grant: { token: string; id: string }): Promise<boolean> {
+    const ctx = this.#ctx;
+    return ctx.call('refresh', refresh(ctx, grant.token, grant.id), { whileClosing: true });
+  }
+
+  /**
+   * The holding `unlock(token)`, `consume(token)` or `refresh(token)` acts on. When this instance
+   * holds `token` under several acquisitions (one was reclaimed and the token granted again to
+   * another caller), the ones Redis no longer records come first, newest first: a call can then only
+   * ever end a grant that is already over, never another caller's live one.
+   */
+  find(token: string | undefined, operation: string): Holding | undefined | Promise<Holding | undefined> {
+    const holdings = this.#holdings;
+    if (token === undefined) {
+      for (let i = holdings.length - 1; i >= 0; i--) if (!holdings[i]!.scoped) return holdings[i];
+      return undefined;
+    }
+    // A holding whose release is on its way is its releaser's, not this caller's.
+    let found: Holding | undefined;
+    for (const holding of holdings) {
+      if (holding.token !== token || holding.releasing) continue;
+      if (found !== undefined) return this.#findAmong(token, operation);
+      found = holding;
+    }
+    return found;
+  }
+
+  /** `find` when this instance holds `token` under several acquisitions. */
+  async #findAmong(token: string, operation: string): Promise<Holding | undefined> {
+    const candidates = this.#holdings.filter((holding) => holding.token === token && !holding.releasing);
+    const known = candidates.findLast((holding) => holding.lostReason === 'reclaimed');
+    if (known) return known;
+    // A grant id never holds again once it stopped, so this read needs no atomicity with the call.
+    const current = grantIdOf((await this.#ctx.command(operation, ['HGET', this.#ctx.keys.grabbed, token])) as string | null);
+    return candidates.findLast((holding) => holding.id !== current) ?? candidates.at(-1);
+  }
+
+  #holdingLost(holding: Holding, reason: LockLostReason): void {
+    const ctx = this.#ctx;
+    // A lost holding stays in the registry until its holder releases it: an expired lease may still
+    // be held in Redis (unlock() then gives the token back), and a reclaimed one must be what its
+    // holder's unlock(token) finds, never a later acquisition of the same token (see `find`).
+    ctx.telemetry.lost(holding.token, holding.fence, reason);
+    const { onLockLost } = ctx.options;
+    if (!onLockLost) return;
+    const report = (error: unknown) => warn(`onLockLost of semaphore "${ctx.name}" threw`, error);
+    try {
+      const result: unknown = onLockLost(holding.token, reason);
+      if (isThenable(result)) result.then(undefined, report);
+    } catch (error) {
+      report(error);
+    }
+  }
+
+  #forget(holding: Holding): void {
+    const index = this.#holdings.lastIndexOf(holding);
+    if (index >= 0) this.#holdings.splice(index, 1);
+  }
+
+  /** Makes the holdings' one timer fire by `at` (see `Holding.tick`). */
+  #wake(at: number): void {
+    if (at >= this.#timerAt) return;
+    clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(this.#onTimer, Math.min(MAX_TIMER_MS, Math.max(0, at - performance.now())));
+    this.#timer.unref();
+  }
+
+  /** Ends the leases that are over and starts the refreshes that are due, then waits for the next. */
+  readonly #onTimer = (): void => {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    const now = performance.now();
+    let next = Infinity;
+    // A copy: a lost holding's callback may release (and so remove) holdings.
+    for (const holding of [...this.#holdings]) next = Math.min(next, holding.tick(now));
+    if (next !== Infinity) this.#wake(next);
+  };
+}
+
+interface ReleaseOptions {
+  /** Waits for `waitReplicas` (the grant's own release, not a give-back). */
+  readonly replicated?: boolean;
+  /** The connection to send it on (a waiter's own, free again), instead of the main one. */
+  readonly via?: Connection | undefined;
+}
+
+/** `release` waits for `waitReplicas`. */
+const REPLICATED: ReleaseOptions = { replicated: true };
+
+/** A release's outcome: the length of AVAILABLE after it (false: the grant no longer held its token), and how many replicas acknowledged (null: no WAIT). */
+export interface Released {
+  readonly available: number | false;
+  readonly acknowledged: number | null;
+}
+
+/** A try's reply as a release's outcome; after a try that may have run, "not held" means that try ended it. */
+function released({ reply, acknowledged }: Replied<ReleaseReply>, mayHaveRun: boolean): Released {
+  return { available: reply.ended || mayHaveRun ? reply.available : false, acknowledged };
+}
+
+/**
+ * Failures a retry would meet again: the ACL, a wrong key type, too few replicas, no memory, or a
+ * client that is closed (the semaphore's, or the caller's).
+ */
+function isPermanentRefusal(error: unknown): boolean {
+  if (error instanceof SemaphoreClosedError || (error as { name?: unknown } | null)?.name === 'ClientClosedError') {
+    return true;
+  }
+  return PERMANENT_REFUSALS.has(replyErrorCode(error) ?? '');
+}
+
+/** Error codes of refusals that a retry meets again. */
+const PERMANENT_REFUSALS = new Set('NOPERM WRONGTYPE NOREPLICAS OOM'.split(' '));
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}

@@ -1,0 +1,203 @@
+// The blocking wait: slices on a dedicated connection until a token comes, the deadline passes, the caller aborts or the semaphore closes.
+import type { Connection } from '../redis/client/connection';
+import { raceAbort, sleep, backoffMs } from '../util/deadline';
+import { SemaphoreClosedError, SemaphoreRedisError } from '../errors';
+import type { Attempt } from '../hold/holdings';
+import type { Holding } from '../hold/holding';
+import { MAX_CONNECTION_FAILURES } from './recover';
+import { newId } from '../util/ids';
+import { endRegistrations, type Registration } from './registration';
+import { checkReplicated, waitOn } from '../hold/replication';
+import { explainConnectionFailure } from '../redis/server-checks';
+import { blockOnce, type SliceOutcome, type WaitParts } from './slice';
+import { debug } from '../telemetry';
+
+/**
+ * The longest slice in two cases. The first slice under an advance registration: nothing created the
+ * semaphore before that BLMOVE, and if it was reset meanwhile (deleted, flushed, a restart without
+ * persistence), the claim that ends this slice re-creates it and re-registers, so the wait loses at
+ * most this long. And a turn on a lock manager's shared connection when all of them are open: a
+ * caller that queues for one gets it within this long.
+ */
+const TURN_MS = 1000;
+
+/** How often a semaphore on the caller's client checks whether the caller closed it. */
+const CLIENT_WATCH_MS = 250;
+
+export class BlockingWait {
+  readonly #parts: WaitParts;
+  /** Closes the semaphore (when the caller closed its client). */
+  readonly #close: () => void;
+  /** Watches the caller's client while this semaphore has connections (see #watchClient). */
+  #clientWatch: NodeJS.Timeout | undefined;
+
+  constructor(parts: WaitParts, close: () => void) {
+    this.#parts = parts;
+    this.#close = close;
+  }
+
+  /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
+  async wait(deadline: number, attempt: Attempt, registered: Registration | null): Promise<Holding | null> {
+    const { ctx, holdings } = this.#parts;
+    const { signal } = attempt;
+    this.#watchClient();
+    let registration = registered;
+    let failures = 0;
+    let lastError: unknown;
+    for (;;) {
+      this.#stopIfClosedOrAborted(signal, registration);
+      // A failure past the deadline (Redis cannot be reached) is a timeout, like any other: not a
+      // retry that might fail MAX_CONNECTION_FAILURES times first.
+      if (failures > 0 && this.#timedOut(deadline, registration)) return null;
+      if (failures >= MAX_CONNECTION_FAILURES) {
+        throw new SemaphoreRedisError(ctx.name, 'lock', await explainConnectionFailure(ctx.client, lastError));
+      }
+      if (failures > 0) {
+        await sleep(Math.min(backoffMs(failures), deadline - performance.now()), signal);
+        this.#stopIfClosedOrAborted(signal, registration);
+        if (this.#timedOut(deadline, registration)) return null;
+      }
+      let connection: Connection | null;
+      try {
+        connection = ctx.pool.takeIdle() ?? (await ctx.pool.acquire(deadline, signal));
+      } catch (error) {
+        failures++;
+        lastError = error;
+        continue;
+      }
+      if (connection === null) {
+        // Queued for a connection past the deadline (or until aborted or closed): no BLMOVE was sent
+        // for this registration, so just end it.
+        this.#stopIfClosedOrAborted(signal, registration);
+        void endRegistrations(ctx, [registration?.id]);
+        return null;
+      }
+      let broken = false;
+      // Whether this call still answers for `connection`: an abort hands it to the settling below.
+      let owned = true;
+      try {
+        for (;;) {
+          if (ctx.closing) {
+            // On the waiter's own connection, which works when the caller closed its client too, and
+            // before that connection closes.
+            await endRegistrations(ctx, [registration?.id], connection);
+            throw new SemaphoreClosedError(ctx.name);
+          }
+          this.#stopIfClosedOrAborted(signal, registration, connection);
+          const remaining = deadline - performance.now();
+          // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
+          if (remaining <= 0 && registration === null) return null;
+          const longest = registration?.advance || ctx.pool.crowded ? Math.min(TURN_MS, ctx.options.waitSlice) : ctx.options.waitSlice;
+          const slice = Math.min(Math.max(remaining, 1), longest);
+          registration ??= { id: newId(), until: 0 };
+          broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
+          // The deadline ends within this slice (shortened or not): its claim ends the registration.
+          const lastSlice = slice >= remaining;
+          const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, signal, deadline);
+          let outcome: SliceOutcome;
+          try {
+            outcome = await raceAbort(pending, signal);
+          } catch (error) {
+            if (!signal?.aborted || error !== signal.reason) throw error;
+            // The caller is told at once; the slice, cut short by CLIENT UNBLOCK (Interrupts), settles
+            // in the background: a token its claim granted goes back, its registration ends, and the
+            // connection returns to the pool. close() waits for it.
+            owned = false;
+            void ctx.track(this.#settleAbandonedSlice(pending, connection));
+            throw error;
+          }
+          broken = outcome.failure !== undefined;
+          if (outcome.grant !== null) {
+            const grant = outcome.grant;
+            // waitReplicas: the claim wrote the grant on this connection, so WAIT there.
+            if (ctx.options.waitReplicas) {
+              await checkReplicated(ctx, 'lock', await waitOn(ctx, connection), () => holdings.giveBack(grant));
+            }
+            return await holdings.granted(grant, attempt, connection);
+          }
+          registration = outcome.registration;
+          if (broken) {
+            failures++;
+            lastError = outcome.failure;
+            break;
+          }
+          failures = 0;
+          // A shared pool's callers of other names queue for a connection: this one takes its turn
+          // again at the back of the line (its registration stays), so a waiter on a name nobody
+          // releases cannot keep a connection from callers whose tokens are free.
+          if (ctx.pool.turnTaking) break;
+        }
+      } finally {
+        if (owned) ctx.pool.release(connection, broken);
+      }
+    }
+  }
+
+  /** Whether `deadline` has passed; if so, the registration left (if any) ends, or lapses where Redis cannot be reached. */
+  #timedOut(deadline: number, registration: Registration | null): boolean {
+    if (performance.now() < deadline) return false;
+    void endRegistrations(this.#parts.ctx, [registration?.id]);
+    return true;
+  }
+
+  /** Stops watching the caller's client (close()). */
+  stopWatchingClient(): void {
+    clearInterval(this.#clientWatch);
+  }
+
+  /**
+   * The caller may close its own client (quit, disconnect, destroy) while this semaphore waits or
+   * keeps connections: nothing could then settle those waits, and the connections would keep the
+   * process alive. While it has connections, the semaphore checks every CLIENT_WATCH_MS and closes
+   * itself (waits reject with SemaphoreClosedError) once the caller's client is closed.
+   */
+  #watchClient(): void {
+    const { ctx, interrupts } = this.#parts;
+    // A lock manager's semaphore: the manager watches the client once for all its names (lib/locks.ts).
+    if (ctx.ownsClient || ctx.options.sharedPool !== undefined || this.#clientWatch !== undefined || ctx.closing) return;
+    this.#clientWatch = setInterval(() => {
+      if (!ctx.client.isOpen) {
+        debug('%s: the caller closed its client; closing', ctx.name);
+        this.#close();
+      } else if (ctx.pool.size === 0 && interrupts.size === 0) {
+        clearInterval(this.#clientWatch);
+        this.#clientWatch = undefined;
+      }
+    }, CLIENT_WATCH_MS);
+    this.#clientWatch.unref();
+  }
+
+  /** What a slice abandoned by its caller (an abort) leaves: the token goes back, the registration ends. */
+  async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: Connection): Promise<void> {
+    const { ctx, holdings } = this.#parts;
+    let broken = true;
+    try {
+      const outcome = await pending;
+      broken = outcome.failure !== undefined;
+      // On the waiter's own connection, free now, which works even when the caller closed its client.
+      const via = broken ? undefined : connection;
+      if (outcome.grant !== null) await holdings.giveBack(outcome.grant, via);
+      await endRegistrations(ctx, [outcome.registration?.id], via);
+    } catch {
+      // A refused slice settled itself (blockOnce gives back what its claim kept).
+    } finally {
+      ctx.pool.release(connection, broken);
+    }
+  }
+
+  /**
+   * An aborted wait, or one whose semaphore is closing, ends here, between Redis steps: its
+   * registration goes (best effort: it also lapses).
+   */
+  #stopIfClosedOrAborted(
+    signal: AbortSignal | undefined,
+    registration: Registration | null,
+    via?: Connection,
+  ): void {
+    const { ctx } = this.#parts;
+    if (!ctx.closing && !signal?.aborted) return;
+    void endRegistrations(ctx, [registration?.id], via);
+    if (ctx.closing) throw new SemaphoreClosedError(ctx.name);
+    signal?.throwIfAborted();
+  }
+}

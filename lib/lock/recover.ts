@@ -1,0 +1,99 @@
+// Settling an attempt whose reply was lost (recover-10.lua): adopt its grant, claim its inbox, or mark it abandoned; and the bound on waiting for Redis' answer.
+import type { SemaphoreContext } from '../context';
+import { backoffMs, DeadlineExceeded, raceAbort, sleep, withDeadline } from '../util/deadline';
+import { SemaphoreError, SemaphoreRedisError } from '../errors';
+import type { Grant, Holdings } from '../hold/holdings';
+import type { Reclaim } from '../hold/reclaim';
+import { isConnectionError, isMisattributedReply } from '../redis/client/classify';
+import { callScript, recover as recoverCall } from '../redis/scripts';
+import { debug } from '../telemetry';
+
+/**
+ * How many registration lifetimes an abandoned grant id stays marked (recover-10.lua): long enough for a
+ * pipeline delayed in the network (TCP retransmits after a healed partition) to arrive and be refused.
+ */
+const ABANDONED_LIFETIMES = 4;
+
+/**
+ * How long `recover` waits for Redis' answer. A client with an offline queue (node-redis' default)
+ * holds commands while Redis is unreachable: past this, the step gives up (the queued command may
+ * still run later, and its outcome is then settled in the background).
+ */
+export const ANSWER_MS = 3000;
+
+/** A blocking wait gave up on its connection after this many failures in a row. */
+export const MAX_CONNECTION_FAILURES = 5;
+
+export interface RecoverParts {
+  readonly ctx: SemaphoreContext;
+  readonly holdings: Holdings;
+  readonly reclaim: Reclaim;
+}
+
+/**
+ * Adopts grant `id` of an attempt whose reply was lost, or the token in `registration`'s inbox, or
+ * marks that registration abandoned (recover-10.lua). After a blocking slice (`blockedUntil`: when
+ * its BLMOVE times out at the latest), a BLMOVE the server still runs for the closed connection may
+ * yet deliver into the abandoned inbox: that inbox is drained soon and again once the slice is
+ * surely over (Reclaim.drainAbandoned).
+ */
+export async function recover(
+  { ctx, holdings, reclaim }: RecoverParts,
+  id: string,
+  registration: string,
+  blockedUntil?: number,
+  answerMs = ANSWER_MS,
+): Promise<Grant | null> {
+  debug('%s recover %s (registration %s)', ctx.name, id, registration);
+  let attempt = 0;
+  for (;;) {
+    try {
+      const client = await ctx.ready(true);
+      const sent = performance.now();
+      const running = callScript(client, recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs()));
+      const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
+        // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
+        if (late) void holdings.giveBack({ token: late.token, id });
+      });
+      if (adopted === null) {
+        if (blockedUntil !== undefined) reclaim.drainAbandoned(registration, blockedUntil);
+        return null;
+      }
+      // The grant may be older than this call: its lease counts from `age` ms before the call was sent.
+      const { token, fence, ageMs } = adopted;
+      return { token, id, fence, anchor: sent - ageMs };
+    } catch (error) {
+      if (error instanceof SemaphoreError) throw error;
+      // A reply meant for another command leaves this one's outcome unknown: recover is idempotent
+      // (it adopts by grant id, and an abandoned id stays abandoned), so it runs again.
+      if (++attempt >= MAX_CONNECTION_FAILURES || !(isConnectionError(error) || isMisattributedReply(error))) {
+        throw new SemaphoreRedisError(ctx.name, 'lock', error);
+      }
+      await sleep(backoffMs(attempt));
+    }
+  }
+}
+
+/**
+ * `running`'s answer, or a rejection after `answerMs` (at once once close() starts) while Redis does
+ * not answer: a step must not wait forever in an offline queue. `late` gets the answer if it comes
+ * after all.
+ */
+async function answerOrGiveUp<T>(
+  ctx: SemaphoreContext,
+  running: Promise<T>,
+  what: string,
+  answerMs: number,
+  late: (answer: T) => void,
+): Promise<T> {
+  const closing = ctx.closeController.signal;
+  try {
+    return await raceAbort(withDeadline(running, closing.aborted ? 0 : answerMs, what), closing);
+  } catch (error) {
+    if (error instanceof DeadlineExceeded || (closing.aborted && error === closing.reason)) {
+      running.then(late, () => undefined);
+      throw new SemaphoreRedisError(ctx.name, what, new DeadlineExceeded(what, answerMs));
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,34 @@
+// A waiter's registration in WAITING: what this process knows of one, and how it ends.
+import type { Connection } from '../redis/client/connection';
+import type { SemaphoreContext } from '../context';
+
+/**
+ * A waiter's registration in WAITING (see tryLock-9.lua, claim-10.lua): the grant id its inbox is
+ * named after, and until when it surely lasts by this process's clock (`performance.now()`; its
+ * expiry is counted from when the request was sent, before Redis ran it, so this errs early).
+ */
+export interface Registration {
+  readonly id: string;
+  readonly until: number;
+  /** An advance registration (see `Contention`): its first slice is short, in case the semaphore was reset meanwhile. */
+  readonly advance?: boolean;
+}
+
+/**
+ * Ends registrations in one ZREM. Best effort (a registration also lapses), and also while closing,
+ * so close() leaves none behind. Ids that are undefined or '' are skipped.
+ */
+export function endRegistrations(
+  ctx: SemaphoreContext,
+  ids: ReadonlyArray<string | undefined>,
+  via?: Connection,
+): Promise<void> {
+  const live = ids.filter((id): id is string => id !== undefined && id !== '');
+  if (live.length === 0) return Promise.resolve();
+  return (via ? Promise.resolve(via) : ctx.ready(true))
+    .then((client) => client.sendCommand(['ZREM', ctx.keys.waiting, ...live]))
+    .then(
+      () => undefined,
+      () => undefined,
+    );
+}

@@ -1,0 +1,94 @@
+// Lua source: reads a script of lib/redis/scripts/ with its includes expanded and its comments and unused helpers left out, as Redis gets it.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** A Lua script from `lib/redis/scripts/`, with its includes expanded, loaded once per process. */
+export interface Script {
+  readonly name: string;
+  readonly source: string;
+  readonly sha1: string;
+  /**
+   * The most KEYS it takes, from its file name (`tryLock-9.lua`: 9; a call passes fewer when the
+   * script touches fewer, see `liveKeys`); null when it varies (`reapWaiters.lua`).
+   */
+  readonly keyCount: number | null;
+}
+
+const SCRIPTS_DIR = join(__dirname, 'scripts');
+const INCLUDE = /^--- @include (\w+)[ \t]*$/gm;
+
+/**
+ * Comment lines and `--[[ … ]]` blocks are for readers of the files; Redis gets the code alone, since
+ * some scripts travel as EVAL text on every blocking wait (prepareWait) and Redis hashes what it gets.
+ */
+const COMMENTS = /^[ \t]*--\[\[[\s\S]*?\]\][ \t]*\n|^[ \t]*--(?!- @include ).*\n|^[ \t]*\n/gm;
+
+/** `source` without its comments and blank lines (`--- @include` lines stay: they are not comments). */
+export function withoutComments(source: string): string {
+  return source.replace(COMMENTS, '');
+}
+
+/** The text of lib/redis/scripts/`file`. */
+export function readScriptFile(file: string): string {
+  return readFileSync(join(SCRIPTS_DIR, file), 'utf8');
+}
+
+/** The text of lib/redis/scripts/includes/`name`.lua. */
+export function readInclude(name: string): string {
+  return readFileSync(join(SCRIPTS_DIR, 'includes', `${name}.lua`), 'utf8');
+}
+
+/** A script's name, from its file name (`tryLock-9.lua`: tryLock). */
+export function scriptNameOf(file: string): string {
+  return /^(.*?)(?:-\d+)?\.lua$/.exec(file)?.[1] ?? file;
+}
+
+/** An include's function: `local function name(…)` at the start of a line, to the first `end` that starts one. */
+const FUNCTION = /^local function (\w+)\([^)]*\)\n[\s\S]*?^end\n/gm;
+
+/**
+ * `source` without the include functions it never calls, repeated until none is left: Redis runs a
+ * script's every `local function` statement on every call (a closure, and its upvalues, each time),
+ * so a helper a script does not use would cost it on every call (npm run bench:instructions).
+ */
+export function withoutUnusedFunctions(source: string): string {
+  for (;;) {
+    const definitions = [...source.matchAll(FUNCTION)].map(([text, name]) => ({ text, name: name as string }));
+    if (definitions.length === 0) return source;
+    const word = new RegExp(`\\b(?:${definitions.map((d) => d.name).join('|')})\\b`, 'g');
+    const uses = (text: string) => {
+      const counts = new Map<string, number>();
+      for (const [name] of text.matchAll(word)) counts.set(name, (counts.get(name) ?? 0) + 1);
+      return counts;
+    };
+    const everywhere = uses(source);
+    // A function is used if its name occurs outside its own definition(s).
+    const inOwn = new Map<string, number>();
+    for (const { text, name } of definitions) inOwn.set(name, (inOwn.get(name) ?? 0) + (uses(text).get(name) ?? 0));
+    const unused = new Set(definitions.filter(({ name }) => everywhere.get(name) === inOwn.get(name)).map((d) => d.name));
+    if (unused.size === 0) return source;
+    source = source.replace(FUNCTION, (text: string, name: string) => (unused.has(name) ? '' : text));
+  }
+}
+
+/**
+ * `source` with each `--- @include <name>` line replaced by includes/<name>.lua, which may include
+ * others; those named in `defined` (already defined around the code) are left out.
+ */
+export function withIncludes(source: string, defined: ReadonlySet<string> = new Set()): string {
+  const expanded = source.replace(INCLUDE, (_, include: string) => (defined.has(include) ? '' : readInclude(include)));
+  return expanded === source ? source : withIncludes(expanded, defined);
+}
+
+export function loadScript(file: string): Script {
+  const source = withoutUnusedFunctions(withoutComments(withIncludes(readScriptFile(file))));
+  const keys = /-(\d+)\.lua$/.exec(file)?.[1];
+  return {
+    name: scriptNameOf(file),
+    source,
+    sha1: createHash('sha1').update(source).digest('hex'),
+    keyCount: keys === undefined ? null : Number(keys),
+  };
+}
+

@@ -1,0 +1,66 @@
+--[[
+  Settles a blocking wait (or a tryLock) whose reply never arrived (connection closed, reply lost,
+  client-side deadline): adopts the grant if the claim ran (and ends the registration the claim may
+  have kept), claims the token if it sits in the registration's inbox, and otherwise marks the
+  registration abandoned ('~' .. registration id) until a long expiry: a blocked command still alive
+  on the server then hands any token it moves back to AVAILABLE (claim-10.lua), a prepareWait of
+  this id arriving late registers nothing (prepareWait-9.lua), and reapWaiters.lua returns whatever
+  reaches the inbox.
+  Input:
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out; not given with
+            AVAILABLE alone, see includes/holder_keys.lua)
+    ARGV[1] grant id
+    ARGV[2] local time in decimal seconds, or '' for Redis TIME
+    ARGV[3] expiration in milliseconds, or '' for none
+    ARGV[4] how long the abandoned mark lasts, in seconds
+    ARGV[5] owner label recorded with a grant made here
+    ARGV[6] the caller's lease in ms ('0' for none), recorded with a grant made here
+    ARGV[7] the registration id (the inbox's), or '' (or absent) for the grant id (a tryLock's)
+  Output: { token held by this grant, its fencing number, ms since GRABBED stamped it (its lease's start),
+            the grant id }, or { nil, the grant id } when abandoned: the grant id names the call this
+            reply answers (see lib/redis/scripts.ts)
+]]
+--- @include keys
+--- @include clock
+--- @include expiry
+--- @include present
+--- @include grant
+--- @include holder
+local grant = ARGV[1]
+local registration = ARGV[7] or ''
+if registration == '' then
+  registration = grant
+end
+local inbox = K_PREFIX and K_PREFIX .. 'INBOX:' .. registration or KEYS[#KEYS]
+local now, stamp = clock(ARGV[2])
+local grabbed = redis.call('HGETALL', K_GRABBED)
+for i = 1, #grabbed, 2 do
+  local since, holder, fence = parse_grant(grabbed[i + 1])
+  if holder == grant then
+    -- The claim ran (its BLMOVE was served, so none is pending for this registration); it may have
+    -- kept the registration for a next wait the caller never heard of.
+    redis.call('ZREM', K_WAITING, registration)
+    since = tonumber(since) or now
+    return { grabbed[i], tonumber(fence), math.max(0, math.floor((now - since) * 1000)), grant }
+  end
+end
+local expiry = redis.call('ZSCORE', K_WAITING, registration)
+local token = redis.call('LPOP', inbox)
+if token then
+  mark_present(token)
+end
+if token and expiry then
+  redis.call('ZREM', K_WAITING, registration)
+  local fence = record_grant(token, grant, stamp, ARGV[6], ARGV[5])
+  touch_expiry(ARGV[3])
+  return { token, fence, 0, grant }
+end
+if token then
+  redis.call('LPUSH', K_AVAILABLE, token)
+end
+redis.call('ZREM', K_WAITING, registration)
+redis.call('ZADD', K_WAITING, math.max(tonumber(expiry) or 0, redis_now() + tonumber(ARGV[4])), '~' .. registration)
+touch_expiry(ARGV[3])
+return { false, grant }

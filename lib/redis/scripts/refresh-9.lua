@@ -1,0 +1,27 @@
+--[[
+  Renews a held token's GRABBED stamp (the start of its lease), so a live holder is not reclaimed,
+  if, and only if, this grant still holds the token. Only the stamp is rewritten: the rest of the
+  grant record (grant id, fence, lease, acquisition time, owner label; see includes/grant.lua) is
+  kept as it is.
+  Input:
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    ARGV[1] token
+    ARGV[2] grant id
+    ARGV[3] local time in decimal seconds, or '' for Redis TIME
+  Output: { 1 when renewed, 0 when the grant no longer holds the token; the grant id (ARGV[2]: names
+            the call this reply answers, see lib/redis/scripts.ts) }
+]]
+--- @include holder_keys
+--- @include grant
+--- @include holder
+--- @include clock
+local record = redis.call('HGET', K_GRABBED, ARGV[1])
+local old, grant, _, lease = parse_grant(record)
+if grant ~= ARGV[2] then
+  return { 0, ARGV[2] }
+end
+local stamp = clock_stamp(ARGV[3])
+redis.call('HSET', K_GRABBED, ARGV[1], stamp .. string.sub(record, #old + 1))
+index_lease(ARGV[1], stamp, lease)
+return { 1, ARGV[2] }

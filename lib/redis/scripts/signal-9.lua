@@ -1,0 +1,26 @@
+--[[
+  signal: puts a token, or any string (a job), on AVAILABLE; Redis hands it to the longest-blocked
+  waiter right after this script. Creates the semaphore first if needed, so a later creation can
+  never wipe it. If the token was held, its holder record goes, and that holder's unlock then
+  changes nothing (no token is ever pushed twice by one grant).
+  Input:
+    KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
+    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    ARGV[1] token
+    ARGV[2] resources
+    ARGV[3] expiration in milliseconds, or '' for none
+  Output: the new length of AVAILABLE
+]]
+--- @include keys
+--- @include present
+--- @include ensure
+--- @include grant
+--- @include holder
+--- @include expiry
+local token = ARGV[1]
+ensure(tonumber(ARGV[2]))
+forget_holder(token)
+mark_present(token)
+local available = redis.call('LPUSH', K_AVAILABLE, token)
+touch_expiry(ARGV[3])
+return available
