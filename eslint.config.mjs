@@ -4,7 +4,18 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'soak/.build/**', 'bench/.dist-*/**', 'coverage/**', 'docs/api/**', 'node_modules/**', 'spec/artifacts/**', 'lib/dashboard/public/**'] },
+  {
+    ignores: [
+      'dist/**',
+      'soak/.build/**',
+      'bench/.dist-*/**',
+      'coverage/**',
+      'docs/api/**',
+      'node_modules/**',
+      'spec/artifacts/**',
+      'lib/dashboard/public/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -12,7 +23,10 @@ export default tseslint.config(
     rules: {
       // The library reports through events and its logger; a stray console.log is a bug there.
       'no-console': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
     },
   },
   {

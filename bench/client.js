@@ -39,7 +39,11 @@ const { gitCommit } = require('./lib/provenance');
 const { option } = require('./lib/report');
 
 const KINDS = ['bare', 'lean', 'lib'];
-const NAMES = { bare: 'bare BLPOP/LPUSH list', lean: "lean: the library's commands, no library", lib: 'redis-token-semaphore' };
+const NAMES = {
+  bare: 'bare BLPOP/LPUSH list',
+  lean: "lean: the library's commands, no library",
+  lib: 'redis-token-semaphore',
+};
 const VALGRIND = ['--tool=callgrind', '--callgrind-out-file=/dev/null', '--smc-check=all-non-file'];
 
 // ---- One measured run, in a child process ----
@@ -93,7 +97,11 @@ async function child({ kind, url, dist, clients, seconds, cycles, allocations })
     const scripts = require(path.join(dist, 'redis', 'scripts.js'));
     const { semaphoreKeys } = require(path.join(dist, 'redis', 'keys.js'));
     const keys = semaphoreKeys(name);
-    const target = { keys, resources: 1, options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'bench' } };
+    const target = {
+      keys,
+      resources: 1,
+      options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'bench' },
+    };
     // As a semaphore calls them: by FCALL where the build has the function library and the server takes it.
     const library = path.join(dist, 'redis', 'functions.js');
     target.functions = require('node:fs').existsSync(library) && (await require(library).loadFunctionLibrary(main));
@@ -112,7 +120,9 @@ async function child({ kind, url, dist, clients, seconds, cycles, allocations })
       const grantId = `g${++grants}`;
       const claim = scripts.claim(target, connection.registration, { grantId, nextLifetimeMs: 600_000, keep: true });
       for (;;) {
-        connection.sendCommand(['BLMOVE', keys.available, keys.inbox(connection.registration), 'LEFT', 'RIGHT', '5']).catch(() => undefined);
+        connection
+          .sendCommand(['BLMOVE', keys.available, keys.inbox(connection.registration), 'LEFT', 'RIGHT', '5'])
+          .catch(() => undefined);
         const { token } = claim.decode(await connection.sendCommand(stored(claim)));
         if (token === null) continue;
         const release = scripts.release(target, token, grantId, true);
@@ -155,7 +165,12 @@ async function child({ kind, url, dist, clients, seconds, cycles, allocations })
     const done = await run(until(seconds * 1000));
     const cpu = process.cpuUsage(cpu0);
     const elapsed = performance.now() - started;
-    result = { cycles: done, perSecond: (done / elapsed) * 1000, cpuPerCycle: (cpu.user + cpu.system) / done, ...(stopSampling && (await stopSampling(done))) };
+    result = {
+      cycles: done,
+      perSecond: (done / elapsed) * 1000,
+      cpuPerCycle: (cpu.user + cpu.system) / done,
+      ...(stopSampling && (await stopSampling(done))),
+    };
   }
   await close();
   for (const connection of new Set(connections)) if (connection !== main && connection.quit) await connection.quit();
@@ -177,7 +192,8 @@ function runChild(config, underValgrind = false) {
     worker.once('error', reject);
     worker.once('close', (code) => {
       const collected = /Collected : (\d+)/.exec(stderr);
-      if (!result || (underValgrind && !collected)) reject(new Error(`${config.kind} run exited with ${code}\n${stderr}`));
+      if (!result || (underValgrind && !collected))
+        reject(new Error(`${config.kind} run exited with ${code}\n${stderr}`));
       else resolve(underValgrind ? { ...result, instructions: Number(collected[1]) } : result);
     });
   });
@@ -215,7 +231,8 @@ function split(runs, field, format, unit) {
 async function main() {
   const instructions = process.argv.includes('--instructions');
   const allocations = process.argv.includes('--allocations');
-  if (instructions && !hasCallgrind()) throw new Error('bench/client.js --instructions needs valgrind (apt-get install valgrind)');
+  if (instructions && !hasCallgrind())
+    throw new Error('bench/client.js --instructions needs valgrind (apt-get install valgrind)');
   const reps = Number(option('reps', instructions ? '2' : '5'));
   const seconds = Number(option('seconds', '3'));
   const clients = Number(option('clients', '8'));
@@ -241,7 +258,12 @@ async function main() {
         `instructions per cycle = the difference / ${num(cycles[1] - cycles[0])} (start-up and JIT warm-up cancel); ` +
         `${reps} interleaved repetitions; redis-server outside valgrind.\n`,
     );
-    console.log(table(['client', 'instructions per cycle', '× bare (paired)', '× lean (paired)'], rows(runs, 'instructionsPerCycle', (x) => num(x))));
+    console.log(
+      table(
+        ['client', 'instructions per cycle', '× bare (paired)', '× lean (paired)'],
+        rows(runs, 'instructionsPerCycle', (x) => num(x)),
+      ),
+    );
     console.log(split(runs, 'instructionsPerCycle', (x) => num(x), ' instructions'));
     return;
   }
@@ -252,19 +274,36 @@ async function main() {
       `Mutex, ${clients} callers in one process, hold 0; ${reps} interleaved repetitions of ${seconds} s; sampling heap profiler ` +
         `(every 1 KiB, objects already collected included) over the measured window.\n`,
     );
-    console.log(table(['client', 'KiB allocated per cycle', '× bare (paired)', '× lean (paired)'], rows(runs, 'bytesPerCycle', kib)));
+    console.log(
+      table(
+        ['client', 'KiB allocated per cycle', '× bare (paired)', '× lean (paired)'],
+        rows(runs, 'bytesPerCycle', kib),
+      ),
+    );
     console.log(split(runs, 'bytesPerCycle', kib, ' KiB'));
     if (process.argv.includes('--top')) {
       const sites = {};
-      for (const run of runs.lib) for (const [site, bytes] of Object.entries(run.sites)) sites[site] = (sites[site] ?? 0) + bytes / reps;
-      const top = Object.entries(sites).sort((a, b) => b[1] - a[1]).slice(0, 10);
-      console.log(`\n## The library client's 10 largest allocating functions (self size per cycle, mean of ${reps} repetitions)\n`);
-      console.log(table(['function@file:line', 'bytes per cycle'], top.map(([site, bytes]) => [`\`${site}\``, num(bytes)])));
+      for (const run of runs.lib)
+        for (const [site, bytes] of Object.entries(run.sites)) sites[site] = (sites[site] ?? 0) + bytes / reps;
+      const top = Object.entries(sites)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 10);
+      console.log(
+        `\n## The library client's 10 largest allocating functions (self size per cycle, mean of ${reps} repetitions)\n`,
+      );
+      console.log(
+        table(
+          ['function@file:line', 'bytes per cycle'],
+          top.map(([site, bytes]) => [`\`${site}\``, num(bytes)]),
+        ),
+      );
     }
     return;
   }
   console.log(`# Client CPU per contended cycle: protocol and library, ${build}\n`);
-  console.log(`Mutex, ${clients} callers in one process, hold 0; ${reps} interleaved repetitions of ${seconds} s; one redis-server, not pinned.\n`);
+  console.log(
+    `Mutex, ${clients} callers in one process, hold 0; ${reps} interleaved repetitions of ${seconds} s; one redis-server, not pinned.\n`,
+  );
   const cpu = rows(runs, 'cpuPerCycle', (x) => num(x, 1));
   for (const [i, row] of cpu.entries()) row.splice(1, 0, range(summary(runs[KINDS[i]].map((run) => run.perSecond))));
   console.log(table(['client', 'cycles/s', 'client CPU µs per cycle', '× bare (paired)', '× lean (paired)'], cpu));

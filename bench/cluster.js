@@ -31,10 +31,11 @@ const settings = {
 };
 
 if (process.env.BENCH_CLUSTER_WORKER) worker(JSON.parse(process.env.BENCH_CLUSTER_WORKER));
-else main().catch((error) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+else
+  main().catch((error) => {
+    console.error(error);
+    process.exitCode = 1;
+  });
 
 /** One worker process: `concurrency` loops of lock → unlock on random semaphores until the deadline. */
 async function worker({ topology, urls, semaphores, concurrency, durationMs, seed, client: pkg }) {
@@ -47,9 +48,12 @@ async function worker({ topology, urls, semaphores, concurrency, durationMs, see
       : createCluster({ rootNodes: urls.map((url) => ({ url })) });
   client.on('error', () => undefined);
   await client.connect();
-  const sems = Array.from({ length: semaphores }, (_, i) => new Semaphore(`bench:${i}`, { redis: client, maxBlockingConnections: 2 }));
+  const sems = Array.from(
+    { length: semaphores },
+    (_, i) => new Semaphore(`bench:${i}`, { redis: client, maxBlockingConnections: 2 }),
+  );
   let state = seed;
-  const random = () => ((state = (state * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const random = () => (state = (state * 1103515245 + 12345) % 2147483648) / 2147483648;
   process.send({ ready: true });
   await new Promise((resolve) => process.once('message', resolve));
   const deadline = Date.now() + durationMs;
@@ -81,7 +85,8 @@ async function main() {
   const results = [];
   for (let rep = 0; rep < settings.reps; rep++) {
     for (const topology of ['standalone', ...settings.masters.map((n) => `cluster-${n}`)]) {
-      const nodes = topology === 'standalone' ? [await startNode(false)] : await startCluster(Number(topology.split('-')[1]));
+      const nodes =
+        topology === 'standalone' ? [await startNode(false)] : await startCluster(Number(topology.split('-')[1]));
       try {
         const urls = nodes.map((node) => node.url);
         const started = Date.now();
@@ -105,7 +110,11 @@ async function main() {
         for (const child of workers) child.send('go');
         const replies = await Promise.all(next.map((read) => read()));
         const cpuAfter = await Promise.all(nodes.map((node) => cpuSeconds(node.port)));
-        await Promise.all(workers.map((child) => new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', resolve)))));
+        await Promise.all(
+          workers.map(
+            (child) => new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', resolve))),
+          ),
+        );
         const cycles = replies.reduce((sum, reply) => sum + reply.cycles, 0);
         const misses = replies.reduce((sum, reply) => sum + reply.misses, 0);
         const perNode = await Promise.all(nodes.map((node) => commandCalls(node.port)));
@@ -138,7 +147,9 @@ async function main() {
         `| ${row.topology} | ${row.cyclesPerSecond} | ${(row.cyclesPerSecond / base).toFixed(2)}× | ${row.redisCpuUsPerCycle} | ${row.clientCpuUsPerCycle} | ${row.perNodeEvalsha.join(' / ')} |`,
     ),
   ];
-  console.log(`\n${os.cpus().length} CPUs, ${settings.workers} worker processes × ${settings.concurrency} loops, ${settings.semaphores} semaphores, ${settings.durationMs} ms per cell, redis ${execFileSync('redis-server', ['--version']).toString().split(' ')[2]}, node-redis ${require(`${settings.client}/package.json`).version}\n`);
+  console.log(
+    `\n${os.cpus().length} CPUs, ${settings.workers} worker processes × ${settings.concurrency} loops, ${settings.semaphores} semaphores, ${settings.durationMs} ms per cell, redis ${execFileSync('redis-server', ['--version']).toString().split(' ')[2]}, node-redis ${require(`${settings.client}/package.json`).version}\n`,
+  );
   console.log(lines.join('\n'));
 }
 
@@ -177,7 +188,8 @@ async function startCluster(masters) {
   }
   for (let i = 0; i < 400; i++) {
     const views = await Promise.all(nodes.map((node) => cli(node.port, 'CLUSTER', 'INFO')));
-    if (views.every((info) => info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${masters}`))) return nodes;
+    if (views.every((info) => info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${masters}`)))
+      return nodes;
     await sleep(50);
   }
   throw new Error('cluster did not come up');

@@ -60,7 +60,10 @@ function startWorker(config) {
         : exitCode !== null
           ? Promise.resolve({ type: 'error', message: `worker exited with ${exitCode}` })
           : new Promise((resolve) => {
-              const timer = setTimeout(() => resolve({ type: 'error', message: `no ${type} within ${timeoutMs} ms` }), timeoutMs);
+              const timer = setTimeout(
+                () => resolve({ type: 'error', message: `no ${type} within ${timeoutMs} ms` }),
+                timeoutMs,
+              );
               waiting.push((m) => {
                 clearTimeout(timer);
                 resolve(m);
@@ -93,7 +96,10 @@ function startWorker(config) {
  * closes. Resolves the cycles completed.
  */
 async function runLoop(config, procs, between = { before() {}, after() {} }) {
-  const per = Array.from({ length: procs }, (_, p) => Math.floor(config.clients / procs) + (p < config.clients % procs ? 1 : 0));
+  const per = Array.from(
+    { length: procs },
+    (_, p) => Math.floor(config.clients / procs) + (p < config.clients % procs ? 1 : 0),
+  );
   const workers = per.map((clients, p) => startWorker({ ...config, clients, pushTokens: p === 0 }));
   try {
     await Promise.all(workers.map((w) => w.next('ready', 120_000)));
@@ -130,7 +136,9 @@ async function main() {
   };
   try {
     print(`# Redis instructions per lock + unlock cycle (callgrind), ${localDate()}\n`);
-    print(`${seconds} s per cell, library from ${path.relative(process.cwd(), source) || '.'} (${gitCommit()}); clients split over the processes named; hold 0.\n`);
+    print(
+      `${seconds} s per cell, library from ${path.relative(process.cwd(), source) || '.'} (${gitCommit()}); clients split over the processes named; hold 0.\n`,
+    );
     print(`| cell | contender | cycles counted | Redis instructions per cycle | × bare list |`);
     print('|---|---|---|---|---|');
     const only = process.argv.includes('--only') ? option('only', '').split(',') : null;
@@ -139,7 +147,14 @@ async function main() {
       if (only && !only.includes(cell.id)) continue;
       const perCycle = {};
       for (const contender of cell.clients === 1 ? ['bare', 'evalsha', 'lib'] : ['bare', 'lib']) {
-        const base = { url, dist, contender, clients: cell.clients, permits: cell.permits, key: `ir-${cell.id}-${contender}-${Date.now()}` };
+        const base = {
+          url,
+          dist,
+          contender,
+          clients: cell.clients,
+          permits: cell.permits,
+          key: `ir-${cell.id}-${contender}-${Date.now()}`,
+        };
         await runLoop({ ...base, seconds: 1 }, cell.procs); // warm-up: scripts loaded, code paths warm
         const cycles = await runLoop({ ...base, key: `${base.key}-m`, seconds }, cell.procs, {
           before: () => zeroCounters(server),
@@ -150,14 +165,20 @@ async function main() {
         const name = NAMES[contender];
         const ratio = `${(perCycle[contender] / perCycle.bare).toFixed(1)}×`;
         const shape = `${cell.clients} client${cell.clients > 1 ? 's' : ''}${cell.procs > 1 ? ` in ${cell.procs} processes` : ''}, ${cell.permits} permit${cell.permits > 1 ? 's' : ''}`;
-        print(`| ${cell.id} (${shape}) | ${name} | ${cycles} | ${Math.round(perCycle[contender]).toLocaleString('en-US')} | ${ratio} |`);
+        print(
+          `| ${cell.id} (${shape}) | ${name} | ${cycles} | ${Math.round(perCycle[contender]).toLocaleString('en-US')} | ${ratio} |`,
+        );
       }
       if (cell.clients > 1 && perCycle.lib && perCycle.bare) verdicts.push([cell.id, perCycle.lib / perCycle.bare]);
     }
-    print('\nCounters are zeroed after every worker process has connected (and the semaphore exists) and dumped before any closes.');
+    print(
+      '\nCounters are zeroed after every worker process has connected (and the semaphore exists) and dumped before any closes.',
+    );
     if (verdicts.length) {
       const ok = verdicts.every(([, r]) => r <= TARGET_RATIO);
-      print(`\nTarget (issue 16): Redis instructions per contended cycle ≤ ${TARGET_RATIO}× the bare list: ${verdicts.map(([id, r]) => `${id} ${r.toFixed(1)}×`).join(', ')}: ${ok ? '✓ met' : '✗ missed'}.`);
+      print(
+        `\nTarget (issue 16): Redis instructions per contended cycle ≤ ${TARGET_RATIO}× the bare list: ${verdicts.map(([id, r]) => `${id} ${r.toFixed(1)}×`).join(', ')}: ${ok ? '✓ met' : '✗ missed'}.`,
+      );
     }
     if (process.argv.includes('--save')) {
       const out = path.join(__dirname, 'results', `${localDate()}-instructions.md`);

@@ -39,9 +39,11 @@ function parseArgs(argv) {
       process.exit(0);
     } else throw new TypeError(`Unknown option ${a}`);
   }
-  if (!Number.isInteger(args.reps) || args.reps < 1 || args.reps > 20) throw new TypeError('--reps: expected an integer 1–20');
+  if (!Number.isInteger(args.reps) || args.reps < 1 || args.reps > 20)
+    throw new TypeError('--reps: expected an integer 1–20');
   for (const key of ['cycles', 'warmup']) {
-    if (!Number.isInteger(args[key]) || args[key] < 0 || args[key] > 1_000_000) throw new TypeError(`--${key}: expected an integer 0–1,000,000`);
+    if (!Number.isInteger(args[key]) || args[key] < 0 || args[key] > 1_000_000)
+      throw new TypeError(`--${key}: expected an integer 0–1,000,000`);
   }
   return args;
 }
@@ -96,7 +98,14 @@ async function main() {
   let result;
   try {
     log('limits…');
-    result = await limits.run({ url: redis.url, monitor, dist: distCopy, log, reps: args.reps, lockCycles: { warmup: args.warmup, cycles: args.cycles } });
+    result = await limits.run({
+      url: redis.url,
+      monitor,
+      dist: distCopy,
+      log,
+      reps: args.reps,
+      lockCycles: { warmup: args.warmup, cycles: args.cycles },
+    });
     process.stdout.write(`${result.markdown}\n`);
   } finally {
     await monitor.close();

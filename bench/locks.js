@@ -40,7 +40,8 @@ function parseArgs(argv) {
     } else throw new TypeError(`Unknown option ${a}`);
   }
   for (const key of ['names', 'waited', 'waiters', 'bound', 'seconds']) {
-    if (!Number.isInteger(args[key]) || args[key] < 1 || args[key] > 100_000) throw new TypeError(`--${key}: expected an integer 1–100,000`);
+    if (!Number.isInteger(args[key]) || args[key] < 1 || args[key] > 100_000)
+      throw new TypeError(`--${key}: expected an integer 1–100,000`);
   }
   if (args.waited > args.names) throw new TypeError('--waited: at most --names');
   return args;
@@ -107,26 +108,40 @@ async function measure({ lib, url, args, log }) {
     const heapHeld = await heapUsed();
     const afterHold = await info(admin);
     rows.push(['names held (one lease each)', args.names.toLocaleString('en')]);
-    rows.push(['time to acquire them (batches of 500)', `${holdSeconds.toFixed(2)} s (${Math.round(args.names / holdSeconds).toLocaleString('en')}/s)`]);
+    rows.push([
+      'time to acquire them (batches of 500)',
+      `${holdSeconds.toFixed(2)} s (${Math.round(args.names / holdSeconds).toLocaleString('en')}/s)`,
+    ]);
     rows.push(['heap per held name (its semaphore and lease)', kb((heapHeld - heapEmpty) / args.names)]);
     rows.push(['blocking connections while nobody waits', String(locks.stats().connections)]);
 
     log(`${args.waiters} waiters on each of ${args.waited} names…`);
     const served = [];
     const waits = [];
-    for (const name of waited) for (let i = 0; i < args.waiters; i++) waits.push(locks.lock(name, () => void served.push(name)));
+    for (const name of waited)
+      for (let i = 0; i < args.waiters; i++) waits.push(locks.lock(name, () => void served.push(name)));
     const waiterCount = waits.length;
-    await until(async () => (await info(admin)).blocked >= Math.min(args.bound, waiterCount), 30_000, 'the pool to fill');
+    await until(
+      async () => (await info(admin)).blocked >= Math.min(args.bound, waiterCount),
+      30_000,
+      'the pool to fill',
+    );
     await sleep(500);
     const heapWaiting = await heapUsed();
     const whileWaiting = await info(admin);
     const opened = locks.stats().connections;
     rows.push(['waiters', `${waiterCount.toLocaleString('en')} (${args.waiters} on each of ${args.waited} names)`]);
     rows.push(['heap per waiter', kb((heapWaiting - heapHeld) / waiterCount)]);
-    rows.push([`blocking connections while they wait (bound ${args.bound})`, `${opened} (the manager's count); Redis: ${whileWaiting.connected - before.connected} connections of this process, ${whileWaiting.blocked} blocked`]);
-    if (opened > args.bound) failures.push(`the manager opened ${opened} blocking connections, more than its bound ${args.bound}`);
+    rows.push([
+      `blocking connections while they wait (bound ${args.bound})`,
+      `${opened} (the manager's count); Redis: ${whileWaiting.connected - before.connected} connections of this process, ${whileWaiting.blocked} blocked`,
+    ]);
+    if (opened > args.bound)
+      failures.push(`the manager opened ${opened} blocking connections, more than its bound ${args.bound}`);
     if (whileWaiting.connected - afterHold.connected > args.bound + 1) {
-      failures.push(`Redis counts ${whileWaiting.connected - afterHold.connected} new connections, more than the bound ${args.bound} (+1 control)`);
+      failures.push(
+        `Redis counts ${whileWaiting.connected - afterHold.connected} new connections, more than the bound ${args.bound} (+1 control)`,
+      );
     }
 
     log('releasing every holder…');
@@ -134,7 +149,10 @@ async function measure({ lib, url, args, log }) {
     await inBatches(leases, 500, (lease) => lease.release());
     await Promise.all(waits);
     const drainSeconds = (performance.now() - started) / 1000;
-    rows.push([`release all ${args.names.toLocaleString('en')} holders until every waiter was served`, `${drainSeconds.toFixed(2)} s`]);
+    rows.push([
+      `release all ${args.names.toLocaleString('en')} holders until every waiter was served`,
+      `${drainSeconds.toFixed(2)} s`,
+    ]);
     if (served.length !== waiterCount) failures.push(`${served.length} of ${waiterCount} waiters were served`);
 
     log(`lock(name, fn) cycles on ${args.waited} names for ${args.seconds} s…`);
@@ -151,7 +169,10 @@ async function measure({ lib, url, args, log }) {
         }),
       ),
     );
-    rows.push([`grants per second (${waiterCount} callers on ${args.waited} names, no hold)`, `${Math.round(grants / args.seconds).toLocaleString('en')}/s, at most ${most} blocking connections`]);
+    rows.push([
+      `grants per second (${waiterCount} callers on ${args.waited} names, no hold)`,
+      `${Math.round(grants / args.seconds).toLocaleString('en')}/s, at most ${most} blocking connections`,
+    ]);
 
     const stranded = [];
     for (const name of waited) {
@@ -161,8 +182,15 @@ async function measure({ lib, url, args, log }) {
     if (stranded.length > 0) failures.push(`tokens not back after the cycles: ${stranded.slice(0, 5).join(', ')}…`);
 
     log('idle…');
-    await until(() => locks.stats().names === 0 && locks.stats().connections === 0, 15_000, 'idle names and connections to close');
-    rows.push(['after idleTimeout (2 s here)', `${locks.stats().names} names, ${locks.stats().connections} blocking connections`]);
+    await until(
+      () => locks.stats().names === 0 && locks.stats().connections === 0,
+      15_000,
+      'idle names and connections to close',
+    );
+    rows.push([
+      'after idleTimeout (2 s here)',
+      `${locks.stats().names} names, ${locks.stats().connections} blocking connections`,
+    ]);
     await locks.close();
 
     log(`the same waiters with one Semaphore per name…`);
@@ -174,7 +202,10 @@ async function measure({ lib, url, args, log }) {
     const perName = holders.flatMap(({ sem }) => Array.from({ length: args.waiters }, () => sem.lock(() => undefined)));
     await until(async () => (await info(admin)).blocked >= waiterCount, 30_000, 'every per-name waiter to block');
     const perNameConnections = (await info(admin)).connected - startedConnections;
-    rows.push([`one Semaphore per name: blocking connections for the same ${waiterCount} waiters`, String(perNameConnections)]);
+    rows.push([
+      `one Semaphore per name: blocking connections for the same ${waiterCount} waiters`,
+      String(perNameConnections),
+    ]);
     for (const { sem, token } of holders) await sem.unlock(token);
     await Promise.all(perName);
     await Promise.all(holders.map(({ sem }) => sem.close()));
@@ -182,7 +213,9 @@ async function measure({ lib, url, args, log }) {
     await redis.quit().catch(() => redis.disconnect());
     await admin.quit().catch(() => admin.disconnect());
   }
-  const table = ['| measure | value |', '|---|---|', ...rows.map(([what, value]) => `| ${what} | ${value} |`)].join('\n');
+  const table = ['| measure | value |', '|---|---|', ...rows.map(([what, value]) => `| ${what} | ${value} |`)].join(
+    '\n',
+  );
   return { markdown: table, failures };
 }
 

@@ -99,12 +99,20 @@ async function main() {
   await server.stop();
 
   const { busy, byFunction, byFile } = selfTime(profile);
-  const where = colocated ? 'Redis and the client on one CPU' : pin ? 'Redis and the client on CPUs of their own' : 'not pinned (no taskset)';
+  const where = colocated
+    ? 'Redis and the client on one CPU'
+    : pin
+      ? 'Redis and the client on CPUs of their own'
+      : 'not pinned (no taskset)';
   console.log(`# Client CPU profile: mutex, ${clients} callers in one process, hold 0 (${gitCommit()})\n`);
   console.log(`${where}; ${seconds} s sampled every 100 µs after 2 s of warm-up.\n`);
-  console.log(`${counted} cycles, ${Math.round(counted / elapsed)}/s; client CPU ${Math.round((cpu.user + cpu.system) / counted)} µs per cycle (user ${Math.round(cpu.user / counted)}, system ${Math.round(cpu.system / counted)}).\n`);
+  console.log(
+    `${counted} cycles, ${Math.round(counted / elapsed)}/s; client CPU ${Math.round((cpu.user + cpu.system) / counted)} µs per cycle (user ${Math.round(cpu.user / counted)}, system ${Math.round(cpu.system / counted)}).\n`,
+  );
   console.log(`## Busy samples by file (${busy} samples)\n\n| file | share |\n|---|---|\n${rows(byFile, busy, 15)}\n`);
-  console.log(`## The ${top} functions with the most self time\n\n| function | share |\n|---|---|\n${rows(byFunction, busy, top)}`);
+  console.log(
+    `## The ${top} functions with the most self time\n\n| function | share |\n|---|---|\n${rows(byFunction, busy, top)}`,
+  );
 }
 
 runMain(main, started);

@@ -39,7 +39,8 @@ function parseArgs(argv) {
     else if (a === '--no-sweep') args.sweep = false;
     else if (a === '--colocated') args.colocated = true;
     else if (a === '--cpu') args.cpu = Number(value());
-    else if (a === '--save') args.save = true; // results are always saved; accepted for symmetry with bench:limits
+    else if (a === '--save')
+      args.save = true; // results are always saved; accepted for symmetry with bench:limits
     else if (a === '--verbose') args.verbose = true;
     else if (a === '--reps') args.reps = Number(value());
     else if (a === '--duration') args.durationMs = Number(value());
@@ -79,7 +80,8 @@ async function main() {
   // benchmark runs (another `npm run build` or `npm test`) cannot pull it from under them.
   const distCopy = path.join(__dirname, `.dist-${process.pid}`);
   const dist = path.join(__dirname, '..', 'dist');
-  if (!fs.existsSync(path.join(dist, 'index.js'))) throw new Error('No dist/: run `npm run build` first (`npm run bench` does)');
+  if (!fs.existsSync(path.join(dist, 'index.js')))
+    throw new Error('No dist/: run `npm run build` first (`npm run bench` does)');
   fs.cpSync(dist, distCopy, { recursive: true });
   process.env.BENCH_DIST = distCopy;
   const removeDistCopy = () => fs.rmSync(distCopy, { recursive: true, force: true });
@@ -94,7 +96,8 @@ async function main() {
   // Redis CPU + client CPU, with no idle waiting for the other CPU and no cross-CPU wake-ups.
   const clientCpu = colocated ? (args.cpu ?? server.CLIENT_CPU) : server.CLIENT_CPU;
   const serverCpu = colocated ? clientCpu : server.SERVER_CPU;
-  if (clientCpu >= cpus) throw new RangeError(`Expected --cpu to be a CPU of this machine (0 to ${cpus - 1}), got ${clientCpu}`);
+  if (clientCpu >= cpus)
+    throw new RangeError(`Expected --cpu to be a CPU of this machine (0 to ${cpus - 1}), got ${clientCpu}`);
   const canPin = args.pin && server.hasTaskset() && cpus >= (colocated ? 1 : 2);
   if (colocated && !canPin) throw new Error(`--colocated needs taskset (and not --no-pin)`);
   if (colocated && process.env.REDIS_URL) throw new Error('--colocated starts its own redis-server: unset REDIS_URL');
@@ -178,10 +181,16 @@ async function main() {
 
   const results = {};
   // Co-located runs measure CPU per cycle: the loop cells only (waiters, idle and the sweep when --only names them).
-  const order = colocated && !args.only ? ['uncontended', 'contended'] : ['uncontended', 'contended', 'waiters', 'idle', ...(args.sweep && !colocated ? ['sweep'] : [])];
+  const order =
+    colocated && !args.only
+      ? ['uncontended', 'contended']
+      : ['uncontended', 'contended', 'waiters', 'idle', ...(args.sweep && !colocated ? ['sweep'] : [])];
   try {
     for (const id of order) {
-      const wanted = !args.only || id === 'uncontended' || args.only.some((o) => id.startsWith(o) || (id === 'contended' && /^(mutex|sem)/.test(o)));
+      const wanted =
+        !args.only ||
+        id === 'uncontended' ||
+        args.only.some((o) => id.startsWith(o) || (id === 'contended' && /^(mutex|sem)/.test(o)));
       if (!wanted) continue;
       const t0 = Date.now();
       log(`${id}…`);
@@ -216,10 +225,30 @@ async function main() {
   fs.writeFileSync(`${base}.md`, [header, targets, ...sections, chartLine, footer].join('\n'));
   fs.writeFileSync(
     `${base}.json`,
-    JSON.stringify({ date, mode, settings: cfg, versions, pinning, floors: ctx.floors, failures, runSeconds: Number(seconds), results: Object.fromEntries(Object.entries(results).map(([k, v]) => [k, v.data ?? v])) }, null, 1),
+    JSON.stringify(
+      {
+        date,
+        mode,
+        settings: cfg,
+        versions,
+        pinning,
+        floors: ctx.floors,
+        failures,
+        runSeconds: Number(seconds),
+        results: Object.fromEntries(Object.entries(results).map(([k, v]) => [k, v.data ?? v])),
+      },
+      null,
+      1,
+    ),
   );
   if (results.sweep) {
-    fs.writeFileSync(`${base}.svg`, chart(results.sweep.data, `Mutex, hold 0, one process — Redis ${versions.redis}, ${pinning.startsWith('pinned') ? 'pinned' : 'unpinned'}, ${date}`));
+    fs.writeFileSync(
+      `${base}.svg`,
+      chart(
+        results.sweep.data,
+        `Mutex, hold 0, one process — Redis ${versions.redis}, ${pinning.startsWith('pinned') ? 'pinned' : 'unpinned'}, ${date}`,
+      ),
+    );
   }
   log(`wrote ${base}.md, .json${results.sweep ? ', .svg' : ''} in ${seconds} s`);
   process.exitCode = failures.length ? 1 : 0;

@@ -132,7 +132,8 @@ async function main() {
     console.log('\n| unit cost | Redis instructions each |');
     console.log('|---|---|');
     const empty = await client.sendCommand(['SCRIPT', 'LOAD', 'return 1']);
-    const evalOverhead = (await counted(() => repeat(calls, () => client.sendCommand(['EVALSHA', empty, '0'])))) / calls;
+    const evalOverhead =
+      (await counted(() => repeat(calls, () => client.sendCommand(['EVALSHA', empty, '0'])))) / calls;
     for (const [name, source, times] of UNITS) {
       const sha = await client.sendCommand(['SCRIPT', 'LOAD', source]);
       const perRun = (await counted(() => repeat(calls, () => client.sendCommand(['EVALSHA', sha, '0'])))) / calls;
@@ -140,7 +141,12 @@ async function main() {
       console.log(`| ${name} | ${Math.round(each).toLocaleString('en-US')} |`);
     }
     if (functions) {
-      await client.sendCommand(['FUNCTION', 'LOAD', 'REPLACE', "#!lua name=bench_unit\nredis.register_function('bench_one', function() return 1 end)"]);
+      await client.sendCommand([
+        'FUNCTION',
+        'LOAD',
+        'REPLACE',
+        "#!lua name=bench_unit\nredis.register_function('bench_one', function() return 1 end)",
+      ]);
       const fcall = (await counted(() => repeat(calls, () => client.sendCommand(['FCALL', 'bench_one', '0'])))) / calls;
       console.log(`| FCALL of a function returning 1 | ${Math.round(fcall).toLocaleString('en-US')} |`);
     }

@@ -60,7 +60,9 @@ function parseOptions(argv, env) {
     const text = String(options[key]);
     const value = Number(text);
     if (!/^\d+$/.test(text) || value < 1 || value > limits[key]) {
-      throw new UsageError(`Expected --${key} to be a whole number from 1 to ${limits[key]}, got ${JSON.stringify(text)}`);
+      throw new UsageError(
+        `Expected --${key} to be a whole number from 1 to ${limits[key]}, got ${JSON.stringify(text)}`,
+      );
     }
     options[key] = value;
   }
@@ -133,7 +135,9 @@ function finish(code) {
     clearTimeout(deadlineTimer);
     await Promise.all([...started.workers.values()].map((worker) => stopChild(worker.child, 'SIGTERM', 1000)));
     if (sem && started.redis?.client.isReady) {
-      await withTimeout(sem.delete(), 1000, 'delete').catch((error) => console.error(dim(`(could not delete the semaphore's keys: ${error.message}; they expire in a minute)`)));
+      await withTimeout(sem.delete(), 1000, 'delete').catch((error) =>
+        console.error(dim(`(could not delete the semaphore's keys: ${error.message}; they expire in a minute)`)),
+      );
     }
     await started.redis?.stop(); // quits our client, stops redis-server if it started one
     process.exit(code);
@@ -175,7 +179,9 @@ async function main() {
   // A real crawler would use just `crawler:<host>`; the run id keeps reruns on a shared Redis apart.
   const name = `crawler:${HOST}:${runId}`;
 
-  console.log(bold(`Polite crawlers: ${workers} worker processes × ${fetches} fetches, at most ${permits} at once to ${HOST}`));
+  console.log(
+    bold(`Polite crawlers: ${workers} worker processes × ${fetches} fetches, at most ${permits} at once to ${HOST}`),
+  );
 
   // Redis: REDIS_URL, or a throwaway redis-server. When neither works, useRedis() says how to get one and exits 1.
   started.redis = await useRedis();
@@ -372,7 +378,10 @@ function printSummary({ run, workers, fetches, permits, endTokens, available, in
 
   console.log(bold('\nSummary'));
 
-  row('fetches', `${attempts.length} of ${expected} (${workers} workers × ${fetches}) ${mark(attempts.length === expected)}`);
+  row(
+    'fetches',
+    `${attempts.length} of ${expected} (${workers} workers × ${fetches}) ${mark(attempts.length === expected)}`,
+  );
   if (attempts.length !== expected) problems.push(`${expected - attempts.length} fetches are missing`);
 
   const { max, at } = maxConcurrency(attempts);
@@ -433,7 +442,11 @@ function printSummary({ run, workers, fetches, permits, endTokens, available, in
     );
   }
   const shown = 36;
-  const list = (items) => items.slice(0, shown).map((a) => `w${a.worker}`).join(' ') + (items.length > shown ? ' …' : '');
+  const list = (items) =>
+    items
+      .slice(0, shown)
+      .map((a) => `w${a.worker}`)
+      .join(' ') + (items.length > shown ? ' …' : '');
   if (queued.length > 0) {
     row('', dim(`started waiting: ${list(queued)}`));
     row('', dim(`served:          ${list(served)}`));
@@ -451,7 +464,12 @@ function printSummary({ run, workers, fetches, permits, endTokens, available, in
   }
   if (overtaken.length > 3) row('', yellow(`… and ${overtaken.length - 3} more`));
   if (nearTies > 0) {
-    row('', dim(`${nearTies} near-${nearTies === 1 ? 'tie' : 'ties'} not counted: started < ${RACE_MS} ms or served < ${SAME_MOMENT_MS} ms apart`));
+    row(
+      '',
+      dim(
+        `${nearTies} near-${nearTies === 1 ? 'tie' : 'ties'} not counted: started < ${RACE_MS} ms or served < ${SAME_MOMENT_MS} ms apart`,
+      ),
+    );
   }
 
   console.log(`  ${'wait per worker'.padEnd(19)}${dim('worker  fetches       p50       max')}`);

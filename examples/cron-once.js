@@ -74,7 +74,12 @@ async function instance({ id, job, ticks, lateMs }) {
 // The run: start the instances, collect what each did at each tick, check.
 
 function parseOptions(argv) {
-  return parseCounts(argv, { instances: 4, ticks: 3 }, 20, 'Usage: node examples/cron-once.js [--instances 1..20] [--ticks 1..20]');
+  return parseCounts(
+    argv,
+    { instances: 4, ticks: 3 },
+    20,
+    'Usage: node examples/cron-once.js [--instances 1..20] [--ticks 1..20]',
+  );
 }
 
 async function main() {
@@ -82,7 +87,9 @@ async function main() {
   exitAfter(30_000 + ticks * 1000, 'The cron example');
   const redis = await useRedis();
   const job = `nightly-report:${uniqueSuffix()}`;
-  console.log(`Job "${job}" scheduled every second on ${instances} instances, ${ticks} times; Redis at ${redis.url} (${redis.origin})`);
+  console.log(
+    `Job "${job}" scheduled every second on ${instances} instances, ${ticks} times; Redis at ${redis.url} (${redis.origin})`,
+  );
 
   const outcomes = new Map(); // tick -> [{ instance, type }]
   const problems = [];
@@ -91,16 +98,26 @@ async function main() {
   for (let id = 1; id <= instances; id++) {
     const lateMs = id === instances && instances > 1 ? LATE_MS : 0;
     const config = { id, job, ticks, lateMs };
-    const child = fork(__filename, ['--instance', JSON.stringify(config)], { env: { ...process.env, REDIS_URL: redis.url } });
+    const child = fork(__filename, ['--instance', JSON.stringify(config)], {
+      env: { ...process.env, REDIS_URL: redis.url },
+    });
     ready.push(new Promise((resolve) => child.once('message', () => resolve(child))));
     child.on('message', ({ instance: from, type, tick }) => {
       if (type === 'ready') return;
       const time = tick.slice(11, 19);
-      const what = { ran: `ran the job (${JOB_MS} ms)`, locked: 'skipped: another instance holds the mutex', 'already ran': 'skipped: this tick already ran' }[type];
+      const what = {
+        ran: `ran the job (${JOB_MS} ms)`,
+        locked: 'skipped: another instance holds the mutex',
+        'already ran': 'skipped: this tick already ran',
+      }[type];
       console.log(`${time}  instance ${from}${lateMs ? ` (clock ${lateMs} ms late)` : ''}: ${what}`);
       outcomes.set(tick, [...(outcomes.get(tick) ?? []), { instance: from, type }]);
     });
-    children.push(new Promise((resolve) => child.once('exit', (code) => resolve(code === 0 || problems.push(`instance ${id} exited with ${code}`)))));
+    children.push(
+      new Promise((resolve) =>
+        child.once('exit', (code) => resolve(code === 0 || problems.push(`instance ${id} exited with ${code}`))),
+      ),
+    );
   }
   // Once every instance is up: the same schedule for all, starting at the next full second.
   const started = await Promise.all(ready);
@@ -111,8 +128,12 @@ async function main() {
   console.log('\nSummary');
   for (const [tick, list] of [...outcomes].sort()) {
     const runs = list.filter((outcome) => outcome.type === 'ran').map((outcome) => outcome.instance);
-    const others = list.filter((outcome) => outcome.type !== 'ran').map((outcome) => `${outcome.instance} (${outcome.type})`);
-    console.log(`  ${tick.slice(11, 19)}  ran by ${runs.length === 0 ? 'nobody' : runs.join(', ')}; skipped by ${others.join(', ') || 'nobody'}`);
+    const others = list
+      .filter((outcome) => outcome.type !== 'ran')
+      .map((outcome) => `${outcome.instance} (${outcome.type})`);
+    console.log(
+      `  ${tick.slice(11, 19)}  ran by ${runs.length === 0 ? 'nobody' : runs.join(', ')}; skipped by ${others.join(', ') || 'nobody'}`,
+    );
     if (runs.length !== 1) problems.push(`tick ${tick} ran ${runs.length} times`);
     if (list.length !== instances) problems.push(`tick ${tick}: ${list.length} of ${instances} instances reported`);
   }

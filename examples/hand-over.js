@@ -66,7 +66,12 @@ async function worker({ id, name }) {
 // The scheduler: acquires, hands over, and checks what came back.
 
 function parseOptions(argv) {
-  return parseCounts(argv, { jobs: 4, workers: 2 }, 20, 'Usage: node examples/hand-over.js [--jobs 1..20] [--workers 1..20]');
+  return parseCounts(
+    argv,
+    { jobs: 4, workers: 2 },
+    20,
+    'Usage: node examples/hand-over.js [--jobs 1..20] [--workers 1..20]',
+  );
 }
 
 async function main() {
@@ -74,20 +79,28 @@ async function main() {
   exitAfter(30_000 + jobs * JOB_MS, 'The hand-over example');
   const redis = await useRedis();
   const name = `hand-over:${uniqueSuffix()}`;
-  console.log(`Semaphore "${name}": ${RESOURCES} tokens, leases of ${LEASE_MS} ms, ${jobs} jobs of ${JOB_MS} ms, ${workers} worker processes; Redis at ${redis.url} (${redis.origin})`);
+  console.log(
+    `Semaphore "${name}": ${RESOURCES} tokens, leases of ${LEASE_MS} ms, ${jobs} jobs of ${JOB_MS} ms, ${workers} worker processes; Redis at ${redis.url} (${redis.origin})`,
+  );
 
   const sem = new Semaphore(name, { redis: redis.client, resources: RESOURCES, staleClientTimeout: LEASE_MS });
   const problems = [];
   const done = [];
   const children = [];
   for (let id = 1; id <= workers; id++) {
-    const child = fork(__filename, ['--worker', JSON.stringify({ id, name })], { env: { ...process.env, REDIS_URL: redis.url } });
+    const child = fork(__filename, ['--worker', JSON.stringify({ id, name })], {
+      env: { ...process.env, REDIS_URL: redis.url },
+    });
     const ready = new Promise((resolve) => child.once('message', resolve));
-    const exited = new Promise((resolve) => child.once('exit', (code) => resolve(code === 0 || problems.push(`worker ${id} exited with ${code}`))));
+    const exited = new Promise((resolve) =>
+      child.once('exit', (code) => resolve(code === 0 || problems.push(`worker ${id} exited with ${code}`))),
+    );
     child.on('message', (message) => {
       if (message.type !== 'done') return;
       const { worker: from, job, token, refreshes, kept, released, again } = message;
-      console.log(`worker ${from}: job ${job} done after ${JOB_MS} ms (${refreshes} refreshes); release → ${released}, again → ${again}`);
+      console.log(
+        `worker ${from}: job ${job} done after ${JOB_MS} ms (${refreshes} refreshes); release → ${released}, again → ${again}`,
+      );
       if (!kept) problems.push(`job ${job}: a refresh found the grant ended`);
       if (released !== true || again !== false) problems.push(`job ${job}: release → ${released}, again → ${again}`);
       done.push({ job, token });
@@ -103,7 +116,9 @@ async function main() {
     const waited = Math.round(performance.now() - started);
     const handle = lease.handOver(); // this process no longer refreshes or releases it
     const { child } = children[(job - 1) % workers];
-    console.log(`scheduler: job ${job} → token "${handle.token}" (fence ${handle.fence}, waited ${waited} ms), handed to worker ${(job - 1) % workers + 1}`);
+    console.log(
+      `scheduler: job ${job} → token "${handle.token}" (fence ${handle.fence}, waited ${waited} ms), handed to worker ${((job - 1) % workers) + 1}`,
+    );
     child.send({ job, handle: JSON.parse(JSON.stringify(handle)) });
   }
   while (done.length < jobs) await sleep(20);
@@ -112,7 +127,8 @@ async function main() {
 
   const available = await sem.availableCount();
   const holders = await sem.holders();
-  if (available !== RESOURCES || holders.length > 0) problems.push(`at the end: ${available} tokens free, ${holders.length} held`);
+  if (available !== RESOURCES || holders.length > 0)
+    problems.push(`at the end: ${available} tokens free, ${holders.length} held`);
   await sem.delete();
   await sem.close();
   await redis.stop();
@@ -120,7 +136,9 @@ async function main() {
     console.error(`FAILED: ${problems.join('; ')}`);
     process.exit(1);
   }
-  console.log(`OK: ${jobs} jobs, each grant kept alive and released by the worker it was handed to (a second release: false), all ${RESOURCES} tokens free`);
+  console.log(
+    `OK: ${jobs} jobs, each grant kept alive and released by the worker it was handed to (a second release: false), all ${RESOURCES} tokens free`,
+  );
 }
 
 if (process.argv[2] === '--worker') {

@@ -49,10 +49,15 @@ function limitConcurrentRequests({ redis, limit, userOf, prefix = 'http:concurre
     users.add(user);
     // Hold a token until the response is over ('close' comes after 'finish', and on an aborted request).
     locks
-      .lock(`${prefix}:${user}`, 0, () => new Promise((resolve) => {
-        res.once('close', resolve);
-        next();
-      }))
+      .lock(
+        `${prefix}:${user}`,
+        0,
+        () =>
+          new Promise((resolve) => {
+            res.once('close', resolve);
+            next();
+          }),
+      )
       .catch((error) => {
         if (res.headersSent) return;
         if (error instanceof LockTimeoutError) {
@@ -85,7 +90,9 @@ function get(port, path, user) {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode, body: body.trim(), ms: Math.round(performance.now() - started) }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode, body: body.trim(), ms: Math.round(performance.now() - started) }),
+      );
     });
     req.once('error', reject);
   });
@@ -98,7 +105,12 @@ async function main() {
   console.log(`Per-user limit of 2 concurrent requests ("${prefix}:<user>"), Redis at ${redis.url} (${redis.origin})`);
 
   const running = new Map(); // user -> requests inside the handler right now
-  const limiter = limitConcurrentRequests({ redis: redis.client, limit: 2, prefix, userOf: (req) => req.headers['x-user'] });
+  const limiter = limitConcurrentRequests({
+    redis: redis.client,
+    limit: 2,
+    prefix,
+    userOf: (req) => req.headers['x-user'],
+  });
   const handler = async (req, res) => {
     const user = req.headers['x-user'];
     running.set(user, (running.get(user) ?? 0) + 1);
@@ -120,7 +132,9 @@ async function main() {
   };
 
   // alice: 2 slow requests; once both are inside the handler, a 3rd one, and bob's.
-  const slow = [1, 2].map((n) => get(port, '/report?ms=600', 'alice').then((response) => show(`alice #${n} (600 ms)`, response)));
+  const slow = [1, 2].map((n) =>
+    get(port, '/report?ms=600', 'alice').then((response) => show(`alice #${n} (600 ms)`, response)),
+  );
   for (let i = 0; i < 500 && running.get('alice') !== 2; i++) await sleep(10);
   console.log(`(alice has ${running.get('alice') ?? 0} requests running)`);
   show('alice #3 (while #1 and #2 run)', await get(port, '/report', 'alice'));
@@ -142,10 +156,14 @@ async function main() {
   const statuses = Object.fromEntries(results);
   const wrong = expected.filter(([label, status]) => statuses[label] !== status);
   if (wrong.length > 0) {
-    console.error(`FAILED: ${wrong.map(([label, status]) => `${label}: expected ${status}, got ${statuses[label]}`).join('; ')}`);
+    console.error(
+      `FAILED: ${wrong.map(([label, status]) => `${label}: expected ${status}, got ${statuses[label]}`).join('; ')}`,
+    );
     process.exit(1);
   }
-  console.log("OK: alice's 3rd concurrent request got 429, bob got 200 meanwhile, and alice got 200 again once hers finished");
+  console.log(
+    "OK: alice's 3rd concurrent request got 429, bob got 200 meanwhile, and alice got 200 again once hers finished",
+  );
 }
 
 main().catch((error) => {

@@ -74,7 +74,12 @@ function parseJob(job) {
 // The run: start the consumers, produce, check.
 
 function parseOptions(argv) {
-  return parseCounts(argv, { jobs: 30, consumers: 3 }, 1000, 'Usage: node examples/job-queue.js [--jobs 1..1000] [--consumers 1..1000]');
+  return parseCounts(
+    argv,
+    { jobs: 30, consumers: 3 },
+    1000,
+    'Usage: node examples/job-queue.js [--jobs 1..1000] [--consumers 1..1000]',
+  );
 }
 
 async function main() {
@@ -82,7 +87,9 @@ async function main() {
   exitAfter(60_000, 'The job queue');
   const redis = await useRedis();
   const name = `jobs:${uniqueSuffix()}`;
-  console.log(`Job queue "${name}": ${jobCount} jobs, ${consumerCount} consumer processes, Redis at ${redis.url} (${redis.origin})`);
+  console.log(
+    `Job queue "${name}": ${jobCount} jobs, ${consumerCount} consumer processes, Redis at ${redis.url} (${redis.origin})`,
+  );
 
   const handled = new Map(); // job id -> the consumers that handled it
   const perConsumer = new Map();
@@ -96,23 +103,28 @@ async function main() {
     const child = fork(__filename, ['--consumer', name, String(id)], { env: { ...process.env, REDIS_URL: redis.url } });
     children.push(child);
     perConsumer.set(id, 0);
-    ready.push(new Promise((resolve, reject) => {
-      child.on('message', (message) => {
-        if (message.type === 'ready') resolve();
-        if (message.type === 'skipped') console.log(`consumer ${id} skipped token ${JSON.stringify(message.token)} (the semaphore's initial token, not a job)`);
-        if (message.type === 'lost') problems.push(`consumer ${id} lost job ${message.job}`);
-        if (message.type === 'done') {
-          console.log(`consumer ${id} handled job ${message.job}`);
-          handled.set(message.job, [...(handled.get(message.job) ?? []), id]);
-          perConsumer.set(id, perConsumer.get(id) + 1);
-          if ([...handled.values()].reduce((sum, by) => sum + by.length, 0) === jobCount) allDone();
-        }
-      });
-      child.once('exit', (code) => {
-        if (code !== 0) problems.push(`consumer ${id} exited with ${code}`);
-        reject(new Error(`consumer ${id} exited before it was ready`));
-      });
-    }));
+    ready.push(
+      new Promise((resolve, reject) => {
+        child.on('message', (message) => {
+          if (message.type === 'ready') resolve();
+          if (message.type === 'skipped')
+            console.log(
+              `consumer ${id} skipped token ${JSON.stringify(message.token)} (the semaphore's initial token, not a job)`,
+            );
+          if (message.type === 'lost') problems.push(`consumer ${id} lost job ${message.job}`);
+          if (message.type === 'done') {
+            console.log(`consumer ${id} handled job ${message.job}`);
+            handled.set(message.job, [...(handled.get(message.job) ?? []), id]);
+            perConsumer.set(id, perConsumer.get(id) + 1);
+            if ([...handled.values()].reduce((sum, by) => sum + by.length, 0) === jobCount) allDone();
+          }
+        });
+        child.once('exit', (code) => {
+          if (code !== 0) problems.push(`consumer ${id} exited with ${code}`);
+          reject(new Error(`consumer ${id} exited before it was ready`));
+        });
+      }),
+    );
   }
   const exited = children.map((child) => new Promise((resolve) => child.once('exit', resolve)));
   await Promise.all(ready);

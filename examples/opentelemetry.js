@@ -55,15 +55,23 @@ function traceSemaphores({ tracer }) {
 
   const acquireHandlers = {
     start(context) {
-      const attributes = { 'semaphore.name': context.semaphore, 'semaphore.resources': context.resources, 'semaphore.form': context.form };
+      const attributes = {
+        'semaphore.name': context.semaphore,
+        'semaphore.resources': context.resources,
+        'semaphore.form': context.form,
+      };
       if (context.timeout !== null) attributes['semaphore.timeout_ms'] = context.timeout;
-      spans.set(context, tracer.startSpan(context.form === 'lease' ? 'semaphore.acquire' : 'semaphore.lock', { attributes }));
+      spans.set(
+        context,
+        tracer.startSpan(context.form === 'lease' ? 'semaphore.acquire' : 'semaphore.lock', { attributes }),
+      );
     },
     asyncEnd(context) {
       const span = spans.get(context);
       if (!span) return; // subscribed while this call was already waiting
       span.setAttributes({ 'semaphore.outcome': context.outcome, 'semaphore.waited_ms': Math.round(context.waitedMs) });
-      if (context.outcome === 'granted') span.setAttributes({ 'semaphore.token': context.token, 'semaphore.fence': context.fence });
+      if (context.outcome === 'granted')
+        span.setAttributes({ 'semaphore.token': context.token, 'semaphore.fence': context.fence });
       if (context.outcome === 'error') span.recordException(context.error);
       if (FAILED.has(context.outcome)) span.setStatus({ code: SpanStatusCode.ERROR, message: context.outcome });
       // The callback form's span goes on until the release (the hold channel, below).
@@ -127,7 +135,13 @@ async function main() {
     ['C: lock(150)', () => sleep(100).then(() => mutex.lock(150))],
     ['D: lock(null, { signal })', () => sleep(150).then(() => mutex.lock(null, { signal: AbortSignal.timeout(200) }))],
     // E takes a lease once A and B are done; its span ends at the grant.
-    ['E: acquire()', () => sleep(700).then(() => mutex.acquire()).then((lease) => lease.release())],
+    [
+      'E: acquire()',
+      () =>
+        sleep(700)
+          .then(() => mutex.acquire())
+          .then((lease) => lease.release()),
+    ],
   ];
   const settled = await Promise.allSettled(calls.map(([, call]) => call()));
   await mutex.delete();
@@ -137,8 +151,11 @@ async function main() {
 
   const spans = exporter.getFinishedSpans().sort((a, b) => ms(a.startTime) - ms(b.startTime));
   const first = spans.length === 0 ? 0 : ms(spans[0].startTime);
-  const row = (...cells) => cells.map(([text, width]) => (width < 0 ? String(text).padStart(-width) : String(text).padEnd(width))).join('  ');
-  console.log(`\n${row(['call', 26], ['span', 17], ['starts at', -9], ['lasts', -7], ['outcome', 8], ['waited', -7], ['held', -7], ['status', 0])}`);
+  const row = (...cells) =>
+    cells.map(([text, width]) => (width < 0 ? String(text).padStart(-width) : String(text).padEnd(width))).join('  ');
+  console.log(
+    `\n${row(['call', 26], ['span', 17], ['starts at', -9], ['lasts', -7], ['outcome', 8], ['waited', -7], ['held', -7], ['status', 0])}`,
+  );
   for (const [index, span] of spans.entries()) {
     const at = (attribute) => span.attributes[`semaphore.${attribute}`];
     const held = at('held_ms') === undefined ? '' : `${at('held_ms')} ms`;
@@ -160,19 +177,26 @@ async function main() {
   const problems = [];
   const outcomes = spans.map((span) => span.attributes['semaphore.outcome']);
   const expected = ['granted', 'granted', 'timeout', 'aborted', 'granted'];
-  if (JSON.stringify(outcomes) !== JSON.stringify(expected)) problems.push(`outcomes ${outcomes.join(', ')}, expected ${expected.join(', ')}`);
+  if (JSON.stringify(outcomes) !== JSON.stringify(expected))
+    problems.push(`outcomes ${outcomes.join(', ')}, expected ${expected.join(', ')}`);
   if (!(settled[2].status === 'fulfilled' && settled[2].value === null)) problems.push('C did not time out');
-  if (!(settled[3].status === 'rejected' && !(settled[3].reason instanceof LockTimeoutError))) problems.push('D was not aborted');
+  if (!(settled[3].status === 'rejected' && !(settled[3].reason instanceof LockTimeoutError)))
+    problems.push('D was not aborted');
   const b = spans[1];
   // B's span covers its wait for A (about 350 ms) and its own hold (100 ms).
-  if (b && !(b.attributes['semaphore.waited_ms'] >= 250 && ms(b.duration) >= b.attributes['semaphore.waited_ms'] + 90)) {
+  if (
+    b &&
+    !(b.attributes['semaphore.waited_ms'] >= 250 && ms(b.duration) >= b.attributes['semaphore.waited_ms'] + 90)
+  ) {
     problems.push(`B's span does not cover its wait and hold: ${ms(b.duration)} ms`);
   }
   if (problems.length > 0) {
     console.error(`FAILED: ${problems.join('; ')}`);
     process.exit(1);
   }
-  console.log(`\nOK: ${spans.length} spans, each from its call to its grant (the callback form's to its release), timeout or abort`);
+  console.log(
+    `\nOK: ${spans.length} spans, each from its call to its grant (the callback form's to its release), timeout or abort`,
+  );
 }
 
 if (require.main === module) {

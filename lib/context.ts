@@ -57,7 +57,10 @@ export class SemaphoreContext {
     this.emit = emit;
     this.hears = hears;
     const given = options.redis;
-    this.keys = semaphoreKeys(name, { cluster: given !== undefined && topologyOf(given) === 'cluster', keyPrefix: options.keyPrefix });
+    this.keys = semaphoreKeys(name, {
+      cluster: given !== undefined && topologyOf(given) === 'cluster',
+      keyPrefix: options.keyPrefix,
+    });
     this.ownsClient = given === undefined;
     this.client = given === undefined ? createOwnClient(options.url) : adaptClient(given, this.keys.available);
     this.pool = options.sharedPool
@@ -70,7 +73,9 @@ export class SemaphoreContext {
 
   /** The main client, connected on first use when the semaphore made it. `whileClosing` lets waiters settle. */
   ready(whileClosing = false): Promise<Connection> {
-    return this.readyNow() !== undefined ? (this.#readyClient ??= Promise.resolve(this.client)) : this.#connect(whileClosing);
+    return this.readyNow() !== undefined
+      ? (this.#readyClient ??= Promise.resolve(this.client))
+      : this.#connect(whileClosing);
   }
 
   /**
@@ -102,7 +107,10 @@ export class SemaphoreContext {
       const check = await checkServer(this.client, {
         name: this.name,
         identity: this.options.redis ?? this.client,
-        slot: this.options.redis !== undefined && topologyOf(this.options.redis) === 'cluster' ? keySlot(this.keys.available) : null,
+        slot:
+          this.options.redis !== undefined && topologyOf(this.options.redis) === 'cluster'
+            ? keySlot(this.keys.available)
+            : null,
         withExpiration: this.options.expiration !== null,
         withFunctions: this.options.functions,
       });
@@ -118,7 +126,11 @@ export class SemaphoreContext {
   }
 
   /** Runs a script call on the main client (or `via`: a waiter's own connection, which can settle its wait when the main client is gone). */
-  call<R>(operation: string, call: ScriptCall<R>, options?: { whileClosing?: boolean; via?: Connection | undefined }): Promise<R> {
+  call<R>(
+    operation: string,
+    call: ScriptCall<R>,
+    options?: { whileClosing?: boolean; via?: Connection | undefined },
+  ): Promise<R> {
     // Without an async frame when the client is ready (every hot-path call).
     const client = options?.via ?? this.readyNow();
     if (client !== undefined) return this.#run(client, operation, call);

@@ -87,12 +87,16 @@ export function assertGrantHandle(handle: unknown, name: string, operation: stri
     new TypeError(`${expected}: \`${field}\` must be ${what}, got ${describe(value)}`);
   if (typeof semaphore !== 'string') throw bad('semaphore', 'a string', semaphore);
   if (semaphore !== name) {
-    throw new TypeError(`The handle given to ${operation} is a grant of semaphore ${JSON.stringify(semaphore)}, not of ${JSON.stringify(name)}`);
+    throw new TypeError(
+      `The handle given to ${operation} is a grant of semaphore ${JSON.stringify(semaphore)}, not of ${JSON.stringify(name)}`,
+    );
   }
   if (typeof token !== 'string') throw bad('token', 'a string', token);
-  if (typeof grantId !== 'string' || !/^\S+$/.test(grantId)) throw bad('grantId', 'a non-empty string without whitespace', grantId);
+  if (typeof grantId !== 'string' || !/^\S+$/.test(grantId))
+    throw bad('grantId', 'a non-empty string without whitespace', grantId);
   if (!Number.isSafeInteger(fence) || (fence as number) < 0) throw bad('fence', 'a non-negative integer', fence);
-  if (leaseMs !== null && (typeof leaseMs !== 'number' || !(leaseMs > 0))) throw bad('leaseMs', 'a positive number or null', leaseMs);
+  if (leaseMs !== null && (typeof leaseMs !== 'number' || !(leaseMs > 0)))
+    throw bad('leaseMs', 'a positive number or null', leaseMs);
 }
 
 /** Node defines `Symbol.asyncDispose` as this registered symbol; other realms (VM contexts) may lack it. */
@@ -133,7 +137,9 @@ export function createLease(holding: Holding, host: LeaseHost): Lease {
     handOver: () => {
       if (handle) return handle;
       if (released || !host.handOver(holding)) {
-        throw new Error(`The lease of token ${JSON.stringify(holding.token)} of semaphore ${JSON.stringify(host.name)} was released: nothing to hand over`);
+        throw new Error(
+          `The lease of token ${JSON.stringify(holding.token)} of semaphore ${JSON.stringify(host.name)} was released: nothing to hand over`,
+        );
       }
       return (handle = Object.freeze({
         semaphore: host.name,

@@ -81,14 +81,23 @@ export class Locks {
 
   constructor(options: LocksOptions) {
     if (typeof options !== 'object' || options === null) {
-      throw new TypeError(`Expected createLocks options to be an object with a \`redis\` client, got ${describe(options)}`);
+      throw new TypeError(
+        `Expected createLocks options to be an object with a \`redis\` client, got ${describe(options)}`,
+      );
     }
-    const { redis, maxBlockingConnections = DEFAULT_MAX_CONNECTIONS, idleTimeout = DEFAULT_IDLE_TIMEOUT, ...semaphoreOptions } = options;
+    const {
+      redis,
+      maxBlockingConnections = DEFAULT_MAX_CONNECTIONS,
+      idleTimeout = DEFAULT_IDLE_TIMEOUT,
+      ...semaphoreOptions
+    } = options;
     if (redis === undefined) throw new TypeError('createLocks needs the `redis` client its names share');
     if ('url' in semaphoreOptions) throw new TypeError('createLocks takes a connected `redis` client, not a `url`');
     assertDuration('idleTimeout', idleTimeout, true);
     if (idleTimeout < 10 || idleTimeout > MAX_TIMER_MS) {
-      throw new RangeError(`Expected \`idleTimeout\` to be from 10 ms to ${MAX_TIMER_MS} ms (about 24.8 days), got ${idleTimeout}`);
+      throw new RangeError(
+        `Expected \`idleTimeout\` to be from 10 ms to ${MAX_TIMER_MS} ms (about 24.8 days), got ${idleTimeout}`,
+      );
     }
     // Checks every option (and the client) now rather than at the first name.
     const resolved = resolveOptions({ ...semaphoreOptions, redis, maxBlockingConnections });
@@ -108,10 +117,14 @@ export class Locks {
   lock<T>(name: string, fn: LockCallback<T>): Promise<Awaited<T>>;
   /** Like `lock(name, fn)`, but rejects with `LockTimeoutError` if no token came within `timeout` ms (`0` never blocks). */
   lock<T>(name: string, timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
-  lock<T>(name: string, ...args: [LockCallback<T>] | [number | null | undefined, LockCallback<T>]): Promise<Awaited<T>> {
+  lock<T>(
+    name: string,
+    ...args: [LockCallback<T>] | [number | null | undefined, LockCallback<T>]
+  ): Promise<Awaited<T>> {
     try {
       const fn = args.length === 1 ? args[0] : args[1];
-      if (typeof fn !== 'function') throw new TypeError(`Expected the last argument of lock to be a function, got ${describe(fn)}`);
+      if (typeof fn !== 'function')
+        throw new TypeError(`Expected the last argument of lock to be a function, got ${describe(fn)}`);
       const semaphore = this.#entry(name).semaphore;
       return args.length === 1 ? semaphore.lock(fn) : semaphore.lock(args[0], fn);
     } catch (error) {
@@ -147,7 +160,12 @@ export class Locks {
 
   /** How many names and blocking connections the manager has now. */
   stats(): LocksStats {
-    return { names: this.#entries.size, connections: this.#pool.size, idleConnections: this.#pool.idle, queued: this.#pool.queued };
+    return {
+      names: this.#entries.size,
+      connections: this.#pool.size,
+      idleConnections: this.#pool.idle,
+      queued: this.#pool.queued,
+    };
   }
 
   /**

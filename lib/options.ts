@@ -182,7 +182,9 @@ export function assertName(name: unknown): asserts name is string {
   }
   // A lone surrogate has no UTF-8 encoding (it is sent as U+FFFD), so two different names would share keys.
   if (LONE_SURROGATE.test(name)) {
-    throw new TypeError(`Expected the semaphore name to be well-formed Unicode (no lone surrogate), got ${describe(name)}`);
+    throw new TypeError(
+      `Expected the semaphore name to be well-formed Unicode (no lone surrogate), got ${describe(name)}`,
+    );
   }
 }
 
@@ -249,7 +251,9 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
     }
     // The holder's lease runs on a timer, whose range is 2^31-1 ms (about 24.8 days).
     if (staleClientTimeout > MAX_TIMER_MS) {
-      throw new RangeError(`Expected \`staleClientTimeout\` to be at most ${MAX_TIMER_MS} ms, got ${staleClientTimeout}`);
+      throw new RangeError(
+        `Expected \`staleClientTimeout\` to be at most ${MAX_TIMER_MS} ms, got ${staleClientTimeout}`,
+      );
     }
   }
   if (typeof useLocalTime !== 'boolean') {
@@ -306,7 +310,9 @@ export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
 function resolveWaitReplicas(waitReplicas: unknown): Required<WaitReplicasOptions> | null {
   if (waitReplicas === null) return null;
   if (typeof waitReplicas !== 'object') {
-    throw new TypeError(`Expected \`waitReplicas\` to be { replicas, timeoutMs } or null, got ${describe(waitReplicas)}`);
+    throw new TypeError(
+      `Expected \`waitReplicas\` to be { replicas, timeoutMs } or null, got ${describe(waitReplicas)}`,
+    );
   }
   const { replicas, timeoutMs, onShortfall = 'reject' } = waitReplicas as WaitReplicasOptions;
   assertPositiveInteger('waitReplicas.replicas', replicas);

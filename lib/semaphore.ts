@@ -14,7 +14,15 @@ import type { HolderInfo } from './redis/status';
 import type { Holding } from './hold/holding';
 import { Holdings, type Attempt } from './hold/holdings';
 import * as inspect from './redis/inspect';
-import { assertGrantHandle, createLease, type AcquireOptions, type GrantHandle, type Lease, type LeaseHost, type LockOptions } from './lease';
+import {
+  assertGrantHandle,
+  createLease,
+  type AcquireOptions,
+  type GrantHandle,
+  type Lease,
+  type LeaseHost,
+  type LockOptions,
+} from './lease';
 import { assertName, resolveOptions, type SemaphoreOptions } from './options';
 import { Reclaim, type Watchdog, type WatchdogOptions } from './hold/reclaim';
 import { disconnectQuietly } from './redis/client/connection';
@@ -86,7 +94,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     this.#holdings = new Holdings(ctx);
     this.#contention = new Contention(ctx);
     this.#reclaim = new Reclaim(ctx);
-    const parts = { ctx, holdings: this.#holdings, contention: this.#contention, reclaim: this.#reclaim, interrupts: new Interrupts(ctx) };
+    const parts = {
+      ctx,
+      holdings: this.#holdings,
+      contention: this.#contention,
+      reclaim: this.#reclaim,
+      interrupts: new Interrupts(ctx),
+    };
     this.#parts = { ...parts, wait: new BlockingWait(parts, () => void this.close()) };
     const holdings = this.#holdings;
     this.#leaseHost = {
@@ -113,9 +127,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   lock<T>(timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
   lock<T>(
     ...args:
-      | []
-      | [number | null | undefined | LockCallback<T>]
-      | [number | null | undefined, LockCallback<T> | LockOptions]
+      [] | [number | null | undefined | LockCallback<T>] | [number | null | undefined, LockCallback<T> | LockOptions]
   ) {
     const [first, second] = args;
     try {
@@ -236,7 +248,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   async refresh(target?: string | GrantHandle): Promise<boolean> {
     if (typeof target === 'object' && target !== null) return this.#refreshHandedOver(target);
     if (target !== undefined && typeof target !== 'string') {
-      throw new TypeError(`Expected the token given to refresh to be a string or a handle from lease.handOver(), got ${describe(target)}`);
+      throw new TypeError(
+        `Expected the token given to refresh to be a string or a handle from lease.handOver(), got ${describe(target)}`,
+      );
     }
     const holding = await this.#findHolding(target, 'refresh');
     if (!holding) return false;
@@ -248,13 +262,19 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     assertGrantHandle(handle, this.name, 'refresh');
     const holding = this.#holdings.holdingOf(handle.grantId, handle.token);
     await checkpoint('refresh:before');
-    return holding ? this.#holdings.refresh(holding) : this.#holdings.refreshGrant({ token: handle.token, id: handle.grantId });
+    return holding
+      ? this.#holdings.refresh(holding)
+      : this.#holdings.refreshGrant({ token: handle.token, id: handle.grantId });
   }
 
   /** Counters since this instance was made, how long recent acquisitions waited, and what it holds and waits for now. */
   stats(): SemaphoreStats {
     const { pool } = this.#ctx;
-    return this.#ctx.telemetry.stats({ held: this.#holdings.live().length, queued: pool.queued, connections: pool.size });
+    return this.#ctx.telemetry.stats({
+      held: this.#holdings.live().length,
+      queued: pool.queued,
+      connections: pool.size,
+    });
   }
 
   /** The fencing number of `token`'s acquisition by this instance, or of the latest one; `undefined` if not held. */
@@ -359,7 +379,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       }
       // Advance registrations go now rather than lapse, so nobody counts them as waiters.
       const advance = this.#contention.takeAllAdvanceRegistrations();
-      if (ctx.client.isReady) await withDeadline(endRegistrations(ctx, advance), UNBLOCK_ANSWER_MS, 'ZREM').catch(() => undefined);
+      if (ctx.client.isReady)
+        await withDeadline(endRegistrations(ctx, advance), UNBLOCK_ANSWER_MS, 'ZREM').catch(() => undefined);
       // Tokens still held stay held, but nobody refreshes them any more: their holders hear
       // 'expired' when their leases end.
       this.#holdings.stopRefreshing();

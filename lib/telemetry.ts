@@ -301,9 +301,10 @@ export const debugEnabled = logger.enabled;
  */
 export const debug: (format: string, ...args: unknown[]) => void = debugEnabled ? logger : () => undefined;
 
-const channels = Object.fromEntries(
-  Object.entries(CHANNELS).map(([event, name]) => [event, channel(name)]),
-) as Record<Published, Channel>;
+const channels = Object.fromEntries(Object.entries(CHANNELS).map(([event, name]) => [event, channel(name)])) as Record<
+  Published,
+  Channel
+>;
 
 /** Whether anyone listens to one of the semaphore's events (its `listenerCount`). */
 export type Hears = (event: keyof SemaphoreEvents) => boolean;
@@ -371,7 +372,8 @@ export class Telemetry {
   /** The counters and wait percentiles, with the `gauges` the semaphore reads. */
   stats(gauges: SemaphoreGauges): SemaphoreStats {
     const waits = [...this.#waits].sort((a, b) => a - b);
-    const at = (q: number) => (waits.length === 0 ? 0 : (waits[Math.min(waits.length - 1, Math.floor(q * waits.length))] ?? 0));
+    const at = (q: number) =>
+      waits.length === 0 ? 0 : (waits[Math.min(waits.length - 1, Math.floor(q * waits.length))] ?? 0);
     return {
       ...this.#counters,
       ...gauges,
@@ -384,7 +386,10 @@ export class Telemetry {
     return debugEnabled || channels[event].hasSubscribers || this.#hears(event);
   }
 
-  #report<E extends 'acquired' | 'released' | 'lost' | 'timeout' | 'aborted'>(event: E, payload: SemaphoreEvents[E][0]): void {
+  #report<E extends 'acquired' | 'released' | 'lost' | 'timeout' | 'aborted'>(
+    event: E,
+    payload: SemaphoreEvents[E][0],
+  ): void {
     this.#publish(event, payload);
     (this.#emit as (event: E, payload: SemaphoreEvents[E][0]) => void)(event, payload);
   }

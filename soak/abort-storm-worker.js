@@ -125,9 +125,16 @@ async function main() {
       void send({ event: 'released', holder, token, at: Date.now() });
       try {
         const result = await release();
-        if (result === false) void send({ event: 'lost', holder, token, fence, at: Date.now(), via: viaAcquire ? 'acquire' : 'lock' });
+        if (result === false)
+          void send({ event: 'lost', holder, token, fence, at: Date.now(), via: viaAcquire ? 'acquire' : 'lock' });
       } catch (error) {
-        void send({ event: 'error', holder, op: 'release', message: String((error && error.stack) || error), at: Date.now() });
+        void send({
+          event: 'error',
+          holder,
+          op: 'release',
+          message: String((error && error.stack) || error),
+          at: Date.now(),
+        });
       }
     }
   }
@@ -145,7 +152,13 @@ async function main() {
 main().then(
   () => process.exit(0),
   async (error) => {
-    await send({ event: 'error', holder: config.id, op: 'worker', message: String((error && error.stack) || error), at: Date.now() });
+    await send({
+      event: 'error',
+      holder: config.id,
+      op: 'worker',
+      message: String((error && error.stack) || error),
+      at: Date.now(),
+    });
     process.exit(1);
   },
 );

@@ -212,8 +212,7 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
           }
         } else if (event === 'lost') {
           lostReleases.push({ holder, token: String(message['token']), fence, at, via: String(message['via']) });
-        }
-        else if (event === 'error') errors.push(`${holder} ${String(message['op'])}: ${String(message['message'])}`);
+        } else if (event === 'error') errors.push(`${holder} ${String(message['op'])}: ${String(message['message'])}`);
       });
       workers.push(worker);
     }
@@ -343,13 +342,16 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
     });
     /** A hold of an overlap: its holder, fencing number and times (ms from the start). */
     const describeHold = (hold: Interval) => {
-      const grant = reported.find((r) => r.kind === 'acquired' && r.holder === hold.holder && r.token === hold.token && r.at === hold.start);
+      const grant = reported.find(
+        (r) => r.kind === 'acquired' && r.holder === hold.holder && r.token === hold.token && r.at === hold.start,
+      );
       return `${hold.holder} (fence ${grant?.fence ?? '?'}) +${hold.start - started}..+${hold.end - started} ms, ${hold.ending}`;
     };
     const describeGap = (gap: { from: number; ms: number }) => {
       const during = samples.filter((s) => s.at >= gap.from && s.at <= gap.from + gap.ms);
       const states = during.map(
-        (s) => `+${s.at - started}ms AVAILABLE ${s.available} GRABBED [${s.grabbed}] WAITING ${s.waiting} blocked ${s.blocked}`,
+        (s) =>
+          `+${s.at - started}ms AVAILABLE ${s.available} GRABBED [${s.grabbed}] WAITING ${s.waiting} blocked ${s.blocked}`,
       );
       // Whether the tokens moved meanwhile (granted to callers that had gone) or stood still.
       const moved = during.length >= 2 ? during.at(-1)!.fence - during[0]!.fence : undefined;
@@ -388,7 +390,9 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
           `left held: token ${token} GRABBED "${record}" ` +
             `(worker ${workerOf(record)}); its fence ${fence} was ${whom}`,
         );
-        const near = reported.filter((r) => r.token === token && r.fence !== undefined && Math.abs(r.fence - fence) <= 3);
+        const near = reported.filter(
+          (r) => r.token === token && r.fence !== undefined && Math.abs(r.fence - fence) <= 3,
+        );
         lines.push(`  token ${token} near fence ${fence}: ${near.map(event).join(', ')}`);
       }
       for (const lostRelease of lostReleases.slice(0, 3)) {
@@ -426,8 +430,16 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
           .map(([a, b]) => ` | token ${a.token}: ${describeHold(a)}, ${describeHold(b)}`)
           .join('')}`,
       },
-      { name: 'a consistent history', ok: history.anomalies.length === 0, detail: history.anomalies.slice(0, 3).join('; ') },
-      { name: 'every call ends in a grant or its own abort', ok: errors.length === 0, detail: errors.slice(0, 3).join(' | ') },
+      {
+        name: 'a consistent history',
+        ok: history.anomalies.length === 0,
+        detail: history.anomalies.slice(0, 3).join('; '),
+      },
+      {
+        name: 'every call ends in a grant or its own abort',
+        ok: errors.length === 0,
+        detail: errors.slice(0, 3).join(' | '),
+      },
       {
         name: 'no grant lost while held',
         ok: lostReleases.length === 0,
@@ -435,7 +447,10 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
           `${lostReleases.length} releases found the grant gone: ` +
           lostReleases
             .slice(0, 3)
-            .map((l) => `${l.holder} (${l.via === 'lock' ? 'unlock(token)' : 'lease.release()'}) token ${l.token} fence ${l.fence} at +${l.at - started} ms`)
+            .map(
+              (l) =>
+                `${l.holder} (${l.via === 'lock' ? 'unlock(token)' : 'lease.release()'}) token ${l.token} fence ${l.fence} at +${l.at - started} ms`,
+            )
             .join('; '),
       },
       {
@@ -492,7 +507,10 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
     const lines = [
       ...failed.map((check) => `FAILED: ${check.name} (${check.detail})`),
       ...(failed.length > 0
-        ? [`final state (after ${settleMs} ms of settling): ${describeCensus(census)}; INBOX keys [${inboxKeys}]`, ...forensics()]
+        ? [
+            `final state (after ${settleMs} ms of settling): ${describeCensus(census)}; INBOX keys [${inboxKeys}]`,
+            ...forensics(),
+          ]
         : []),
       `abort storm (${label}) grants/s: ${grantsPerSecond.join(',')}`,
       `abort storm (${label}) aborts/s: ${abortsPerSecond.join(',')}`,

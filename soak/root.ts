@@ -13,4 +13,6 @@ export function repoRoot(): string {
 
 /** tools/redis-server.js, loaded from the repository: it is plain JavaScript, which the soak's build does not copy. */
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- a path known only at run time
-export const { startRedisServer } = require(join(repoRoot(), 'tools', 'redis-server.js')) as typeof import('../tools/redis-server');
+export const { startRedisServer } = require(
+  join(repoRoot(), 'tools', 'redis-server.js'),
+) as typeof import('../tools/redis-server');

@@ -66,7 +66,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const root = repoRoot();
   const dist = mkdtempSync(join(tmpdir(), 'rts-soak-dist-'));
   cpSync(join(root, 'dist'), dist, { recursive: true });
-  const server = await startRedisServer(['--appendonly', 'yes', '--appendfsync', 'everysec', '--enable-debug-command', 'local']);
+  const server = await startRedisServer([
+    '--appendonly',
+    'yes',
+    '--appendfsync',
+    'everysec',
+    '--enable-debug-command',
+    'local',
+  ]);
   // Workers connect through our proxy, so that one of their blocking connections can be black-holed.
   const proxy = await FaultProxy.start(server.port);
   const name = `soak:${Date.now().toString(36)}`;
@@ -77,7 +84,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   let lostGrants = 0;
   let errors = 0;
 
-  const admin = createClient({ url: server.url, socket: { reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 500) } });
+  const admin = createClient({
+    url: server.url,
+    socket: { reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 500) },
+  });
   admin.on('error', () => undefined);
   await admin.connect();
   // The watcher runs the built library, as the workers do (loaded now, before any rebuild could start).
@@ -104,17 +114,27 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         execArgv: [],
         stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
       });
-      const worker: Worker = { id, process: child, exited: new Promise((resolve) => child.once('exit', () => resolve())), stopped: false, ready: false };
+      const worker: Worker = {
+        id,
+        process: child,
+        exited: new Promise((resolve) => child.once('exit', () => resolve())),
+        stopped: false,
+        ready: false,
+      };
       child.on('error', () => undefined);
-      child.on('message', (message: { event?: string; token: string; at: number; stopped?: boolean; ready?: boolean }) => {
-        if (message.event === 'acquired' || message.event === 'released') {
-          events.push({ holder: id, kind: message.event, token: message.token, at: message.at });
-        } else if (message.event === 'lost') lostGrants++;
-        else if (message.event === 'error') errors++;
-        if (message.stopped) worker.stopped = true;
-        if (message.ready) worker.ready = true;
-        if ('stuck' in message && process.env['SOAK_DEBUG']) log(`${id} stuck at stop: ${String((message as { stuck?: string }).stuck)} (now ${Date.now()})`);
-      });
+      child.on(
+        'message',
+        (message: { event?: string; token: string; at: number; stopped?: boolean; ready?: boolean }) => {
+          if (message.event === 'acquired' || message.event === 'released') {
+            events.push({ holder: id, kind: message.event, token: message.token, at: message.at });
+          } else if (message.event === 'lost') lostGrants++;
+          else if (message.event === 'error') errors++;
+          if (message.stopped) worker.stopped = true;
+          if (message.ready) worker.ready = true;
+          if ('stuck' in message && process.env['SOAK_DEBUG'])
+            log(`${id} stuck at stop: ${String((message as { stuck?: string }).stuck)} (now ${Date.now()})`);
+        },
+      );
       live.set(id, worker);
       return worker;
     };
@@ -142,7 +162,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const watchdog = watcher.startWatchdog(250, { onError: () => undefined });
     const started = Date.now();
     const until = started + seconds * 1000;
-    log(`soak: ${seconds} s, ${workerCount} workers, ${N} tokens, staleClientTimeout ${STALE} ms, waitSlice ${SLICE} ms, redis-server ${server.port} (AOF everysec), workers through a proxy`);
+    log(
+      `soak: ${seconds} s, ${workerCount} workers, ${N} tokens, staleClientTimeout ${STALE} ms, waitSlice ${SLICE} ms, redis-server ${server.port} (AOF everysec), workers through a proxy`,
+    );
 
     try {
       await sleep(1000);
@@ -195,7 +217,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       for (const worker of [...live.values()]) {
         while (!worker.stopped && Date.now() < stopBy && worker.process.exitCode === null) await sleep(20);
         if (!worker.stopped) {
-          if (process.env['SOAK_DEBUG']) log(`${worker.id} did not stop within 8 s; last: ${JSON.stringify(events.findLast((event) => event.holder === worker.id))}`);
+          if (process.env['SOAK_DEBUG'])
+            log(
+              `${worker.id} did not stop within 8 s; last: ${JSON.stringify(events.findLast((event) => event.holder === worker.id))}`,
+            );
           events.push({ holder: worker.id, kind: 'killed', at: await kill(worker) });
         }
         await worker.exited;
@@ -237,31 +262,70 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     let unrecovered = 0;
     const maxByKind = Object.fromEntries(KINDS.map((kind) => [kind, 0])) as Record<FaultKind, number>;
     for (const fault of faults) {
-      const next = acquisitions.find((event) => event.at >= fault.at && (fault.token === undefined || event.token === fault.token));
+      const next = acquisitions.find(
+        (event) => event.at >= fault.at && (fault.token === undefined || event.token === fault.token),
+      );
       if (!next) {
         unrecovered++;
         continue;
       }
       maxByKind[fault.kind] = Math.max(maxByKind[fault.kind], next.at - fault.at);
-      if (process.env['SOAK_DEBUG']) log(`${fault.kind} at +${fault.at - started} ms${fault.token === undefined ? '' : ` (held ${fault.token})`}: recovered in ${next.at - fault.at} ms`);
+      if (process.env['SOAK_DEBUG'])
+        log(
+          `${fault.kind} at +${fault.at - started} ms${fault.token === undefined ? '' : ` (held ${fault.token})`}: recovered in ${next.at - fault.at} ms`,
+        );
       if (next.at - fault.at > maxRecoveryMs) {
         maxRecoveryMs = next.at - fault.at;
         maxRecoveryKind = fault.kind;
       }
     }
-    const byKind = Object.fromEntries(KINDS.map((kind) => [kind, faults.filter((f) => f.kind === kind).length])) as Record<FaultKind, number>;
+    const byKind = Object.fromEntries(
+      KINDS.map((kind) => [kind, faults.filter((f) => f.kind === kind).length]),
+    ) as Record<FaultKind, number>;
     const lastFault = faults.at(-1)?.at ?? started;
     const problems = censusProblems(census, N, { idle: false });
     const checks = [
-      { name: 'never more than N live holders', ok: overAdmissions === 0 && history.maxConcurrent <= N, detail: `max ${history.maxConcurrent}` },
-      { name: 'no token held by two holders at once', ok: history.tokenOverlaps.length === 0, detail: `${history.tokenOverlaps.length} overlaps` },
-      { name: 'no token lost', ok: count.lost.length === 0 && count.stranded.length === 0, detail: `lost [${count.lost}] stranded [${count.stranded}]` },
-      { name: 'no token duplicated or unknown', ok: count.duplicated.length === 0 && count.unknown.length === 0, detail: `duplicated [${count.duplicated}] unknown [${count.unknown}]` },
-      { name: 'every token free at the end', ok: problems.length === 0 && census.available.length === N, detail: problems.join('; ') || `${census.available.length} free` },
-      { name: 'every fault recovered from', ok: unrecovered === 0 && faults.length > 0, detail: `${unrecovered} of ${faults.length} not recovered` },
-      { name: 'every fault kind injected', ok: KINDS.every((kind) => byKind[kind] > 0), detail: JSON.stringify(byKind) },
+      {
+        name: 'never more than N live holders',
+        ok: overAdmissions === 0 && history.maxConcurrent <= N,
+        detail: `max ${history.maxConcurrent}`,
+      },
+      {
+        name: 'no token held by two holders at once',
+        ok: history.tokenOverlaps.length === 0,
+        detail: `${history.tokenOverlaps.length} overlaps`,
+      },
+      {
+        name: 'no token lost',
+        ok: count.lost.length === 0 && count.stranded.length === 0,
+        detail: `lost [${count.lost}] stranded [${count.stranded}]`,
+      },
+      {
+        name: 'no token duplicated or unknown',
+        ok: count.duplicated.length === 0 && count.unknown.length === 0,
+        detail: `duplicated [${count.duplicated}] unknown [${count.unknown}]`,
+      },
+      {
+        name: 'every token free at the end',
+        ok: problems.length === 0 && census.available.length === N,
+        detail: problems.join('; ') || `${census.available.length} free`,
+      },
+      {
+        name: 'every fault recovered from',
+        ok: unrecovered === 0 && faults.length > 0,
+        detail: `${unrecovered} of ${faults.length} not recovered`,
+      },
+      {
+        name: 'every fault kind injected',
+        ok: KINDS.every((kind) => byKind[kind] > 0),
+        detail: JSON.stringify(byKind),
+      },
       { name: 'progress after the last fault', ok: acquisitions.some((event) => event.at > lastFault), detail: '' },
-      { name: 'a consistent history', ok: history.anomalies.length === 0, detail: history.anomalies.slice(0, 3).join('; ') },
+      {
+        name: 'a consistent history',
+        ok: history.anomalies.length === 0,
+        detail: history.anomalies.slice(0, 3).join('; '),
+      },
     ];
     const passed = checks.filter((check) => check.ok).length;
     const lines = [

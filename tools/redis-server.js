@@ -32,7 +32,9 @@ function freePort() {
     server.once('error', reject);
     server.listen(0, HOST, () => {
       const address = server.address();
-      server.close(() => (address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -78,7 +80,20 @@ async function startRedisServer(args = [], options = {}) {
   let child;
 
   const launch = async () => {
-    const serverArgs = [...(config ? [config] : []), '--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', dir, ...args];
+    const serverArgs = [
+      ...(config ? [config] : []),
+      '--port',
+      String(port),
+      '--bind',
+      HOST,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      ...args,
+    ];
     const [command, ...commandArgs] = [...wrapper, 'redis-server', ...serverArgs];
     child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
     const current = child;
@@ -91,7 +106,8 @@ async function startRedisServer(args = [], options = {}) {
     for (;;) {
       const error = await Promise.race([failed, sleep(25)]);
       if (error) {
-        const reason = error.code === 'ENOENT' ? `${command} is not on PATH` : `cannot start ${command}: ${error.message}`;
+        const reason =
+          error.code === 'ENOENT' ? `${command} is not on PATH` : `cannot start ${command}: ${error.message}`;
         throw Object.assign(new Error(reason), { code: error.code });
       }
       if (hasExited(current)) {
@@ -100,7 +116,9 @@ async function startRedisServer(args = [], options = {}) {
       if (await answersPing(port)) return;
       if (Date.now() > deadline) {
         await signal(current, 'SIGKILL');
-        throw new Error(`redis-server on port ${port} did not answer PING within ${readyTimeoutMs / 1000} s: ${output.trim()}`);
+        throw new Error(
+          `redis-server on port ${port} did not answer PING within ${readyTimeoutMs / 1000} s: ${output.trim()}`,
+        );
       }
     }
   };

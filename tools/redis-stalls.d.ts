@@ -16,4 +16,8 @@ export interface Stalls {
  * Runs `work()` while a separate connection to `url` PINGs in a loop (at most `maxPings`, until
  * `deadlineMs` at the latest); logs every command meanwhile (`slowlog-log-slower-than 0`, left so).
  */
-export function stallsDuring(url: string, work: () => Promise<unknown>, options?: { maxPings?: number; deadlineMs?: number }): Promise<Stalls>;
+export function stallsDuring(
+  url: string,
+  work: () => Promise<unknown>,
+  options?: { maxPings?: number; deadlineMs?: number },
+): Promise<Stalls>;

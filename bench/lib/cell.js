@@ -167,7 +167,10 @@ async function setupWorkers(workers, base, perProcess) {
  * A loop cell: `clients` clients over `procs` processes, each locking, holding `holdMs`, unlocking,
  * for `warmMs` + `durationMs`; metrics come from the last `durationMs`.
  */
-async function loopCell(ctx, { contender, options, permits, clients, procs = 1, holdMs, warmMs, durationMs, drainMs, mode = 'loop' }) {
+async function loopCell(
+  ctx,
+  { contender, options, permits, clients, procs = 1, holdMs, warmMs, durationMs, drainMs, mode = 'loop' },
+) {
   const key = `bench:${randomBytes(6).toString('hex')}`;
   if (contender === 'bare' || mode === 'pingpong') await prepareBare(ctx.monitor, key, permits);
   const connectionsBefore = (await ctx.monitor.snapshot()).connections;
@@ -189,7 +192,8 @@ async function loopCell(ctx, { contender, options, permits, clients, procs = 1, 
     run.hardDeadline = run.endAt + drainMs;
     workers.forEach((w) => w.send(run));
     const snapshots = {};
-    const at = (t, name) => sleep(Math.max(0, t - now())).then(async () => (snapshots[name] = await ctx.monitor.snapshot()));
+    const at = (t, name) =>
+      sleep(Math.max(0, t - now())).then(async () => (snapshots[name] = await ctx.monitor.snapshot()));
     const taken = Promise.all([at(run.warmEnd, 'start'), at(run.endAt, 'end')]);
     const done = await Promise.all(workers.map((w) => w.next(run.hardDeadline - now() + 15000)));
     await taken;
@@ -208,7 +212,8 @@ async function loopCell(ctx, { contender, options, permits, clients, procs = 1, 
   // Waits: of grants in the window, and of calls made in the window but served only after it (a
   // client starved in the window is served in the drain, and its whole wait counts).
   const waits = inWindow.map((i) => cycles.g[i] - cycles.a[i]);
-  for (let i = 0; i < cycles.g.length; i++) if (cycles.g[i] >= to && cycles.a[i] < to) waits.push(cycles.g[i] - cycles.a[i]);
+  for (let i = 0; i < cycles.g.length; i++)
+    if (cycles.g[i] >= to && cycles.a[i] < to) waits.push(cycles.g[i] - cycles.a[i]);
   waits.sort((x, y) => x - y);
   const holds = inWindow.map((i) => cycles.r[i] - cycles.g[i]);
   const perClient = new Array(clients).fill(0);
@@ -257,7 +262,8 @@ async function floorCell(ctx, { floor, warmMs, durationMs }) {
     const run = { type: 'run', startAt, warmEnd: startAt + warmMs, endAt: startAt + warmMs + durationMs };
     worker.send(run);
     const snapshots = {};
-    const at = (t, name) => sleep(Math.max(0, t - now())).then(async () => (snapshots[name] = await ctx.monitor.snapshot()));
+    const at = (t, name) =>
+      sleep(Math.max(0, t - now())).then(async () => (snapshots[name] = await ctx.monitor.snapshot()));
     const taken = Promise.all([at(run.warmEnd, 'start'), at(run.endAt, 'end')]);
     const done = expectType(await worker.next(durationMs + warmMs + 30000), 'done');
     await taken;
@@ -283,29 +289,43 @@ async function burstCell(ctx, { contender, options, waiters, idleMs, settleMs, d
   const key = `bench:${randomBytes(6).toString('hex')}`;
   if (contender === 'bare') await prepareBare(ctx.monitor, key, 1);
   const before = await ctx.monitor.snapshot();
-  const base = { mode: 'burst', contender, options, url: ctx.url, key, permits: 1, holdMs: 0, acquireTimeout: settleMs + idleMs + drainMs };
-  const { result, server, ready } = await withWorkers(1, async ([worker]) => {
-    const [readyMessage] = await setupWorkers([worker], base, [waiters + 1]);
-    const setupSnapshot = await ctx.monitor.snapshot();
-    const startAt = now() + 50;
-    const run = {
-      type: 'run',
-      startAt,
-      waitersAt: startAt + 50,
-      idleStart: startAt + 50 + settleMs,
-      idleEnd: startAt + 50 + settleMs + idleMs,
-      releaseAt: startAt + 50 + settleMs + idleMs + 5,
-    };
-    run.hardDeadline = run.releaseAt + drainMs;
-    worker.send(run);
-    const snapshots = { setup: setupSnapshot };
-    const at = (t, name) => sleep(Math.max(0, t - now())).then(async () => (snapshots[name] = await ctx.monitor.snapshot()));
-    const taken = Promise.all([at(run.idleStart, 'idleStart'), at(run.idleEnd, 'idleEnd')]);
-    const done = expectType(await worker.next(run.hardDeadline - now() + 15000), 'done');
-    await taken;
-    snapshots.done = await ctx.monitor.snapshot();
-    return { result: done.result, server: { run, ...snapshots }, ready: readyMessage };
-  }, { fresh });
+  const base = {
+    mode: 'burst',
+    contender,
+    options,
+    url: ctx.url,
+    key,
+    permits: 1,
+    holdMs: 0,
+    acquireTimeout: settleMs + idleMs + drainMs,
+  };
+  const { result, server, ready } = await withWorkers(
+    1,
+    async ([worker]) => {
+      const [readyMessage] = await setupWorkers([worker], base, [waiters + 1]);
+      const setupSnapshot = await ctx.monitor.snapshot();
+      const startAt = now() + 50;
+      const run = {
+        type: 'run',
+        startAt,
+        waitersAt: startAt + 50,
+        idleStart: startAt + 50 + settleMs,
+        idleEnd: startAt + 50 + settleMs + idleMs,
+        releaseAt: startAt + 50 + settleMs + idleMs + 5,
+      };
+      run.hardDeadline = run.releaseAt + drainMs;
+      worker.send(run);
+      const snapshots = { setup: setupSnapshot };
+      const at = (t, name) =>
+        sleep(Math.max(0, t - now())).then(async () => (snapshots[name] = await ctx.monitor.snapshot()));
+      const taken = Promise.all([at(run.idleStart, 'idleStart'), at(run.idleEnd, 'idleEnd')]);
+      const done = expectType(await worker.next(run.hardDeadline - now() + 15000), 'done');
+      await taken;
+      snapshots.done = await ctx.monitor.snapshot();
+      return { result: done.result, server: { run, ...snapshots }, ready: readyMessage };
+    },
+    { fresh },
+  );
   await ctx.monitor.deleteMatching(`*${key}*`);
   const after = await ctx.monitor.snapshot();
 

@@ -35,7 +35,16 @@ function summarize(cells) {
 
 /** The hand-off floor: two connections passing one token, LPUSH and the next BLPOP sent together. */
 function pingpongCell(ctx) {
-  return loopCell(ctx, { mode: 'pingpong', contender: 'pingpong', permits: 1, clients: 2, holdMs: 0, warmMs: ctx.warmMs, durationMs: ctx.durationMs, drainMs: ctx.drainMs });
+  return loopCell(ctx, {
+    mode: 'pingpong',
+    contender: 'pingpong',
+    permits: 1,
+    clients: 2,
+    holdMs: 0,
+    warmMs: ctx.warmMs,
+    durationMs: ctx.durationMs,
+    drainMs: ctx.drainMs,
+  });
 }
 
 const med = (s, metric) => s?.[metric]?.median ?? null;
@@ -43,7 +52,10 @@ const div = (x, y) => (x === null || x === undefined || y === null || y === unde
 /** A cell with `cpuPerCycle` = Redis CPU + client CPU per cycle (µs): what one shared vCPU spends on a cycle. */
 const withCpu = (cell) => ({
   ...cell,
-  cpuPerCycle: cell.redisCpuPerCycle === null || cell.clientCpuPerCycle === null ? null : cell.redisCpuPerCycle + cell.clientCpuPerCycle,
+  cpuPerCycle:
+    cell.redisCpuPerCycle === null || cell.clientCpuPerCycle === null
+      ? null
+      : cell.redisCpuPerCycle + cell.clientCpuPerCycle,
 });
 
 /** Median over repetitions of a[rep][metric] / b[rep][metric], pairing cells of the same repetition. */

@@ -2,8 +2,20 @@
 // Who runs in the benchmark, under which name, with which options.
 
 const CONTENDERS = {
-  lib: { contender: 'lib', label: 'redis-token-semaphore (this)', short: 'this library', color: '#d62728', semaphore: true },
-  bare: { contender: 'bare', label: 'bare BLPOP/LPUSH token list', short: 'bare list', color: '#7f7f7f', semaphore: true },
+  lib: {
+    contender: 'lib',
+    label: 'redis-token-semaphore (this)',
+    short: 'this library',
+    color: '#d62728',
+    semaphore: true,
+  },
+  bare: {
+    contender: 'bare',
+    label: 'bare BLPOP/LPUSH token list',
+    short: 'bare list',
+    color: '#7f7f7f',
+    semaphore: true,
+  },
   rs10: {
     contender: 'rs',
     label: 'redis-semaphore 5.8 (defaults: 10 ms retry)',

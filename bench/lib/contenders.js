@@ -96,7 +96,8 @@ const contenders = {
     const client = await ioredis(url);
     const lockOptions = { acquireTimeout, ...options };
     const handles = Array.from({ length: clients }, () => {
-      const lock = permits === 1 ? new Mutex(client, key, lockOptions) : new Semaphore(client, key, permits, lockOptions);
+      const lock =
+        permits === 1 ? new Mutex(client, key, lockOptions) : new Semaphore(client, key, permits, lockOptions);
       return {
         lock: async () => {
           try {

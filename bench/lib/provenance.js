@@ -9,7 +9,10 @@ const benchDir = path.join(__dirname, '..');
 function gitCommit() {
   try {
     const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: benchDir, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', '../lib'], { cwd: benchDir, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', '../lib'], {
+      cwd: benchDir,
+      encoding: 'utf8',
+    }).trim();
     return dirty ? `${commit} + uncommitted lib/ changes` : commit;
   } catch {
     return 'unknown';

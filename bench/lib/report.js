@@ -7,7 +7,8 @@ const path = require('node:path');
 /** A private copy of dist/, so a rebuild in the same tree while a benchmark runs cannot pull it from under it. */
 function privateDist(npmScript) {
   const dist = path.join(__dirname, '..', '..', 'dist');
-  if (!fs.existsSync(path.join(dist, 'index.js'))) throw new Error(`No dist/: run \`npm run build\` first (\`npm run ${npmScript}\` does)`);
+  if (!fs.existsSync(path.join(dist, 'index.js')))
+    throw new Error(`No dist/: run \`npm run build\` first (\`npm run ${npmScript}\` does)`);
   const copy = path.join(__dirname, '..', `.dist-${process.pid}`);
   fs.cpSync(dist, copy, { recursive: true });
   process.on('exit', () => fs.rmSync(copy, { recursive: true, force: true }));

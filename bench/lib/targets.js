@@ -22,7 +22,11 @@ function halfCost(results, { colocated }) {
   if (u) {
     const lib = u.uncontended.lib;
     const r = med(lib, 'ratioFloor');
-    add('uncontended: ≥ 0.9× the 2× EVALSHA floor', `${both(lib.ratioFloor, lib.ratioOfMedians?.floor)} (${f.num(med(lib, 'cyclesPerSec'))} cycles/s)`, r === null ? null : r >= 0.9);
+    add(
+      'uncontended: ≥ 0.9× the 2× EVALSHA floor',
+      `${both(lib.ratioFloor, lib.ratioOfMedians?.floor)} (${f.num(med(lib, 'cyclesPerSec'))} cycles/s)`,
+      r === null ? null : r >= 0.9,
+    );
   }
   const m8 = c['mutex-8x1-hold0']?.summaries?.lib;
   if (m8) {
@@ -54,15 +58,26 @@ function halfCost(results, { colocated }) {
   }
   const contended = Object.entries(c).filter(([id]) => id.endsWith('hold0'));
   if (colocated && contended.length) {
-    const ratios = contended.map(([id, d]) => [id, d.summaries.lib?.clientCpuRatioBare, med(d.summaries.lib, 'clientCpuPerCycle'), med(d.summaries.bare, 'clientCpuPerCycle')]);
+    const ratios = contended.map(([id, d]) => [
+      id,
+      d.summaries.lib?.clientCpuRatioBare,
+      med(d.summaries.lib, 'clientCpuPerCycle'),
+      med(d.summaries.bare, 'clientCpuPerCycle'),
+    ]);
     const worst = Math.max(...ratios.map(([, r]) => r?.median ?? Infinity));
     add(
       'client CPU per contended cycle (co-located): ≤ 1.3× the bare list',
-      ratios.map(([id, r, lib, bare]) => `${id}: ${f.ratioRange(r)} (${f.fix(lib, 1)} µs against ${f.fix(bare, 1)})`).join('; '),
+      ratios
+        .map(([id, r, lib, bare]) => `${id}: ${f.ratioRange(r)} (${f.fix(lib, 1)} µs against ${f.fix(bare, 1)})`)
+        .join('; '),
       worst <= 1.3,
     );
   } else if (!colocated) {
-    add('client CPU per contended cycle ≤ 1.3× the bare list', 'judged co-located: `npm run bench -- --colocated`', null);
+    add(
+      'client CPU per contended cycle ≤ 1.3× the bare list',
+      'judged co-located: `npm run bench -- --colocated`',
+      null,
+    );
   }
   add('Redis instructions per contended cycle ≤ 5× the bare list', 'counted by `npm run bench:instructions`', null);
   return `## Targets (issue 16: half the cost per hand-off)\n\n${f.table(['target', 'measured', ''], rows)}\n`;
@@ -100,12 +115,21 @@ function fastAndFair(results) {
   }
   const gaps = Object.entries(c)
     .filter(([id]) => id.startsWith('mutex'))
-    .map(([id, d]) => [id, med(d.summaries.lib, 'gapP50'), med(d.summaries.lib, 'gapRatioFloor'), med(d.floor, 'gapP50')]);
+    .map(([id, d]) => [
+      id,
+      med(d.summaries.lib, 'gapP50'),
+      med(d.summaries.lib, 'gapRatioFloor'),
+      med(d.floor, 'gapP50'),
+    ]);
   if (gaps.length) {
     const worst = Math.max(...gaps.map((g) => g[2] ?? Infinity));
     add(
       'hand-off gap p50 ≤ 2× the BLPOP ping-pong hand-off',
-      gaps.map(([id, g, r, floor]) => `${id}: ${f.num(g * 1000)} µs = ${f.ratio(r)} (ping-pong ${f.num(floor * 1000)} µs)`).join('; '),
+      gaps
+        .map(
+          ([id, g, r, floor]) => `${id}: ${f.num(g * 1000)} µs = ${f.ratio(r)} (ping-pong ${f.num(floor * 1000)} µs)`,
+        )
+        .join('; '),
       worst <= 2,
     );
   }

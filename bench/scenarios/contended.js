@@ -6,14 +6,70 @@ const { ALL } = require('../lib/contenders-meta');
 const f = require('../lib/format');
 
 const CONFIGS = [
-  { id: 'mutex-8x1-hold0', title: 'Mutex, 8 clients in one process, hold 0', permits: 1, clients: 8, procs: 1, holdMs: 0 },
-  { id: 'mutex-8x1-hold1', title: 'Mutex, 8 clients in one process, hold 1 ms', permits: 1, clients: 8, procs: 1, holdMs: 1 },
-  { id: 'mutex-32x1-hold0', title: 'Mutex, 32 clients in one process, hold 0', permits: 1, clients: 32, procs: 1, holdMs: 0 },
-  { id: 'mutex-32x1-hold1', title: 'Mutex, 32 clients in one process, hold 1 ms', permits: 1, clients: 32, procs: 1, holdMs: 1 },
-  { id: 'mutex-8x8-hold0', title: 'Mutex, 8 clients in 8 processes, hold 0', permits: 1, clients: 8, procs: 8, holdMs: 0 },
-  { id: 'mutex-8x8-hold1', title: 'Mutex, 8 clients in 8 processes, hold 1 ms', permits: 1, clients: 8, procs: 8, holdMs: 1 },
-  { id: 'sem4-32x1-hold0', title: 'Semaphore of 4, 32 clients in one process, hold 0', permits: 4, clients: 32, procs: 1, holdMs: 0 },
-  { id: 'sem4-32x1-hold1', title: 'Semaphore of 4, 32 clients in one process, hold 1 ms', permits: 4, clients: 32, procs: 1, holdMs: 1 },
+  {
+    id: 'mutex-8x1-hold0',
+    title: 'Mutex, 8 clients in one process, hold 0',
+    permits: 1,
+    clients: 8,
+    procs: 1,
+    holdMs: 0,
+  },
+  {
+    id: 'mutex-8x1-hold1',
+    title: 'Mutex, 8 clients in one process, hold 1 ms',
+    permits: 1,
+    clients: 8,
+    procs: 1,
+    holdMs: 1,
+  },
+  {
+    id: 'mutex-32x1-hold0',
+    title: 'Mutex, 32 clients in one process, hold 0',
+    permits: 1,
+    clients: 32,
+    procs: 1,
+    holdMs: 0,
+  },
+  {
+    id: 'mutex-32x1-hold1',
+    title: 'Mutex, 32 clients in one process, hold 1 ms',
+    permits: 1,
+    clients: 32,
+    procs: 1,
+    holdMs: 1,
+  },
+  {
+    id: 'mutex-8x8-hold0',
+    title: 'Mutex, 8 clients in 8 processes, hold 0',
+    permits: 1,
+    clients: 8,
+    procs: 8,
+    holdMs: 0,
+  },
+  {
+    id: 'mutex-8x8-hold1',
+    title: 'Mutex, 8 clients in 8 processes, hold 1 ms',
+    permits: 1,
+    clients: 8,
+    procs: 8,
+    holdMs: 1,
+  },
+  {
+    id: 'sem4-32x1-hold0',
+    title: 'Semaphore of 4, 32 clients in one process, hold 0',
+    permits: 4,
+    clients: 32,
+    procs: 1,
+    holdMs: 0,
+  },
+  {
+    id: 'sem4-32x1-hold1',
+    title: 'Semaphore of 4, 32 clients in one process, hold 1 ms',
+    permits: 4,
+    clients: 32,
+    procs: 1,
+    holdMs: 1,
+  },
 ];
 
 module.exports = {
@@ -43,7 +99,13 @@ module.exports = {
           );
         }
       }
-      parts.push(section(config.title, summaries, ALL, { permits: config.permits, colocated: ctx.colocated, note: notes.join(' ') }));
+      parts.push(
+        section(config.title, summaries, ALL, {
+          permits: config.permits,
+          colocated: ctx.colocated,
+          note: notes.join(' '),
+        }),
+      );
       data[config.id] = { config, summaries, cells, floor, floorCells };
     }
     return { id: 'contended', markdown: `## Contended\n\n${parts.join('\n')}`, data };

@@ -6,8 +6,14 @@ const f = require('../lib/format');
 
 const WAITERS = 100;
 const LIB_VARIANTS = {
-  'lib:pool100': { label: 'redis-token-semaphore (maxBlockingConnections 100; waitSlice 10 s default)', options: { maxBlockingConnections: 100 } },
-  'lib:slice1s': { label: 'redis-token-semaphore (maxBlockingConnections 100, waitSlice 1 s)', options: { maxBlockingConnections: 100, waitSlice: 1000 } },
+  'lib:pool100': {
+    label: 'redis-token-semaphore (maxBlockingConnections 100; waitSlice 10 s default)',
+    options: { maxBlockingConnections: 100 },
+  },
+  'lib:slice1s': {
+    label: 'redis-token-semaphore (maxBlockingConnections 100, waitSlice 1 s)',
+    options: { maxBlockingConnections: 100, waitSlice: 1000 },
+  },
 };
 
 module.exports = {
@@ -29,8 +35,15 @@ module.exports = {
     const m = (s, k) => s?.[k]?.median ?? null;
     const once = (id) => (!id.startsWith('lib') && id !== 'bare' && ctx.reps > 1 ? ' (1 run)' : '');
     const label = (id) =>
-      (LIB_VARIANTS[id]?.label ?? (id === 'lib' ? 'redis-token-semaphore (defaults: pool 10, waitSlice 10 s)' : CONTENDERS[id].label)) + once(id);
-    const columns = ['contender', 'Redis calls/s while 100 wait (min–max)', 'cmds sent/s', 'Redis CPU while waiting', 'open connections'];
+      (LIB_VARIANTS[id]?.label ??
+        (id === 'lib' ? 'redis-token-semaphore (defaults: pool 10, waitSlice 10 s)' : CONTENDERS[id].label)) + once(id);
+    const columns = [
+      'contender',
+      'Redis calls/s while 100 wait (min–max)',
+      'cmds sent/s',
+      'Redis CPU while waiting',
+      'open connections',
+    ];
     const rows = ids.map((id) => {
       const s = summaries[id];
       if (!s) return [label(id), 'n/a', 'n/a', 'n/a', 'n/a'];

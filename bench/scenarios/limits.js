@@ -31,17 +31,28 @@ function ms(x) {
  * figure (SLOWLOG), whatever the scheduler did to the PINGs.
  */
 async function withPingLoop(url, work) {
-  const { workMs, pingMs, pings, scriptsMs } = await stallsDuring(url, work, { maxPings: MAX_PINGS, deadlineMs: LOOP_DEADLINE_MS * 3 });
-  return { workMs, pingMs, pings, scripts: scriptsMs.length, scriptMedianMs: median(scriptsMs), scriptMaxMs: scriptsMs.length ? Math.max(...scriptsMs) : null };
+  const { workMs, pingMs, pings, scriptsMs } = await stallsDuring(url, work, {
+    maxPings: MAX_PINGS,
+    deadlineMs: LOOP_DEADLINE_MS * 3,
+  });
+  return {
+    workMs,
+    pingMs,
+    pings,
+    scripts: scriptsMs.length,
+    scriptMedianMs: median(scriptsMs),
+    scriptMaxMs: scriptsMs.length ? Math.max(...scriptsMs) : null,
+  };
 }
 
 /** `count` lock(0) calls on `sem`, at most TAKE_CONCURRENCY at a time; every one must be a hit. */
 async function take(sem, count) {
   const tokens = [];
-  for (let done = 0; done < count; ) {
+  for (let done = 0; done < count;) {
     const n = Math.min(TAKE_CONCURRENCY, count - done);
     const got = await Promise.all(Array.from({ length: n }, () => sem.lock(0)));
-    if (got.some((token) => token === null)) throw new Error(`lock(0) missed while taking ${count} tokens of ${sem.resources}`);
+    if (got.some((token) => token === null))
+      throw new Error(`lock(0) missed while taking ${count} tokens of ${sem.resources}`);
     tokens.push(...got);
     done += n;
   }
@@ -128,7 +139,8 @@ module.exports = {
           const after = Number(await admin.sendCommand(['LLEN', `SEMAPHORE:${name}:AVAILABLE`]));
           const grabbed = Number(await admin.sendCommand(['HLEN', `SEMAPHORE:${name}:GRABBED`]));
           recreation[size].push(recreated);
-          if (after + grabbed !== size) failures.push(`re-creation of ${f.num(size)}: ${f.num(after)} free + ${f.num(grabbed)} held`);
+          if (after + grabbed !== size)
+            failures.push(`re-creation of ${f.num(size)}: ${f.num(after)} free + ${f.num(grabbed)} held`);
           for (const token of held) await sem.unlock(token);
           await sem.close();
           await dropKeys(name);
@@ -165,7 +177,8 @@ module.exports = {
                   if ((await caller.lock(0)) !== null) throw new Error('lock(0) got a token where none is free');
                 };
           const m = await measure(ctx, once, ctx.lockCycles);
-          if (m.n < ctx.lockCycles.cycles) failures.push(`${kind} with ${f.num(held)} held: the loop hit its ${LOOP_DEADLINE_MS / 1000} s deadline`);
+          if (m.n < ctx.lockCycles.cycles)
+            failures.push(`${kind} with ${f.num(held)} held: the loop hit its ${LOOP_DEADLINE_MS / 1000} s deadline`);
           (kind === 'hit' ? hits : misses)[held].push(m);
         }
       }
@@ -182,7 +195,15 @@ module.exports = {
         what,
         '',
         f.table(
-          ['tokens', 'existsOrCreate() wall time (ms)', 'slowest PING meanwhile (ms)', 'PINGs answered meanwhile', 'scripts', 'script median (ms)', 'longest script (ms)'],
+          [
+            'tokens',
+            'existsOrCreate() wall time (ms)',
+            'slowest PING meanwhile (ms)',
+            'PINGs answered meanwhile',
+            'scripts',
+            'script median (ms)',
+            'longest script (ms)',
+          ],
           CREATE_SIZES.map((size) => [
             f.num(size),
             f.range(over(results[size], 'workMs')),
@@ -203,7 +224,7 @@ module.exports = {
       createTable(
         'Creation',
         creation,
-        '`new Semaphore(name, { url, resources: N }).existsOrCreate()` on an empty server, while another client (a separate connection, same process) sends PING after PING; the library creates the tokens in batches, one script each. The slowest PING includes this machine\'s scheduling; the scripts\' durations are Redis\' own (SLOWLOG, which logs every command during these runs).',
+        "`new Semaphore(name, { url, resources: N }).existsOrCreate()` on an empty server, while another client (a separate connection, same process) sends PING after PING; the library creates the tokens in batches, one script each. The slowest PING includes this machine's scheduling; the scripts' durations are Redis' own (SLOWLOG, which logs every command during these runs).",
       ),
       createTable(
         'Re-creation after a partial loss',
@@ -214,7 +235,17 @@ module.exports = {
       `One caller in a loop, ${f.num(ctx.lockCycles.cycles)} calls after ${f.num(ctx.lockCycles.warmup)} of warm-up, per cell and repetition. Another instance (staleClientTimeout null) first takes \`held\` tokens with \`lock(0)\`. Hit: resources = held + 1, so the caller always finds exactly one free token; \`await sem.lock(); await sem.unlock(token)\`. Miss: resources = held, \`lock(0)\` resolves null after the stale-holder reclaim (the LEASES index; no holder is stale). Redis µs: script time per call (INFO commandstats \`usec\` of EVALSHA); Redis calls: every command Redis executed per call, including the ones scripts call.`,
       '',
       f.table(
-        ['other tokens held', 'hit: lock + unlock p50 (ms)', 'p99 (ms)', 'Redis µs', 'Redis calls', 'miss: lock(0) p50 (ms)', 'p99 (ms)', 'Redis µs', 'Redis calls'],
+        [
+          'other tokens held',
+          'hit: lock + unlock p50 (ms)',
+          'p99 (ms)',
+          'Redis µs',
+          'Redis calls',
+          'miss: lock(0) p50 (ms)',
+          'p99 (ms)',
+          'Redis µs',
+          'Redis calls',
+        ],
         HELD.map((held) => [
           f.num(held),
           cell(hits[held], 'p50', ms),

@@ -25,7 +25,13 @@ module.exports = {
             drainMs: ctx.drainMs,
           }),
         );
-        points[id].push({ clients, cyclesPerSec: cell?.cyclesPerSec ?? null, waitP99: cell?.waitP99 ?? null, jain: cell?.jain ?? null, maxHolders: cell?.maxHolders ?? null });
+        points[id].push({
+          clients,
+          cyclesPerSec: cell?.cyclesPerSec ?? null,
+          waitP99: cell?.waitP99 ?? null,
+          jain: cell?.jain ?? null,
+          maxHolders: cell?.maxHolders ?? null,
+        });
       }
     }
     const columns = ['contender', ...counts.map((n) => `${n} clients`)];

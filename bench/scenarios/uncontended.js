@@ -26,7 +26,12 @@ module.exports = {
       const evalsha = floorCells.evalsha.find((cell) => cell.rep === rep);
       return evalsha ? { cyclesPerSec: evalsha.opsPerSec / 2 } : null;
     };
-    const uncontended = await runContended(ctx, { id: 'uncontended', permits: 1, clients: 1, procs: 1, holdMs: 0 }, ALL, { floorRunner });
+    const uncontended = await runContended(
+      ctx,
+      { id: 'uncontended', permits: 1, clients: 1, procs: 1, holdMs: 0 },
+      ALL,
+      { floorRunner },
+    );
 
     const floors = {};
     for (const name of ['ping', 'evalsha']) {
@@ -52,12 +57,26 @@ module.exports = {
     const floorTable = f.table(
       ['floor', 'ops/s median (min–max)', 'as a lock cycle floor', 'Redis CPU µs/op', 'client CPU µs/op'],
       [
-        ['sequential PING (1 connection)', f.range(floors.ping.opsPerSec), `${f.num(ctx.floors.ping / 2)} cycles/s (2 round trips)`, f.fix(med(floors.ping, 'redisCpuPerOp'), 1), f.fix(med(floors.ping, 'clientCpuPerOp'), 1)],
-        ['sequential EVALSHA `return 1`', f.range(floors.evalsha.opsPerSec), `${f.num(ctx.floors.evalsha / 2)} cycles/s (2× EVALSHA)`, f.fix(med(floors.evalsha, 'redisCpuPerOp'), 1), f.fix(med(floors.evalsha, 'clientCpuPerOp'), 1)],
+        [
+          'sequential PING (1 connection)',
+          f.range(floors.ping.opsPerSec),
+          `${f.num(ctx.floors.ping / 2)} cycles/s (2 round trips)`,
+          f.fix(med(floors.ping, 'redisCpuPerOp'), 1),
+          f.fix(med(floors.ping, 'clientCpuPerOp'), 1),
+        ],
+        [
+          'sequential EVALSHA `return 1`',
+          f.range(floors.evalsha.opsPerSec),
+          `${f.num(ctx.floors.evalsha / 2)} cycles/s (2× EVALSHA)`,
+          f.fix(med(floors.evalsha, 'redisCpuPerOp'), 1),
+          f.fix(med(floors.evalsha, 'clientCpuPerOp'), 1),
+        ],
         [
           'BLPOP/LPUSH ping-pong (2 connections, 1 token; LPUSH and the next BLPOP sent together)',
           pp ? `${f.range(pp.cyclesPerSec)} hand-offs/s` : '—',
-          pp ? `hand-off (LPUSH called → the other's BLPOP returns) p50 ${us(med(pp, 'gapP50'))} µs, p99 ${us(med(pp, 'gapP99'))} µs` : '—',
+          pp
+            ? `hand-off (LPUSH called → the other's BLPOP returns) p50 ${us(med(pp, 'gapP50'))} µs, p99 ${us(med(pp, 'gapP99'))} µs`
+            : '—',
           pp ? f.fix(med(pp, 'redisCpuPerCycle'), 1) : '—',
           pp ? f.fix(med(pp, 'clientCpuPerCycle'), 1) : '—',
         ],

@@ -27,7 +27,11 @@ const METRICS = [
   'idleRedisCpuPerSec',
 ];
 
-async function runBursts(ctx, ids, { waiters, idleMs, settleMs, fresh, optionsFor = () => undefined, repsFor = () => ctx.reps }) {
+async function runBursts(
+  ctx,
+  ids,
+  { waiters, idleMs, settleMs, fresh, optionsFor = () => undefined, repsFor = () => ctx.reps },
+) {
   const out = {};
   for (const id of ids) out[id] = [];
   const reps = Math.max(...ids.map(repsFor));
@@ -68,7 +72,13 @@ module.exports = {
     // The polling peers take 3–12 s each to serve 1,000 waiters: one run of each, as context; this
     // library and the bare list run every repetition.
     const repsFor = (id) => (id === 'lib' || id === 'bare' ? ctx.reps : 1);
-    const { cells, summaries } = await runBursts(ctx, ALL, { waiters: WAITERS, idleMs: 200, settleMs: ctx.quick ? 200 : 500, fresh: true, repsFor });
+    const { cells, summaries } = await runBursts(ctx, ALL, {
+      waiters: WAITERS,
+      idleMs: 200,
+      settleMs: ctx.quick ? 200 : 500,
+      fresh: true,
+      repsFor,
+    });
     const columns = [
       'contender',
       'served',

@@ -56,7 +56,9 @@ async function useRedis() {
     if (!url) {
       // However this process ends (even process.exit() after an error), the server goes with it.
       server = await startRedisServer([], { readyTimeoutMs: 5000, stopOnExit: true }).catch((error) => {
-        throw new Error(error.code === 'ENOENT' ? 'REDIS_URL is not set and there is no redis-server on PATH.' : error.message);
+        throw new Error(
+          error.code === 'ENOENT' ? 'REDIS_URL is not set and there is no redis-server on PATH.' : error.message,
+        );
       });
       url = server.url;
       process.env.REDIS_URL = url; // the library's default, and what the example's processes inherit
@@ -68,7 +70,8 @@ async function useRedis() {
     });
     await assertSupported(client, url);
     const stop = async () => {
-      if (client.isOpen) await withTimeout(client.quit(), 1000, 'quit').catch(() => client.disconnect().catch(() => undefined));
+      if (client.isOpen)
+        await withTimeout(client.quit(), 1000, 'quit').catch(() => client.disconnect().catch(() => undefined));
       if (server) await server.stop();
     };
     return { url, client, origin: server ? `a throwaway redis-server, pid ${server.pid}` : 'REDIS_URL', stop };

@@ -51,7 +51,9 @@ export async function appendAudit(scope: Scope, name: string, entries: readonly 
 export async function readAudit(scope: Scope, name: string, count = 10): Promise<AuditRecord[]> {
   if (count <= 0) return [];
   const { keys, redis } = target(scope, name);
-  const reply = (await redis.sendCommand(['XREVRANGE', keys.audit, '+', '-', 'COUNT', String(count)])) as Array<[string, string[]]>;
+  const reply = (await redis.sendCommand(['XREVRANGE', keys.audit, '+', '-', 'COUNT', String(count)])) as Array<
+    [string, string[]]
+  >;
   return reply.map(([id, flat]) => {
     const values = new Map<string, string>();
     for (let i = 0; i + 1 < flat.length; i += 2) values.set(flat[i] as string, flat[i + 1] as string);
@@ -75,7 +77,11 @@ export async function readAudit(scope: Scope, name: string, count = 10): Promise
  * refuses to read (an ACL without XREVRANGE, a key of the wrong type) gives its error instead of
  * failing the view. A connection failure still rejects.
  */
-export async function readAuditOrError(scope: Scope, name: string, count = 10): Promise<{ records: AuditRecord[]; error?: string }> {
+export async function readAuditOrError(
+  scope: Scope,
+  name: string,
+  count = 10,
+): Promise<{ records: AuditRecord[]; error?: string }> {
   try {
     return { records: await readAudit(scope, name, count) };
   } catch (error) {
@@ -92,7 +98,11 @@ export interface Actor {
 }
 
 /** The entry for releasing `holder`'s grant. */
-export function auditEntry(action: string, holder: Pick<HolderInfo, 'token' | 'grantId' | 'owner'>, actor: Actor): AuditEntry {
+export function auditEntry(
+  action: string,
+  holder: Pick<HolderInfo, 'token' | 'grantId' | 'owner'>,
+  actor: Actor,
+): AuditEntry {
   return { action, token: holder.token, grantId: holder.grantId ?? '', owner: holder.owner ?? '', ...actor };
 }
 
@@ -119,7 +129,9 @@ export async function releaseStaleLogged(
   if (released > gone.length) {
     const more = `${released - gone.length} more token${released - gone.length === 1 ? '' : 's'}: stranded by dead waiters, or stale since the listing`;
     const reason = [actor.reason, more].filter((text) => text !== '').join('; ');
-    entries.push(auditEntry('release-stale', { token: '', grantId: undefined, owner: undefined }, { ...actor, reason }));
+    entries.push(
+      auditEntry('release-stale', { token: '', grantId: undefined, owner: undefined }, { ...actor, reason }),
+    );
   }
   try {
     await appendAudit(scope, name, entries);

@@ -62,9 +62,14 @@ const WAITER_IDS = 100;
 
 export async function readStatus(scope: Scope, name: string, waiterIds = WAITER_IDS): Promise<SemaphoreStatus> {
   const { keys, redis } = target(scope, name);
-  const { exists, nowSeconds, available, waiting, waiterIds: ids, holders } = snapshotOf(
-    await callScript(redis, status({ keys }, waiterIds)),
-  );
+  const {
+    exists,
+    nowSeconds,
+    available,
+    waiting,
+    waiterIds: ids,
+    holders,
+  } = snapshotOf(await callScript(redis, status({ keys }, waiterIds)));
   return {
     name,
     exists,
@@ -92,7 +97,9 @@ export async function readStatuses(
   names: readonly string[],
   waiterIds = WAITER_IDS,
 ): Promise<Array<SemaphoreStatus | UnreadableSemaphore>> {
-  return Promise.all(names.map((name) => readStatus(scope, name, waiterIds).catch((error: unknown) => unreadable(name, error))));
+  return Promise.all(
+    names.map((name) => readStatus(scope, name, waiterIds).catch((error: unknown) => unreadable(name, error))),
+  );
 }
 
 /** The semaphore Redis refused to read with `error`; a connection failure is thrown again instead. */
@@ -120,7 +127,14 @@ export async function listSemaphores(
   for (const node of await scanNodes(client)) {
     let cursor = '0';
     do {
-      const reply: unknown = await node.sendCommand(['SCAN', cursor, 'MATCH', existsKeyPattern(keyPrefix), 'COUNT', '1000']);
+      const reply: unknown = await node.sendCommand([
+        'SCAN',
+        cursor,
+        'MATCH',
+        existsKeyPattern(keyPrefix),
+        'COUNT',
+        '1000',
+      ]);
       const [next, keys] = reply as ScanReply;
       for (const key of keys) {
         const name = nameOfExistsKey(key, keyPrefix);
@@ -136,9 +150,14 @@ export async function listSemaphores(
 }
 
 /** What SCAN runs on: every master of a node-redis cluster client, else the client itself (adapted). */
-async function scanNodes(client: SupportedRedisClient): Promise<Array<{ sendCommand(args: string[]): Promise<unknown> }>> {
+async function scanNodes(
+  client: SupportedRedisClient,
+): Promise<Array<{ sendCommand(args: string[]): Promise<unknown> }>> {
   if (topologyOf(client) !== 'cluster') return [adaptClient(client, '')];
-  const cluster = client as unknown as { masters?: unknown[]; nodeClient?(node: unknown): RedisClientLike | Promise<RedisClientLike> };
+  const cluster = client as unknown as {
+    masters?: unknown[];
+    nodeClient?(node: unknown): RedisClientLike | Promise<RedisClientLike>;
+  };
   if (!Array.isArray(cluster.masters) || typeof cluster.nodeClient !== 'function') {
     throw new TypeError('Listing semaphores on a cluster needs a node-redis cluster client (createCluster())');
   }
@@ -194,7 +213,11 @@ export interface GrantRelease {
  * Releases each of `holders` if its grant still holds its token (a Ruby holder's, which has no grant
  * id, whoever holds it): a token given back and taken again since is left to its new holder.
  */
-export async function releaseGrants(scope: Scope, name: string, holders: readonly HolderInfo[]): Promise<GrantRelease[]> {
+export async function releaseGrants(
+  scope: Scope,
+  name: string,
+  holders: readonly HolderInfo[],
+): Promise<GrantRelease[]> {
   const released: GrantRelease[] = [];
   for (const holder of holders) {
     released.push({ holder, outcome: await releaseToken(scope, name, holder.token, holder.grantId ?? '') });
@@ -246,6 +269,7 @@ export async function resizeSemaphore(scope: Scope, name: string, tokens: number
   const { keys, redis } = target(scope, name);
   const outcome = await callScript(redis, resize({ keys }, tokens));
   if (outcome.status === RESIZE_STATUS.MISSING) return { status: 'not-found' };
-  if (outcome.status === RESIZE_STATUS.BELOW_HELD) return { status: 'below-held', before: outcome.before, held: outcome.held };
+  if (outcome.status === RESIZE_STATUS.BELOW_HELD)
+    return { status: 'below-held', before: outcome.before, held: outcome.held };
   return { status: 'resized', before: outcome.before, held: outcome.held, after: outcome.after };
 }

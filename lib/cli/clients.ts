@@ -21,7 +21,11 @@ function credentials(options: ConnectOptions) {
   };
 }
 
-export async function connectStandalone(options: ConnectOptions, where: { url: string } | { host: string; port: number }, lasting: boolean): Promise<Connected> {
+export async function connectStandalone(
+  options: ConnectOptions,
+  where: { url: string } | { host: string; port: number },
+  lasting: boolean,
+): Promise<Connected> {
   let client;
   try {
     client = createClient({
@@ -67,4 +71,3 @@ export async function connectCluster(options: ConnectOptions, lasting: boolean):
     },
   };
 }
-

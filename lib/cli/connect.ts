@@ -34,23 +34,30 @@ export interface ConnectValues {
 /** The connection options as given on the command line, checked; usage errors before anything connects. */
 export function connectOptions(values: ConnectValues): ConnectOptions {
   const url = values.url ?? process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
-  if (values.cluster !== undefined && values.sentinel !== undefined) throw usage('--cluster and --sentinel exclude each other');
+  if (values.cluster !== undefined && values.sentinel !== undefined)
+    throw usage('--cluster and --sentinel exclude each other');
   if ((values.sentinel === undefined) !== (values['sentinel-name'] === undefined)) {
     throw usage('--sentinel <host:port,…> and --sentinel-name <master> go together');
   }
   let cluster: string[] | undefined;
   if (values.cluster !== undefined) {
-    cluster = values.cluster.split(',').map((seed) => seed.trim()).filter((seed) => seed !== '');
-    if (cluster.length === 0) throw usage('--cluster takes seed node URLs separated by commas: redis://10.0.0.1:7000,redis://10.0.0.2:7000');
+    cluster = values.cluster
+      .split(',')
+      .map((seed) => seed.trim())
+      .filter((seed) => seed !== '');
+    if (cluster.length === 0)
+      throw usage('--cluster takes seed node URLs separated by commas: redis://10.0.0.1:7000,redis://10.0.0.2:7000');
     for (const seed of cluster) {
-      if (!/^rediss?:\/\//.test(seed)) throw usage(`--cluster: "${printable(redactUrl(seed))}" is not a redis:// or rediss:// URL`);
+      if (!/^rediss?:\/\//.test(seed))
+        throw usage(`--cluster: "${printable(redactUrl(seed))}" is not a redis:// or rediss:// URL`);
     }
   }
   let sentinel: ConnectOptions['sentinel'];
   if (values.sentinel !== undefined) {
     const nodes = values.sentinel.split(',').map((node) => {
       const match = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(node.trim());
-      if (!match || Number(match[2]) > 65_535) throw usage(`--sentinel takes host:port pairs separated by commas, got "${printable(node)}"`);
+      if (!match || Number(match[2]) > 65_535)
+        throw usage(`--sentinel takes host:port pairs separated by commas, got "${printable(node)}"`);
       return { host: match[1] as string, port: Number(match[2]) };
     });
     sentinel = { nodes, name: values['sentinel-name'] as string };
@@ -101,7 +108,10 @@ export async function connect(options: ConnectOptions, { lasting = false } = {})
     return await connectStandalone(options, { url: options.url }, lasting);
   } catch (error) {
     if (error instanceof CliError) throw error;
-    throw new CliError(EXIT.error, 'connection', `cannot connect to ${describeTarget(options)}: ${describeError(error)}`);
+    throw new CliError(
+      EXIT.error,
+      'connection',
+      `cannot connect to ${describeTarget(options)}: ${describeError(error)}`,
+    );
   }
 }
-

@@ -5,7 +5,14 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { readAuditOrError } from '../admin/audit';
 import { statusJson, summaryJson, unreadableJson } from '../admin/json';
-import { isUnreadable, listSemaphores, readStatus, readStatuses, resizeSemaphore, type Scope } from '../admin/operations';
+import {
+  isUnreadable,
+  listSemaphores,
+  readStatus,
+  readStatuses,
+  resizeSemaphore,
+  type Scope,
+} from '../admin/operations';
 import { assertKeyPrefix, DEFAULT_KEY_PREFIX, existsKeyPattern, semaphoreKeys } from '../redis/keys';
 import { MAX_RESOURCES } from '../options';
 import { assertConfirmable } from './confirm';
@@ -177,9 +184,12 @@ export async function main(argv: readonly string[]): Promise<number> {
     const byOwner = command === 'release' && values.owner !== undefined;
     if (byOwner ? args.length === 0 : args.length !== spec.positionals.length) {
       const expected = byOwner ? '<name>...' : spec.positionals.map((p) => `<${p}>`).join(' ');
-      throw usage(`${command}${byOwner ? ' --owner' : ''} takes ${expected || 'no arguments'}, got ${args.length} argument${args.length === 1 ? '' : 's'}`);
+      throw usage(
+        `${command}${byOwner ? ' --owner' : ''} takes ${expected || 'no arguments'}, got ${args.length} argument${args.length === 1 ? '' : 's'}`,
+      );
     }
-    if (args.some((arg, i) => arg === '' && (byOwner || spec.positionals[i] === 'name'))) throw usage('the semaphore name must not be empty');
+    if (args.some((arg, i) => arg === '' && (byOwner || spec.positionals[i] === 'name')))
+      throw usage('the semaphore name must not be empty');
     if (values.owner === '') throw usage('--owner must not be empty');
     const connection = connectOptions(values);
     const keyPrefix = prefixOption(values.prefix);
@@ -267,7 +277,8 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       return (scope, io) => releaseOne(scope, name, token, { ...change, io });
     }
     case 'release-stale': {
-      if (values['older-than'] === undefined) throw usage('release-stale needs --older-than <duration>, e.g. --older-than 30s');
+      if (values['older-than'] === undefined)
+        throw usage('release-stale needs --older-than <duration>, e.g. --older-than 30s');
       const olderThan = durationOption('older-than', values['older-than']);
       if (olderThan <= 0) throw usage('--older-than must be more than 0');
       const change = changeOf(command, args, values);
@@ -287,7 +298,10 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
           );
         }
         if (io.json) io.out(JSON.stringify({ name, before: outcome.before, after: outcome.after, held: outcome.held }));
-        else io.out(`Resized "${printable(name)}" from ${outcome.before} to ${outcome.after} tokens (${outcome.held} held).`);
+        else
+          io.out(
+            `Resized "${printable(name)}" from ${outcome.before} to ${outcome.after} tokens (${outcome.held} held).`,
+          );
         return EXIT.ok;
       };
     }
@@ -314,12 +328,18 @@ function changeOf(command: string, args: readonly string[], values: Values): Omi
     ...(values.owner === undefined ? [] : ['--owner', values.owner]),
     ...(values['older-than'] === undefined ? [] : ['--older-than', values['older-than']]),
   ];
-  return { consent, command: [BIN, command, ...flags, ...args].map((word) => (/^[\w@%+=:,./*-]+$/.test(word) ? word : JSON.stringify(word))).join(' ') };
+  return {
+    consent,
+    command: [BIN, command, ...flags, ...args]
+      .map((word) => (/^[\w@%+=:,./*-]+$/.test(word) ? word : JSON.stringify(word)))
+      .join(' '),
+  };
 }
 
 function durationOption(option: string, text: string): number {
   const ms = parseDuration(text);
-  if (ms === undefined) throw usage(`--${option} takes a duration with a unit (500ms, 30s, 5m, 2h), got "${printable(text)}"`);
+  if (ms === undefined)
+    throw usage(`--${option} takes a duration with a unit (500ms, 30s, 5m, 2h), got "${printable(text)}"`);
   return ms;
 }
 
@@ -343,7 +363,8 @@ function prefixOption(text: string | undefined): string {
 function dashboardOptions(values: Values) {
   let port = 8080;
   if (values.port !== undefined) {
-    if (!/^\d+$/.test(values.port) || Number(values.port) > 65_535) throw usage(`--port must be 0 to 65535, got "${printable(values.port)}"`);
+    if (!/^\d+$/.test(values.port) || Number(values.port) > 65_535)
+      throw usage(`--port must be 0 to 65535, got "${printable(values.port)}"`);
     port = Number(values.port);
   }
   const token = values.token ?? (values['read-only'] ? undefined : process.env['REDIS_TOKEN_SEMAPHORE_TOKEN']);

@@ -81,27 +81,52 @@ export async function releaseOne(scope: Scope, name: string, token: string, chan
   const { io, consent } = change;
   const status = await existing(scope, name);
   const holder = status.holders.find((h) => h.token === token);
-  if (holder === undefined) throw notFound(`token "${printable(token)}" of semaphore "${printable(name)}" is not held; nothing released`);
+  if (holder === undefined)
+    throw notFound(`token "${printable(token)}" of semaphore "${printable(name)}" is not held; nothing released`);
   if (consent.dryRun) {
     if (io.json) io.out(JSON.stringify({ name, dryRun: true, release: [holderJson(holder)] }));
-    else io.out(`Would release token "${printable(token)}" of "${printable(name)}" (dry run: nothing changed):\n${holderRows([holder])}`);
+    else
+      io.out(
+        `Would release token "${printable(token)}" of "${printable(name)}" (dry run: nothing changed):\n${holderRows([holder])}`,
+      );
     return EXIT.ok;
   }
   if (!consent.yes) {
     if (!io.json) io.out(`Token "${printable(token)}" of "${printable(name)}":\n${holderRows([holder])}`);
-    await confirm(consent, `Release token "${printable(token)}" of "${printable(name)}"? Its holder's unlock and refresh will find nothing.`);
+    await confirm(
+      consent,
+      `Release token "${printable(token)}" of "${printable(name)}"? Its holder's unlock and refresh will find nothing.`,
+    );
   }
   const outcome = await releaseToken(scope, name, token, holder.grantId ?? '');
   if (outcome.status !== 'released') {
     if (outcome.status === 'not-found') throw missing(name, scope);
-    if (outcome.status === 'not-held') throw notFound(`token "${printable(token)}" of semaphore "${printable(name)}" is not held any more; nothing released`);
-    throw new CliError(EXIT.error, 'holder_changed', `token "${printable(token)}" of "${printable(name)}" was given back and taken again meanwhile; nothing released`);
+    if (outcome.status === 'not-held')
+      throw notFound(
+        `token "${printable(token)}" of semaphore "${printable(name)}" is not held any more; nothing released`,
+      );
+    throw new CliError(
+      EXIT.error,
+      'holder_changed',
+      `token "${printable(token)}" of "${printable(name)}" was given back and taken again meanwhile; nothing released`,
+    );
   }
   await record(scope, name, [entry('release', holder, change)]);
   if (io.json) {
-    io.out(JSON.stringify({ name, token, released: true, available: outcome.available, grantId: holder.grantId ?? null, owner: holder.owner ?? null }));
+    io.out(
+      JSON.stringify({
+        name,
+        token,
+        released: true,
+        available: outcome.available,
+        grantId: holder.grantId ?? null,
+        owner: holder.owner ?? null,
+      }),
+    );
   } else {
-    io.out(`Released token "${printable(token)}" of "${printable(name)}": the longest-blocked waiter gets it, else it is free.`);
+    io.out(
+      `Released token "${printable(token)}" of "${printable(name)}": the longest-blocked waiter gets it, else it is free.`,
+    );
   }
   return EXIT.ok;
 }
@@ -111,7 +136,12 @@ export async function releaseOne(scope: Scope, name: string, token: string, chan
  * ending with `*`: every owner starting with the rest), each only if that grant still holds its
  * token. Every semaphore must exist (checked before anything is released).
  */
-export async function releaseOwner(scope: Scope, owner: string, names: readonly string[], change: Change): Promise<number> {
+export async function releaseOwner(
+  scope: Scope,
+  owner: string,
+  names: readonly string[],
+  change: Change,
+): Promise<number> {
   const { io, consent } = change;
   const plans: Array<{ name: string; holders: HolderInfo[] }> = [];
   for (const name of names) {
@@ -129,9 +159,17 @@ export async function releaseOwner(scope: Scope, owner: string, names: readonly 
       .join('\n');
   if (consent.dryRun || total === 0) {
     if (io.json) {
-      io.out(JSON.stringify({ owner, dryRun: consent.dryRun, semaphores: plans.map((p) => ({ name: p.name, release: p.holders.map(holderJson), released: [] })) }));
+      io.out(
+        JSON.stringify({
+          owner,
+          dryRun: consent.dryRun,
+          semaphores: plans.map((p) => ({ name: p.name, release: p.holders.map(holderJson), released: [] })),
+        }),
+      );
     } else {
-      io.out(`${consent.dryRun ? 'Would release' : 'Nothing to release:'} ${plural(total, 'grant')} of owner "${printable(owner)}"${consent.dryRun ? ' (dry run: nothing changed)' : ''}:\n${describePlan()}`);
+      io.out(
+        `${consent.dryRun ? 'Would release' : 'Nothing to release:'} ${plural(total, 'grant')} of owner "${printable(owner)}"${consent.dryRun ? ' (dry run: nothing changed)' : ''}:\n${describePlan()}`,
+      );
     }
     return EXIT.ok;
   }
@@ -158,7 +196,11 @@ export async function releaseOwner(scope: Scope, owner: string, names: readonly 
         semaphores: results.map((r) => ({
           name: r.name,
           release: plans.find((p) => p.name === r.name)?.holders.map(holderJson) ?? [],
-          released: r.released.map((x) => ({ token: x.holder.token, grantId: x.holder.grantId ?? null, status: x.outcome.status })),
+          released: r.released.map((x) => ({
+            token: x.holder.token,
+            grantId: x.holder.grantId ?? null,
+            status: x.outcome.status,
+          })),
         })),
       }),
     );
@@ -166,7 +208,10 @@ export async function releaseOwner(scope: Scope, owner: string, names: readonly 
     const skipped = results.flatMap((r) =>
       r.released
         .filter((x) => x.outcome.status !== 'released')
-        .map((x) => `  "${printable(r.name)}" token "${printable(x.holder.token)}": ${x.outcome.status === 'holder-changed' ? 'taken again meanwhile' : 'no longer held'}, left alone`),
+        .map(
+          (x) =>
+            `  "${printable(r.name)}" token "${printable(x.holder.token)}": ${x.outcome.status === 'holder-changed' ? 'taken again meanwhile' : 'no longer held'}, left alone`,
+        ),
     );
     io.out([`Released ${plural(freed, 'grant')} of owner "${printable(owner)}".`, ...skipped].join('\n'));
   }
@@ -178,7 +223,12 @@ export async function releaseOwner(scope: Scope, owner: string, names: readonly 
  * per holder that was stale before and is gone after (a holder that unlocked meanwhile would be
  * counted too), and one for the rest of the count (tokens of dead waiters' inboxes).
  */
-export async function releaseStaleCommand(scope: Scope, name: string, olderThan: number, change: Change): Promise<number> {
+export async function releaseStaleCommand(
+  scope: Scope,
+  name: string,
+  olderThan: number,
+  change: Change,
+): Promise<number> {
   const { io, consent } = change;
   const before = await existing(scope, name);
   const stale = staleHolders(before, olderThan);
@@ -195,7 +245,10 @@ export async function releaseStaleCommand(scope: Scope, name: string, olderThan:
   }
   if (!consent.yes) {
     if (!io.json && stale.length > 0) io.out(`Stale now:\n${holderRows(stale)}`);
-    await confirm(consent, `Release ${plural(stale.length, 'stale token')} of "${printable(name)}" (and any stranded by dead waiters)?`);
+    await confirm(
+      consent,
+      `Release ${plural(stale.length, 'stale token')} of "${printable(name)}" (and any stranded by dead waiters)?`,
+    );
   }
   const { released, auditError } = await releaseStaleLogged(scope, name, olderThan, stale, actorOf(change));
   if (auditError !== undefined) warnUnrecorded(auditError);
@@ -214,7 +267,17 @@ export async function deleteCommand(scope: Scope, name: string, change: Change):
     const candidates = [...keys.scriptKeys, keys.gemReleaseGuard, keys.audit];
     const present: string[] = [];
     for (const key of candidates) if ((await redis.sendCommand(['EXISTS', key])) === 1) present.push(key);
-    if (io.json) io.out(JSON.stringify({ name, dryRun: true, tokens: status.tokens, held: status.holders.length, waiting: status.waiting, keys: present }));
+    if (io.json)
+      io.out(
+        JSON.stringify({
+          name,
+          dryRun: true,
+          tokens: status.tokens,
+          held: status.holders.length,
+          waiting: status.waiting,
+          keys: present,
+        }),
+      );
     else {
       io.out(
         `Would delete semaphore "${printable(name)}": ${summary} (dry run: nothing changed).\nKeys: ${present.map(printable).join(' ')} and the inboxes of its waiters.` +
@@ -231,4 +294,3 @@ export async function deleteCommand(scope: Scope, name: string, change: Change):
   io.out(io.json ? JSON.stringify({ name, deleted: true }) : `Deleted semaphore "${printable(name)}".`);
   return EXIT.ok;
 }
-

@@ -15,11 +15,15 @@ async function resolvePrimary(options: ConnectOptions): Promise<{ host: string; 
   const { nodes, name } = options.sentinel as NonNullable<ConnectOptions['sentinel']>;
   const failures: string[] = [];
   for (const node of nodes) {
-    const client = createClient({ disableOfflineQueue: true, socket: socket(options, false, { host: node.host, port: node.port, connectTimeout: 2000 }) });
+    const client = createClient({
+      disableOfflineQueue: true,
+      socket: socket(options, false, { host: node.host, port: node.port, connectTimeout: 2000 }),
+    });
     client.on('error', () => undefined);
     try {
       await client.connect();
-      const reply = (await client.sendCommand(['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name])) as [string, string] | null;
+      const reply = (await client.sendCommand(['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name])) as
+        [string, string] | null;
       if (reply === null) {
         failures.push(`${node.host}:${node.port} knows no primary "${name}"`);
         continue;
@@ -41,7 +45,9 @@ export async function connectSentinel(options: ConnectOptions, lasting: boolean)
     const role = (await (primary.client as RedisClientLike).sendCommand(['ROLE'])) as [string, ...unknown[]];
     if (role[0] !== 'master') {
       await primary.close();
-      throw new Error(`${address.host}:${address.port}, the primary by the Sentinels, says it is a ${role[0]} (a failover under way?)`);
+      throw new Error(
+        `${address.host}:${address.port}, the primary by the Sentinels, says it is a ${role[0]} (a failover under way?)`,
+      );
     }
     return primary;
   };
@@ -67,7 +73,9 @@ export async function connectSentinel(options: ConnectOptions, lasting: boolean)
 async function watchSwitches(options: ConnectOptions, switched: () => void) {
   const { nodes, name } = options.sentinel as NonNullable<ConnectOptions['sentinel']>;
   for (const node of nodes) {
-    const watcher = createClient({ socket: socket(options, true, { host: node.host, port: node.port, connectTimeout: 2000 }) });
+    const watcher = createClient({
+      socket: socket(options, true, { host: node.host, port: node.port, connectTimeout: 2000 }),
+    });
     watcher.on('error', () => undefined);
     try {
       await watcher.connect();
@@ -140,7 +148,9 @@ class PrimaryFollower implements RedisClientLike {
       return;
     }
     if (this.#client.isReady && Date.now() - this.#roleCheckedAt < ROLE_CHECK_MS) return;
-    const role = this.#client.isReady ? ((await this.#client.sendCommand(['ROLE']).catch(() => [])) as unknown[])[0] : undefined;
+    const role = this.#client.isReady
+      ? ((await this.#client.sendCommand(['ROLE']).catch(() => [])) as unknown[])[0]
+      : undefined;
     if (role !== 'master') await this.#follow();
     this.#roleCheckedAt = Date.now();
   }
@@ -201,4 +211,3 @@ class PrimaryFollower implements RedisClientLike {
     return !this.#closed && this.#client.isReady;
   }
 }
-

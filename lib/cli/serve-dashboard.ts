@@ -67,7 +67,9 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
   const shownHost = isIP(host) === 6 ? `[${host}]` : host;
   const link = `http://${shownHost}:${boundPort}/`;
   const scope = keyPrefix === DEFAULT_KEY_PREFIX ? '' : ` (keys ${keyPrefix}*)`;
-  process.stdout.write(`Dashboard for ${describeTarget(connection)}${scope} on ${link}${generated ? `#token=${token}` : ''}\n`);
+  process.stdout.write(
+    `Dashboard for ${describeTarget(connection)}${scope} on ${link}${generated ? `#token=${token}` : ''}\n`,
+  );
   process.stdout.write(
     readOnly
       ? 'Read-only: no release buttons.\n'
@@ -75,7 +77,10 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
         ? 'Release buttons need the token in that link (a new one each start; --token to choose it).\n'
         : 'Release buttons need the token given with --token (or $REDIS_TOKEN_SEMAPHORE_TOKEN).\n',
   );
-  if (watched.length > 0) process.stdout.write(`Metrics for ${watched.length} semaphore${watched.length === 1 ? '' : 's'} on ${link}metrics\n`);
+  if (watched.length > 0)
+    process.stdout.write(
+      `Metrics for ${watched.length} semaphore${watched.length === 1 ? '' : 's'} on ${link}metrics\n`,
+    );
   if (!loopback) {
     process.stdout.write(`Warning: listening on ${host}, not loopback; the dashboard speaks plain HTTP.\n`);
   }

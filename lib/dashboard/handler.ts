@@ -5,7 +5,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { appendAudit, auditEntry, releaseStaleLogged, type Actor, type AuditRecord } from '../admin/audit';
 import { statusJson, unreadableJson, type StatusJson } from '../admin/json';
-import { isUnreadable, readStatus, releaseToken, staleHolders, type Scope, type SemaphoreStatus } from '../admin/operations';
+import {
+  isUnreadable,
+  readStatus,
+  releaseToken,
+  staleHolders,
+  type Scope,
+  type SemaphoreStatus,
+} from '../admin/operations';
 import { adaptClient, topologyOf } from '../redis/client/adapt';
 import type { SupportedRedisClient } from '../redis/client/types';
 import { describe } from '../util/describe';
@@ -114,7 +121,8 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     throw new TypeError(`Expected \`token\` to be a non-empty string, got ${describe(token)}`);
   }
   const readOnly = options.readOnly ?? token === undefined;
-  if (typeof readOnly !== 'boolean') throw new TypeError(`Expected \`readOnly\` to be a boolean, got ${describe(readOnly)}`);
+  if (typeof readOnly !== 'boolean')
+    throw new TypeError(`Expected \`readOnly\` to be a boolean, got ${describe(readOnly)}`);
   if (!readOnly && token === undefined) {
     throw new TypeError('`readOnly: false` needs a `token`: state-changing requests must be authenticated');
   }
@@ -162,11 +170,18 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     if (path === '/healthz') {
       allow(method, ['GET', 'HEAD']);
       const problem = await ping(redis);
-      return send(response, problem === undefined ? 200 : 503, 'text/plain; charset=utf-8', problem === undefined ? 'ok\n' : `Redis: ${problem}\n`);
+      return send(
+        response,
+        problem === undefined ? 200 : 503,
+        'text/plain; charset=utf-8',
+        problem === undefined ? 'ok\n' : `Redis: ${problem}\n`,
+      );
     }
     if (path === '/metrics') {
       allow(method, ['GET', 'HEAD']);
-      const statuses = await withTimeout(Promise.all(watched.map((name) => sampler.one(name))), PING_TIMEOUT_MS).catch(() => undefined);
+      const statuses = await withTimeout(Promise.all(watched.map((name) => sampler.one(name))), PING_TIMEOUT_MS).catch(
+        () => undefined,
+      );
       return send(response, 200, METRICS_TYPE, metricsText(statuses));
     }
     const asset = ASSETS[path];
@@ -192,7 +207,10 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       allow(method, ['GET', 'HEAD']);
       const status = await sampler.one(semaphore);
       if (!status.exists) throw semaphoreNotFound(semaphore);
-      return sendJson(response, 200, { readOnly, semaphore: semaphoreJson(status, sampler.handOffs(semaphore), sampler.audit(semaphore)) });
+      return sendJson(response, 200, {
+        readOnly,
+        semaphore: semaphoreJson(status, sampler.handOffs(semaphore), sampler.audit(semaphore)),
+      });
     }
     if (verb !== 'release' && verb !== 'release-stale') throw new HttpError(404, 'not_found', 'Not found');
     allow(method, ['POST']);
@@ -200,33 +218,56 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const body = await readJson(request);
     const { reason = '' } = body as { reason?: unknown };
     if (typeof reason !== 'string' || reason.length > MAX_REASON) {
-      throw new HttpError(400, 'bad_request', `Expected "reason", if given, to be a string of at most ${MAX_REASON} characters`);
+      throw new HttpError(
+        400,
+        'bad_request',
+        `Expected "reason", if given, to be a string of at most ${MAX_REASON} characters`,
+      );
     }
-    const actor: Actor = { by: `dashboard ${request.socket.remoteAddress ?? '?'}`, command: `${method} ${path}`, reason };
+    const actor: Actor = {
+      by: `dashboard ${request.socket.remoteAddress ?? '?'}`,
+      command: `${method} ${path}`,
+      reason,
+    };
     if (verb === 'release') {
       const { token: held, grantId = '' } = body as { token?: unknown; grantId?: unknown };
       if (typeof held !== 'string' || typeof grantId !== 'string') {
         throw new HttpError(400, 'bad_request', 'Expected {"token": string, "grantId"?: string, "reason"?: string}');
       }
       // The holder, for the log: the grant named, or whoever holds the token when none is.
-      const holder = (await readStatus(scope, semaphore, 0)).holders.find((h) => h.token === held && (grantId === '' || h.grantId === grantId));
+      const holder = (await readStatus(scope, semaphore, 0)).holders.find(
+        (h) => h.token === held && (grantId === '' || h.grantId === grantId),
+      );
       const outcome = await releaseToken(scope, semaphore, held, grantId);
       switch (outcome.status) {
         case 'released': {
-          const entry = auditEntry('release', holder ?? { token: held, grantId: grantId || undefined, owner: undefined }, actor);
+          const entry = auditEntry(
+            'release',
+            holder ?? { token: held, grantId: grantId || undefined, owner: undefined },
+            actor,
+          );
           const auditError = await appendAudit(scope, semaphore, [entry]).then(
             () => undefined,
             (error: unknown) => String((error as { message?: unknown } | null)?.message ?? error),
           );
           sampler.forget(semaphore);
-          return sendJson(response, 200, { released: true, token: held, available: outcome.available, ...(auditError && { auditError }) });
+          return sendJson(response, 200, {
+            released: true,
+            token: held,
+            available: outcome.available,
+            ...(auditError && { auditError }),
+          });
         }
         case 'not-found':
           throw semaphoreNotFound(semaphore);
         case 'not-held':
           throw new HttpError(404, 'not_held', `Token "${held}" is not held; nothing released`);
         case 'holder-changed':
-          throw new HttpError(409, 'holder_changed', `Token "${held}" was released and taken again since; nothing released`);
+          throw new HttpError(
+            409,
+            'holder_changed',
+            `Token "${held}" was released and taken again since; nothing released`,
+          );
       }
     }
     const { olderThanMs } = body as { olderThanMs?: unknown };
@@ -235,7 +276,13 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     }
     const before = await readStatus(scope, semaphore, 0);
     if (!before.exists) throw semaphoreNotFound(semaphore);
-    const { released, auditError } = await releaseStaleLogged(scope, semaphore, olderThanMs, staleHolders(before, olderThanMs), actor);
+    const { released, auditError } = await releaseStaleLogged(
+      scope,
+      semaphore,
+      olderThanMs,
+      staleHolders(before, olderThanMs),
+      actor,
+    );
     sampler.forget(semaphore);
     return sendJson(response, 200, { released, ...(auditError && { auditError }) });
   };
@@ -259,7 +306,9 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       }
       // Redis down, or anything unexpected: a 503 with the reason, never a crash.
       const message = (error as { message?: unknown } | null)?.message;
-      sendJson(response, 503, { error: { code: 'redis', message: `Redis: ${typeof message === 'string' ? message : String(error)}` } });
+      sendJson(response, 503, {
+        error: { code: 'redis', message: `Redis: ${typeof message === 'string' ? message : String(error)}` },
+      });
     });
     void done.finally(() => clearTimeout(timer));
   };
@@ -270,7 +319,8 @@ function semaphoreNotFound(name: string): HttpError {
 }
 
 function allow(method: string, methods: readonly string[]): void {
-  if (!methods.includes(method)) throw new HttpError(405, 'method_not_allowed', `Method not allowed: ${methods.join(', ')}`);
+  if (!methods.includes(method))
+    throw new HttpError(405, 'method_not_allowed', `Method not allowed: ${methods.join(', ')}`);
 }
 
 function decodeSegment(segment: string): string {

@@ -15,7 +15,7 @@ const GAUGES: ReadonlyArray<readonly [string, string, (status: SemaphoreStatus) 
   ['waiting', 'Registered waiters.', (s) => s.waiting],
   [
     'oldest_hold_age_seconds',
-    'How long the longest-held token has been held, on Redis\' clock (0 when none is held).',
+    "How long the longest-held token has been held, on Redis' clock (0 when none is held).",
     (s) => (s.holders[0]?.heldMs ?? 0) / 1000,
   ],
 ];

@@ -55,7 +55,9 @@ export class Sampler {
   readonly #histories = new Map<string, History>();
   /** The latest audit entries of each semaphore sampled, newest first. */
   readonly #audits = new Map<string, readonly AuditRecord[]>();
-  #all: { at: number; promise: Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> } | undefined;
+  #all:
+    | { at: number; promise: Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> }
+    | undefined;
   readonly #one = new Map<string, { at: number; promise: Promise<SemaphoreStatus> }>();
 
   constructor(scope: Scope, minIntervalMs = 250) {
@@ -69,7 +71,9 @@ export class Sampler {
     if (this.#all && now - this.#all.at < this.#minIntervalMs) return this.#all.promise;
     const promise = (async () => {
       const { names, truncated } = await listSemaphores(this.#scope, 500);
-      const sampled = await Promise.all(names.map((name) => this.#sample(name).catch((error: unknown) => unreadable(name, error))));
+      const sampled = await Promise.all(
+        names.map((name) => this.#sample(name).catch((error: unknown) => unreadable(name, error))),
+      );
       const statuses = sampled.filter((s) => isUnreadable(s) || s.exists);
       for (const name of this.#histories.keys()) if (!names.includes(name)) this.#histories.delete(name);
       for (const name of this.#audits.keys()) if (!names.includes(name)) this.#audits.delete(name);
@@ -111,7 +115,10 @@ export class Sampler {
 
   async #sample(name: string): Promise<SemaphoreStatus> {
     // A log Redis refuses to read (an ACL without XREVRANGE) shows as none.
-    const [status, audit] = await Promise.all([readStatus(this.#scope, name, WAITER_IDS), readAuditOrError(this.#scope, name, AUDIT_SHOWN)]);
+    const [status, audit] = await Promise.all([
+      readStatus(this.#scope, name, WAITER_IDS),
+      readAuditOrError(this.#scope, name, AUDIT_SHOWN),
+    ]);
     this.#audits.set(name, audit.records);
     if (!status.exists) {
       this.#histories.delete(name);
@@ -158,14 +165,19 @@ function processOf(id: string): string | undefined {
  * (no longer in `waiting`); else, as a claim may keep the registration for the process's next wait,
  * the longest-registered one of the process still there.
  */
-function registrationOf(grantId: string | undefined, firstSeen: ReadonlyMap<string, number>, waiting: ReadonlySet<string>): string | undefined {
+function registrationOf(
+  grantId: string | undefined,
+  firstSeen: ReadonlyMap<string, number>,
+  waiting: ReadonlySet<string>,
+): string | undefined {
   if (grantId === undefined) return undefined;
   if (firstSeen.has(grantId)) return grantId;
   const process = processOf(grantId);
   if (process === undefined) return undefined;
   let ended: string | undefined;
   let kept: string | undefined;
-  const earlier = (id: string, than: string | undefined) => than === undefined || (firstSeen.get(id) ?? 0) < (firstSeen.get(than) ?? 0);
+  const earlier = (id: string, than: string | undefined) =>
+    than === undefined || (firstSeen.get(id) ?? 0) < (firstSeen.get(than) ?? 0);
   for (const id of firstSeen.keys()) {
     if (processOf(id) !== process) continue;
     if (!waiting.has(id) && earlier(id, ended)) ended = id;

@@ -169,7 +169,13 @@ export class Holdings {
       holding.releaseFailed();
       throw error;
     }
-    debug('%s %s %s: %s', ctx.name, putBack ? 'unlock' : 'consume', holding.token, available === false ? 'not held' : 'done');
+    debug(
+      '%s %s %s: %s',
+      ctx.name,
+      putBack ? 'unlock' : 'consume',
+      holding.token,
+      available === false ? 'not held' : 'done',
+    );
     holding.end();
     this.#forget(holding);
     if (available !== false) {
@@ -215,7 +221,13 @@ export class Holdings {
    */
   async releaseHandedOver(grant: { token: string; id: string }): Promise<boolean> {
     const { available, acknowledged } = await this.releaseGrant(grant, true, REPLICATED);
-    debug('%s release %s (grant %s): %s', this.#ctx.name, grant.token, grant.id, available === false ? 'not held' : 'done');
+    debug(
+      '%s release %s (grant %s): %s',
+      this.#ctx.name,
+      grant.token,
+      grant.id,
+      available === false ? 'not held' : 'done',
+    );
     if (available === false) return false;
     if (acknowledged !== null) await checkReplicated(this.#ctx, 'release', acknowledged);
     return true;
@@ -234,7 +246,11 @@ export class Holdings {
    * `waitReplicas`, a WAIT follows it on the same connection. Not an async function: the usual
    * release is one try, settled through that try's own promise; retries begin on a failure.
    */
-  releaseGrant(grant: { token: string; id: string }, putBack: boolean, options: ReleaseOptions = {}): Promise<Released> {
+  releaseGrant(
+    grant: { token: string; id: string },
+    putBack: boolean,
+    options: ReleaseOptions = {},
+  ): Promise<Released> {
     let trying: Promise<Replied<ReleaseReply>>;
     try {
       trying = this.#tryRelease(grant, putBack, options);
@@ -248,20 +264,33 @@ export class Holdings {
   }
 
   /** One try of the release script. */
-  #tryRelease(grant: { token: string; id: string }, putBack: boolean, { replicated = false, via }: ReleaseOptions): Promise<Replied<ReleaseReply>> {
+  #tryRelease(
+    grant: { token: string; id: string },
+    putBack: boolean,
+    { replicated = false, via }: ReleaseOptions,
+  ): Promise<Replied<ReleaseReply>> {
     const ctx = this.#ctx;
     const operation = putBack ? 'unlock' : 'consume';
     // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
     // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
     return releaseDeadlines.watch(
-      callAndWait(ctx, operation, release(ctx, grant.token, grant.id, putBack), { whileClosing: true, wait: replicated, via }),
+      callAndWait(ctx, operation, release(ctx, grant.token, grant.id, putBack), {
+        whileClosing: true,
+        wait: replicated,
+        via,
+      }),
       operation,
       putBack ? this.#unlockExpired : this.#consumeExpired,
     );
   }
 
   /** The tries after a first one failed with `error`. */
-  async #retryRelease(grant: { token: string; id: string }, putBack: boolean, options: ReleaseOptions, error: unknown): Promise<Released> {
+  async #retryRelease(
+    grant: { token: string; id: string },
+    putBack: boolean,
+    options: ReleaseOptions,
+    error: unknown,
+  ): Promise<Released> {
     // A try whose reply was lost may have run: then a retry finds the grant already ended.
     let mayHaveRun = false;
     for (let attempt = 1; ; attempt++) {
@@ -313,7 +342,9 @@ export class Holdings {
     const known = candidates.findLast((holding) => holding.lostReason === 'reclaimed');
     if (known) return known;
     // A grant id never holds again once it stopped, so this read needs no atomicity with the call.
-    const current = grantIdOf((await this.#ctx.command(operation, ['HGET', this.#ctx.keys.grabbed, token])) as string | null);
+    const current = grantIdOf(
+      (await this.#ctx.command(operation, ['HGET', this.#ctx.keys.grabbed, token])) as string | null,
+    );
     return candidates.findLast((holding) => holding.id !== current) ?? candidates.at(-1);
   }
 

@@ -42,10 +42,12 @@ export class Reclaim {
   startWatchdog(intervalMs: number, onError: (error: Error) => void): Watchdog {
     let running: Promise<void> | undefined;
     const timer = setInterval(() => {
-      running ??= this.releaseStaleLocks().then(
-        () => undefined,
-        (error: unknown) => onError(error instanceof Error ? error : new Error(String(error))),
-      ).finally(() => (running = undefined));
+      running ??= this.releaseStaleLocks()
+        .then(
+          () => undefined,
+          (error: unknown) => onError(error instanceof Error ? error : new Error(String(error))),
+        )
+        .finally(() => (running = undefined));
     }, intervalMs);
     timer.unref();
     const watchdog: Watchdog = {
@@ -82,10 +84,13 @@ export class Reclaim {
    */
   drainAbandoned(id: string, blockedUntil: number): void {
     for (const at of [performance.now() + 250, blockedUntil + this.#ctx.graceMs()]) {
-      const timer = setTimeout(() => {
-        this.#drains.delete(timer);
-        void this.reapWaiters([`~${id}`]).catch(() => undefined);
-      }, Math.max(0, at - performance.now()));
+      const timer = setTimeout(
+        () => {
+          this.#drains.delete(timer);
+          void this.reapWaiters([`~${id}`]).catch(() => undefined);
+        },
+        Math.max(0, at - performance.now()),
+      );
       timer.unref();
       this.#drains.set(timer, id);
     }

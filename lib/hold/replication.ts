@@ -22,7 +22,8 @@ export function callAndWait<R>(
   options: { whileClosing?: boolean; wait?: boolean; via?: Connection | undefined } = {},
 ): Promise<Replied<R>> {
   const replicas = ctx.options.waitReplicas;
-  if (!replicas || options.wait === false || options.via) return ctx.call(operation, call, options).then(unacknowledged);
+  if (!replicas || options.wait === false || options.via)
+    return ctx.call(operation, call, options).then(unacknowledged);
   return callThenWait(ctx, operation, call, replicas, options.whileClosing ?? false);
 }
 

@@ -87,7 +87,10 @@ export class BlockingWait {
           const remaining = deadline - performance.now();
           // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
           if (remaining <= 0 && registration === null) return null;
-          const longest = registration?.advance || ctx.pool.crowded ? Math.min(TURN_MS, ctx.options.waitSlice) : ctx.options.waitSlice;
+          const longest =
+            registration?.advance || ctx.pool.crowded
+              ? Math.min(TURN_MS, ctx.options.waitSlice)
+              : ctx.options.waitSlice;
           const slice = Math.min(Math.max(remaining, 1), longest);
           registration ??= { id: newId(), until: 0 };
           broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
@@ -154,7 +157,8 @@ export class BlockingWait {
   #watchClient(): void {
     const { ctx, interrupts } = this.#parts;
     // A lock manager's semaphore: the manager watches the client once for all its names (lib/locks.ts).
-    if (ctx.ownsClient || ctx.options.sharedPool !== undefined || this.#clientWatch !== undefined || ctx.closing) return;
+    if (ctx.ownsClient || ctx.options.sharedPool !== undefined || this.#clientWatch !== undefined || ctx.closing)
+      return;
     this.#clientWatch = setInterval(() => {
       if (!ctx.client.isOpen) {
         debug('%s: the caller closed its client; closing', ctx.name);
@@ -189,11 +193,7 @@ export class BlockingWait {
    * An aborted wait, or one whose semaphore is closing, ends here, between Redis steps: its
    * registration goes (best effort: it also lapses).
    */
-  #stopIfClosedOrAborted(
-    signal: AbortSignal | undefined,
-    registration: Registration | null,
-    via?: Connection,
-  ): void {
+  #stopIfClosedOrAborted(signal: AbortSignal | undefined, registration: Registration | null, via?: Connection): void {
     const { ctx } = this.#parts;
     if (!ctx.closing && !signal?.aborted) return;
     void endRegistrations(ctx, [registration?.id], via);

@@ -79,7 +79,10 @@ export class Contention {
     const cutoff = this.#now() - ADVANCE_IDLE_MS;
     const idle = this.#advance.findIndex((kept) => kept.keptAt > cutoff);
     const ended = this.#advance.splice(0, idle === -1 ? this.#advance.length : idle);
-    void endRegistrations(this.#ctx, ended.map((kept) => kept.registration.id));
+    void endRegistrations(
+      this.#ctx,
+      ended.map((kept) => kept.registration.id),
+    );
     if (this.#advance.length > 0) {
       this.#sweepTimer = setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
     }

@@ -28,7 +28,11 @@ export class Interrupts {
    * does). Returns what disarms it once the slice settled: it returns the UNBLOCK still on its way,
    * if any, to be awaited (none, the usual case, costs no microtask).
    */
-  arm(connection: Connection, settled: Promise<unknown>, signal: AbortSignal | undefined): () => Promise<void> | undefined {
+  arm(
+    connection: Connection,
+    settled: Promise<unknown>,
+    signal: AbortSignal | undefined,
+  ): () => Promise<void> | undefined {
     let interrupting: Promise<void> | undefined;
     const interrupt = () => void (interrupting ??= this.#interrupt(connection, settled));
     signal?.addEventListener('abort', interrupt, { once: true });

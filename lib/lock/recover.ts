@@ -50,7 +50,10 @@ export async function recover(
     try {
       const client = await ctx.ready(true);
       const sent = performance.now();
-      const running = callScript(client, recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs()));
+      const running = callScript(
+        client,
+        recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs()),
+      );
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
         if (late) void holdings.giveBack({ token: late.token, id });

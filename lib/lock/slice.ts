@@ -10,7 +10,16 @@ import { disconnectQuietly, type Connection } from '../redis/client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForNow } from '../redis/client/classify';
 import { newId } from '../util/ids';
 import { endRegistrations, type Registration } from './registration';
-import { callScript, callStored, claim as claimScript, evalCommand, prepareWait, scriptLoadCommand, scripts, type ClaimReply } from '../redis/scripts';
+import {
+  callScript,
+  callStored,
+  claim as claimScript,
+  evalCommand,
+  prepareWait,
+  scriptLoadCommand,
+  scripts,
+  type ClaimReply,
+} from '../redis/scripts';
 import { debug, debugEnabled } from '../telemetry';
 import type { Interrupts } from './interrupts';
 
@@ -54,7 +63,14 @@ export async function blockOnce(
     registration.until - sent >= sliceMs + grace / 2
       ? undefined
       : connection.sendCommand(evalCommand(prepareWait(ctx, id, lifetime)));
-  const moved = connection.sendCommand(['BLMOVE', ctx.keys.available, ctx.keys.inbox(id), 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
+  const moved = connection.sendCommand([
+    'BLMOVE',
+    ctx.keys.available,
+    ctx.keys.inbox(id),
+    'LEFT',
+    'RIGHT',
+    toBlockingTimeout(sliceMs),
+  ]);
   // A grant keeps the registration for this caller's next wait while no token is left free (an
   // advance registration); not with `expiration`, whose deadlines it would stretch to its expiry.
   const grantId = newId();
@@ -86,13 +102,23 @@ export async function blockOnce(
     parts.contention.contended = others;
     // Kept for this caller's next wait (claim-10.lua), when no token was left free and others are registered.
     if (renewed) {
-      parts.contention.keepAdvanceRegistration({ id, until: prepared !== undefined ? sent + lifetime : registration.until });
+      parts.contention.keepAdvanceRegistration({
+        id,
+        until: prepared !== undefined ? sent + lifetime : registration.until,
+      });
     }
     // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
     // (Holdings.granted refreshes the grant first when that leaves too little of it).
     return { grant: { token, id: grantId, fence, anchor: sent }, registration: null };
   }
-  return settleTroubledSlice(parts, connection, { prepare, move, claim }, { registration, grantId, sent, sliceMs }, signal, deadline);
+  return settleTroubledSlice(
+    parts,
+    connection,
+    { prepare, move, claim },
+    { registration, grantId, sent, sliceMs },
+    signal,
+    deadline,
+  );
 }
 
 /** How each command of a slice's pipeline settled. */

@@ -34,12 +34,20 @@ export interface AcquireParts extends WaitParts {
  * A token for `attempt`, or null when none came within `timeout` ms; counts timeouts and aborts, and
  * traces the wait on the `acquire` tracing channel when someone subscribes (`form`: which call).
  */
-export function acquire(parts: AcquireParts, timeout: number | null, attempt: Attempt, form: AcquireForm = 'lock'): Promise<Holding | null> {
+export function acquire(
+  parts: AcquireParts,
+  timeout: number | null,
+  attempt: Attempt,
+  form: AcquireForm = 'lock',
+): Promise<Holding | null> {
   if (!acquireTraced()) return counted(parts, timeout, attempt);
   const { ctx } = parts;
   const trace: AcquireTrace = { semaphore: ctx.name, resources: ctx.resources, timeout, form };
-  return traceAcquire(trace, attempt.startedAt, () => counted(parts, timeout, attempt), (error) =>
-    isAbort(attempt, error) ? 'aborted' : 'error',
+  return traceAcquire(
+    trace,
+    attempt.startedAt,
+    () => counted(parts, timeout, attempt),
+    (error) => (isAbort(attempt, error) ? 'aborted' : 'error'),
   );
 }
 
@@ -103,12 +111,14 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
     }
     if (answered !== null) {
       const { token, fence, expired } = answered.reply;
-      if (debugEnabled) debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
+      if (debugEnabled)
+        debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
       reclaim.reapInBackground(expired);
       contention.contended = token === null;
       if (token !== null) {
         const grant = { token, id, fence, anchor: sent };
-        if (answered.acknowledged !== null) await checkReplicated(ctx, 'lock', answered.acknowledged, () => holdings.giveBack(grant));
+        if (answered.acknowledged !== null)
+          await checkReplicated(ctx, 'lock', answered.acknowledged, () => holdings.giveBack(grant));
         return holdings.granted(grant, attempt);
       }
       if (timeout === 0) return null;
@@ -133,7 +143,11 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
  * out): with a timeout, no longer than the timeout or TRY_ANSWER_MS, whichever is longer; never past
  * an abort (which rejects with its reason) or close() (SemaphoreClosedError).
  */
-async function readyInTime(ctx: AcquireParts['ctx'], timeout: number | null, signal: AbortSignal | undefined): Promise<boolean> {
+async function readyInTime(
+  ctx: AcquireParts['ctx'],
+  timeout: number | null,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
   let ready = ctx.ready().then(() => true);
   if (timeout !== null) {
     ready = withDeadline(ready, Math.max(timeout, TRY_ANSWER_MS), 'ready').catch((error: unknown) => {
@@ -144,7 +158,8 @@ async function readyInTime(ctx: AcquireParts['ctx'], timeout: number | null, sig
   try {
     return await raceAbort(raceAbort(ready, signal), ctx.closeController.signal);
   } catch (error) {
-    if (ctx.closeController.signal.aborted && error === ctx.closeController.signal.reason) throw new SemaphoreClosedError(ctx.name);
+    if (ctx.closeController.signal.aborted && error === ctx.closeController.signal.reason)
+      throw new SemaphoreClosedError(ctx.name);
     throw error;
   }
 }

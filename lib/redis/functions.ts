@@ -2,7 +2,14 @@
 import { createHash } from 'node:crypto';
 import type { Connection } from './client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode } from './client/classify';
-import { readInclude, readScriptFile, scriptNameOf, withIncludes, withoutComments, withoutUnusedFunctions } from './lua-source';
+import {
+  readInclude,
+  readScriptFile,
+  scriptNameOf,
+  withIncludes,
+  withoutComments,
+  withoutUnusedFunctions,
+} from './lua-source';
 
 /**
  * The scripts that every lock and unlock runs. An `EVALSHA` runs a script's whole text on every
@@ -95,12 +102,16 @@ export function buildFunctionLibrary(): FunctionLibrary {
     const { includes, rest } = leadingIncludes(readInclude(include));
     const order = includes.flatMap(hoistWithDependencies);
     if (!hoisted.has(include)) {
-      if (/^--- @include /m.test(rest)) throw new Error(`includes/${include}.lua includes another after its first line of code`);
+      if (/^--- @include /m.test(rest))
+        throw new Error(`includes/${include}.lua includes another after its first line of code`);
       hoisted.set(include, hoist(rest));
     }
     return [...order, include];
   };
-  const scripts = FUNCTION_SCRIPTS.map((file) => ({ name: scriptNameOf(file), ...leadingIncludes(readScriptFile(file)) }));
+  const scripts = FUNCTION_SCRIPTS.map((file) => ({
+    name: scriptNameOf(file),
+    ...leadingIncludes(readScriptFile(file)),
+  }));
   for (const { includes } of scripts) includes.forEach(hoistWithDependencies);
   const defined = new Set(hoisted.keys());
   /** The includes `code` names further down, with those they name in turn, that the library defines. */
@@ -196,7 +207,10 @@ export function refusedBeforeRunning(client: Connection, error: unknown): boolea
     return true;
   }
   const aboutFcall = /'fcall'/i.test(messageOf(error));
-  if ((code === 'NOPERM' && aboutFcall) || (code === 'ERR' && aboutFcall && /unknown command/i.test(messageOf(error)))) {
+  if (
+    (code === 'NOPERM' && aboutFcall) ||
+    (code === 'ERR' && aboutFcall && /unknown command/i.test(messageOf(error)))
+  ) {
     evalshaOnly.add(client);
     return true;
   }

@@ -15,7 +15,12 @@ import { SemaphoreRedisError } from '../errors';
 const READ_ANSWER_MS = 10_000;
 
 function bounded<T>(ctx: SemaphoreContext, operation: string, reading: Promise<T>): Promise<T> {
-  return withDeadline(reading, READ_ANSWER_MS, operation, (error) => new SemaphoreRedisError(ctx.name, operation, error));
+  return withDeadline(
+    reading,
+    READ_ANSWER_MS,
+    operation,
+    (error) => new SemaphoreRedisError(ctx.name, operation, error),
+  );
 }
 
 /** Every held token with its holder, as Redis records them, oldest first. */
@@ -35,9 +40,11 @@ export async function isLocked(ctx: SemaphoreContext, holdings: Holdings, token:
   }
   const held = holdings.live();
   if (held.length === 0) return false;
-  const records = (await bounded(ctx, 'isLocked', ctx.command('isLocked', ['HMGET', ctx.keys.grabbed, ...held.map((h) => h.token)]))) as Array<
-    string | null
-  >;
+  const records = (await bounded(
+    ctx,
+    'isLocked',
+    ctx.command('isLocked', ['HMGET', ctx.keys.grabbed, ...held.map((h) => h.token)]),
+  )) as Array<string | null>;
   return held.some((holding, i) => grantIdOf(records[i]) === holding.id);
 }
 

@@ -128,7 +128,8 @@ export function existsKeyPattern(keyPrefix = DEFAULT_KEY_PREFIX): string {
  */
 export function nameOfExistsKey(key: string, keyPrefix = DEFAULT_KEY_PREFIX): string | undefined {
   const suffix = `:${EXISTS}`;
-  if (!key.startsWith(keyPrefix) || !key.endsWith(suffix) || key.length <= keyPrefix.length + suffix.length) return undefined;
+  if (!key.startsWith(keyPrefix) || !key.endsWith(suffix) || key.length <= keyPrefix.length + suffix.length)
+    return undefined;
   return key.slice(keyPrefix.length, -suffix.length);
 }
 
@@ -145,7 +146,9 @@ const MAX_KEY_PREFIX_LENGTH = 256;
  */
 export function assertKeyPrefix(what: string, keyPrefix: unknown): asserts keyPrefix is string {
   if (typeof keyPrefix !== 'string') {
-    throw new TypeError(`Expected ${what} to be a string ending with ':' (such as 'APP1:'), got ${describe(keyPrefix)}`);
+    throw new TypeError(
+      `Expected ${what} to be a string ending with ':' (such as 'APP1:'), got ${describe(keyPrefix)}`,
+    );
   }
   if (keyPrefix.length > MAX_KEY_PREFIX_LENGTH) {
     throw new RangeError(`Expected ${what} to be at most ${MAX_KEY_PREFIX_LENGTH} characters, got ${keyPrefix.length}`);
@@ -154,7 +157,7 @@ export function assertKeyPrefix(what: string, keyPrefix: unknown): asserts keyPr
     keyPrefix.length < 2 || !keyPrefix.endsWith(':')
       ? "to end with ':' after at least one character (such as 'APP1:')"
       : /[{}]/.test(keyPrefix)
-        ? 'to have no `{` or `}` (on Redis Cluster the hash tag is the name\'s)'
+        ? "to have no `{` or `}` (on Redis Cluster the hash tag is the name's)"
         : /[*?[\]\\]/.test(keyPrefix)
           ? 'to have no glob character (`*`, `?`, `[`, `]`, `\\`): ACL rules and SCAN patterns are `<prefix>*`'
           : /[\s\p{Cc}]/u.test(keyPrefix) || LONE_SURROGATE.test(keyPrefix)

@@ -66,7 +66,9 @@ export function withoutUnusedFunctions(source: string): string {
     // A function is used if its name occurs outside its own definition(s).
     const inOwn = new Map<string, number>();
     for (const { text, name } of definitions) inOwn.set(name, (inOwn.get(name) ?? 0) + (uses(text).get(name) ?? 0));
-    const unused = new Set(definitions.filter(({ name }) => everywhere.get(name) === inOwn.get(name)).map((d) => d.name));
+    const unused = new Set(
+      definitions.filter(({ name }) => everywhere.get(name) === inOwn.get(name)).map((d) => d.name),
+    );
     if (unused.size === 0) return source;
     source = source.replace(FUNCTION, (text: string, name: string) => (unused.has(name) ? '' : text));
   }
@@ -91,4 +93,3 @@ export function loadScript(file: string): Script {
     keyCount: keys === undefined ? null : Number(keys),
   };
 }
-

@@ -134,7 +134,13 @@ function define<R>(
   if (script.keyCount !== null && keys.length > script.keyCount) {
     throw new Error(`${script.name} takes at most ${script.keyCount} keys, got ${keys.length}`);
   }
-  return { script, keys, args, decode, fn: target?.functions === true ? functionLibrary.functions.get(script.name) : undefined };
+  return {
+    script,
+    keys,
+    args,
+    decode,
+    fn: target?.functions === true ? functionLibrary.functions.get(script.name) : undefined,
+  };
 }
 
 // ---- What the scripts answer (see each script's header) ----
@@ -219,7 +225,8 @@ const expiration = (t: ScriptTarget) => toExpireArgument(t.options.expiration);
  * without `expiration` the eight a script touches (OWNERS, last, is only touched by touch_expiry),
  * with it all nine. Every key costs to send and to run.
  */
-const live = (t: ScriptTarget) => t.keys.shortKeys ?? (t.options.expiration === null ? t.keys.liveKeys : t.keys.scriptKeys);
+const live = (t: ScriptTarget) =>
+  t.keys.shortKeys ?? (t.options.expiration === null ? t.keys.liveKeys : t.keys.scriptKeys);
 /** What release and refresh touch without `expiration`: AVAILABLE, GRABBED and LEASES (AVAILABLE alone on a single Redis). */
 const holder = (t: ScriptTarget) => t.keys.shortKeys ?? t.keys.holderKeys;
 /** `live`, and on Cluster the inbox of `registrationId` after them (on a single Redis the script names it). */
@@ -246,7 +253,11 @@ export interface TryLockReply {
 }
 
 /** tryLock-9.lua. `registrationLifetimeMs`: registers the caller on a miss for that long; null not to (lock(0)). */
-export function tryLock(t: ScriptTarget, grantId: string, registrationLifetimeMs: number | null): ScriptCall<TryLockReply> {
+export function tryLock(
+  t: ScriptTarget,
+  grantId: string,
+  registrationLifetimeMs: number | null,
+): ScriptCall<TryLockReply> {
   const registration = registrationLifetimeMs === null ? '' : toSeconds(registrationLifetimeMs);
   return define(
     scripts.tryLock,
@@ -262,7 +273,11 @@ export function tryLock(t: ScriptTarget, grantId: string, registrationLifetimeMs
 }
 
 /** prepareWait-9.lua: registers waiter `grantId` for `registrationLifetimeMs`. */
-export function prepareWait(t: ScriptTarget, grantId: string, registrationLifetimeMs: number): ScriptCall<{ registered: boolean }> {
+export function prepareWait(
+  t: ScriptTarget,
+  grantId: string,
+  registrationLifetimeMs: number,
+): ScriptCall<{ registered: boolean }> {
   return define(
     scripts.prepareWait,
     live(t),
@@ -356,7 +371,11 @@ export function recover(
         return null;
       }
       const reply = checked(s, raw, grantId, 3, 4);
-      return { token: tokenField(s, reply, 0, false)!, fence: integerField(s, reply, 1), ageMs: integerField(s, reply, 2) };
+      return {
+        token: tokenField(s, reply, 0, false)!,
+        fence: integerField(s, reply, 1),
+        ageMs: integerField(s, reply, 2),
+      };
     },
   );
 }
@@ -383,24 +402,41 @@ export function release(t: ScriptTarget, token: string, grantId: string, putBack
   // Without `expiration`, a release touches AVAILABLE, GRABBED and LEASES alone (named after
   // AVAILABLE's prefix on a single Redis: includes/holder_keys.lua).
   const keys = t.options.expiration === null ? holder(t) : t.keys.scriptKeys;
-  return define(scripts.release, keys, withOptionalTail([token, grantId, putBack ? '1' : '0'], expiration(t)), (raw) => {
-    const s = scripts.release;
-    const reply = checked(s, raw, grantId, 2, 3);
-    return { ended: integerField(s, reply, 0) === GRANT_RESULT.DONE, available: integerField(s, reply, 1) };
-  }, t);
+  return define(
+    scripts.release,
+    keys,
+    withOptionalTail([token, grantId, putBack ? '1' : '0'], expiration(t)),
+    (raw) => {
+      const s = scripts.release;
+      const reply = checked(s, raw, grantId, 2, 3);
+      return { ended: integerField(s, reply, 0) === GRANT_RESULT.DONE, available: integerField(s, reply, 1) };
+    },
+    t,
+  );
 }
 
 /** refresh-9.lua: restamps grant `grantId` of `token`; resolves whether it still held it. */
 export function refresh(t: ScriptTarget, token: string, grantId: string): ScriptCall<boolean> {
-  return define(scripts.refresh, holder(t), [token, grantId, now(t)], (raw) => {
-    const s = scripts.refresh;
-    return integerField(s, checked(s, raw, grantId, 1, 2), 0) === GRANT_RESULT.DONE;
-  }, t);
+  return define(
+    scripts.refresh,
+    holder(t),
+    [token, grantId, now(t)],
+    (raw) => {
+      const s = scripts.refresh;
+      return integerField(s, checked(s, raw, grantId, 1, 2), 0) === GRANT_RESULT.DONE;
+    },
+    t,
+  );
 }
 
 /** signal-9.lua: pushes `token`; resolves the new length of AVAILABLE. */
 export function signal(t: ScriptTarget, token: string): ScriptCall<number> {
-  return define(scripts.signal, t.keys.scriptKeys, [token, String(t.resources), expiration(t)], (reply) => reply as number);
+  return define(
+    scripts.signal,
+    t.keys.scriptKeys,
+    [token, String(t.resources), expiration(t)],
+    (reply) => reply as number,
+  );
 }
 
 /** releaseStale-9.lua. */
@@ -446,7 +482,14 @@ export interface StatusReply {
 
 /** status-9.lua's raw reply by field. */
 function decodeStatusReply(reply: unknown): StatusReply {
-  const [exists, now, available, waiting, waiterIds, flat = []] = reply as [number, string, number, number, string[], string[]?];
+  const [exists, now, available, waiting, waiterIds, flat = []] = reply as [
+    number,
+    string,
+    number,
+    number,
+    string[],
+    string[]?,
+  ];
   const held: Array<{ token: string; record: string }> = [];
   for (let i = 0; i + 1 < flat.length; i += 2) {
     held.push({ token: flat[i] as string, record: flat[i + 1] as string });

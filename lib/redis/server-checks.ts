@@ -87,7 +87,12 @@ export async function checkServer(client: Connection, semaphore: CheckedSemaphor
   warnAboutEviction(info, semaphore);
   // Not on Cluster, where every primary would need the library, loaded again after each reshard
   // or failover that brings in a node without it.
-  const canLoad = semaphore.withFunctions && semaphore.slot === null && !info.clusterEnabled && info.version !== null && !isOlder(info.version, MINIMUM_FUNCTIONS_VERSION);
+  const canLoad =
+    semaphore.withFunctions &&
+    semaphore.slot === null &&
+    !info.clusterEnabled &&
+    info.version !== null &&
+    !isOlder(info.version, MINIMUM_FUNCTIONS_VERSION);
   let functions = false;
   if (canLoad) {
     try {
@@ -103,7 +108,12 @@ export async function checkServer(client: Connection, semaphore: CheckedSemaphor
  * `make()`'s promise, made once per client and scope and shared; one that rejects (its connection
  * failed) is dropped, so the next use tries again.
  */
-function once<T>(cache: WeakMap<object, Map<string, Promise<T>>>, identity: object, scope: string, make: () => Promise<T>): Promise<T> {
+function once<T>(
+  cache: WeakMap<object, Map<string, Promise<T>>>,
+  identity: object,
+  scope: string,
+  make: () => Promise<T>,
+): Promise<T> {
   let byScope = cache.get(identity);
   if (!byScope) cache.set(identity, (byScope = new Map()));
   let made = byScope.get(scope);
@@ -137,7 +147,11 @@ async function readServerInfo(client: Connection): Promise<ServerInfo | null> {
 
 /** Whether `version` (`major.minor.patch`, maybe with a suffix) is below `minimum`; false when it does not parse. */
 export function isOlder(version: string, minimum: string): boolean {
-  const parse = (text: string) => /^(\d+)\.(\d+)(?:\.(\d+))?/.exec(text)?.slice(1).map((part) => Number(part ?? 0));
+  const parse = (text: string) =>
+    /^(\d+)\.(\d+)(?:\.(\d+))?/
+      .exec(text)
+      ?.slice(1)
+      .map((part) => Number(part ?? 0));
   const found = parse(version);
   const needed = parse(minimum);
   if (!found || !needed) return false;

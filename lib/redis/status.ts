@@ -44,7 +44,6 @@ export interface StatusSnapshot {
   readonly holders: readonly HolderInfo[];
 }
 
-
 /** `status-9.lua`'s reply (see lib/redis/scripts.ts), with each holder read. */
 export function snapshotOf({ exists, now, available, waiting, waiterIds, held }: StatusReply): StatusSnapshot {
   const nowSeconds = Number(now);
@@ -82,7 +81,17 @@ function decodeHolder(token: string, record: string, nowSeconds: number): Holder
     // A holder this library did not record (the Ruby gem): a plain stamp.
     const since = stampToDate(record);
     const held = heldMs(since, nowSeconds);
-    return { token, since, heldMs: held, refreshedAt: since, refreshedMs: held, leaseMs: undefined, fence: undefined, owner: undefined, grantId: undefined };
+    return {
+      token,
+      since,
+      heldMs: held,
+      refreshedAt: since,
+      refreshedMs: held,
+      leaseMs: undefined,
+      fence: undefined,
+      owner: undefined,
+      grantId: undefined,
+    };
   }
   const [, stamp, grantId, fence, lease, acquired, label = ''] = parts;
   const refreshedAt = stampToDate(stamp);

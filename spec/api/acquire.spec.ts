@@ -62,13 +62,13 @@ describe('acquire() and Lease', () => {
   });
 });
 
-describe('many locks at a semaphore\'s first use', () => {
+describe("many locks at a semaphore's first use", () => {
   /**
    * Each lock waiting for the server checks listens for close(): twenty of them must not make Node
    * warn of a listener leak on stderr. In a process of its own (Node's warnings go to the real
    * process, which jest's sandbox does not see), on the build (dist/, as `npm test` makes it).
    */
-  test('twenty concurrent first locks on a caller\'s client print no MaxListenersExceededWarning', async () => {
+  test("twenty concurrent first locks on a caller's client print no MaxListenersExceededWarning", async () => {
     const script = `
       const { Semaphore } = require(${JSON.stringify(join(__dirname, '..', '..', 'dist'))});
       const { createClient } = require('redis');
@@ -85,8 +85,12 @@ describe('many locks at a semaphore\'s first use', () => {
       })();
     `;
     const { stdout, stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
-      execFile(process.execPath, ['-e', script], { cwd: join(__dirname, '..', '..'), env: { ...process.env, TARGET_URL: redisUrl() }, timeout: 30_000 }, (error, out, err) =>
-        error ? reject(new Error(`${error.message}\n${err}`)) : resolve({ stdout: out, stderr: err }),
+      execFile(
+        process.execPath,
+        ['-e', script],
+        { cwd: join(__dirname, '..', '..'), env: { ...process.env, TARGET_URL: redisUrl() }, timeout: 30_000 },
+        (error, out, err) =>
+          error ? reject(new Error(`${error.message}\n${err}`)) : resolve({ stdout: out, stderr: err }),
       );
     });
     expect(stdout.trim()).toBe('granted 20');
@@ -111,7 +115,10 @@ describe('cancelling a wait with an AbortSignal', () => {
     expect(await held.release()).toBe(true);
     await until(async () => (await waiter.availableCount()) === 1, 5000, 'the token back');
     // recover-10.lua marks the aborted grant id abandoned, so that a late pipeline is refused.
-    const problems = censusProblems(await takeCensus(fixture.redis, holder.name), 1, { idle: true, marksAllowed: true });
+    const problems = censusProblems(await takeCensus(fixture.redis, holder.name), 1, {
+      idle: true,
+      marksAllowed: true,
+    });
     expect(problems).toEqual([]);
     expect(waiter.stats().aborts).toBe(1);
   });
@@ -143,7 +150,9 @@ describe('cancelling a wait with an AbortSignal', () => {
       // An aborted wait is settled by recover in the background (its registration becomes a mark).
       const problems = async () =>
         censusProblems(await takeCensus(fixture.redis, holder.name), 1, { idle: true, marksAllowed: true });
-      await until(async () => (await problems()).length === 0, 5000, 'the aborted wait to settle').catch(() => undefined);
+      await until(async () => (await problems()).length === 0, 5000, 'the aborted wait to settle').catch(
+        () => undefined,
+      );
       expect(await problems()).toEqual([]);
     }
     // Both endings happen and both are clean (checked above); which one wins each race is chance.

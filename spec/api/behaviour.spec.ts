@@ -24,7 +24,10 @@ afterEach(async () => {
 type Make = (name: string, options?: MutexOptions) => Semaphore;
 const kinds: [string, Make][] = [
   ['Mutex', (name, options = {}) => new Mutex(name, { redis: semaphoreRedis, ...options })],
-  ['Semaphore of one resource', (name, options = {}) => new Semaphore(name, { redis: semaphoreRedis, ...options, resources: 1 })],
+  [
+    'Semaphore of one resource',
+    (name, options = {}) => new Semaphore(name, { redis: semaphoreRedis, ...options, resources: 1 }),
+  ],
 ];
 
 describe.each(kinds)('%s', (_kind, make) => {
@@ -73,7 +76,7 @@ describe.each(kinds)('%s', (_kind, make) => {
     expect(await lock.allTokens()).toEqual([]);
   });
 
-  test('the callback form holds the token during fn, releases it after, and resolves fn\'s result', async () => {
+  test("the callback form holds the token during fn, releases it after, and resolves fn's result", async () => {
     const lock = open();
     const result = await lock.lock(async (token) => {
       expect(await lock.isLocked(token)).toBe(true);

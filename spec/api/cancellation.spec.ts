@@ -250,7 +250,11 @@ describe('connections per cancellation', () => {
    * How long an aborted blocked wait stays blocked in Redis (ms, from the abort until `readBlocked`
    * reads 0; bounded at 12 s, past a default 10 s slice): CLIENT UNBLOCK should end it at once.
    */
-  async function unblockDelays(waiter: Semaphore, readBlocked: () => Promise<number>, times: number): Promise<number[]> {
+  async function unblockDelays(
+    waiter: Semaphore,
+    readBlocked: () => Promise<number>,
+    times: number,
+  ): Promise<number[]> {
     const delays: number[] = [];
     for (let i = 0; i < times; i++) {
       const controller = new AbortController();
@@ -272,7 +276,9 @@ describe('connections per cancellation', () => {
   async function warmUp(what: string, waiter: Semaphore, readBlocked: () => Promise<number>): Promise<void> {
     const delays = await unblockDelays(waiter, readBlocked, 3);
     const controller = new AbortController();
-    const waits = Array.from({ length: 4 }, () => waiter.lock(undefined, { signal: controller.signal }).catch(() => null));
+    const waits = Array.from({ length: 4 }, () =>
+      waiter.lock(undefined, { signal: controller.signal }).catch(() => null),
+    );
     await until(async () => (await readBlocked()) >= 4, 10_000, 'four warm-up waiters to block');
     const aborted = performance.now();
     controller.abort();
@@ -305,10 +311,16 @@ describe('connections per cancellation', () => {
     const elapsed = performance.now() - started;
     const after = await info(admin, 'total_connections_received');
     const perThousand = ((after - before) * 1000) / aborts;
-    console.log(`standalone: new connections per 1,000 aborts: ${perThousand} (${aborts} aborts in ${Math.round(elapsed)} ms)`);
+    console.log(
+      `standalone: new connections per 1,000 aborts: ${perThousand} (${aborts} aborts in ${Math.round(elapsed)} ms)`,
+    );
     expect(perThousand).toBeLessThanOrEqual(5);
 
-    await until(async () => (await liveRegistrations(admin, keys.waiting)).length === 0, 3000, 'the aborted waits to settle');
+    await until(
+      async () => (await liveRegistrations(admin, keys.waiting)).length === 0,
+      3000,
+      'the aborted waits to settle',
+    );
     await until(async () => (await inboxKeys(admin, name)).length === 0, 2000, 'no INBOX key').catch(() => undefined);
     expect(await inboxKeys(admin, name)).toEqual([]);
     const heldCensus = await settledCensus(() => takeCensus(admin, name), 1, {});
@@ -380,8 +392,14 @@ describe('connections per cancellation', () => {
         );
         expect(perThousand).toBeLessThanOrEqual(5);
 
-        await until(async () => (await liveRegistrations(ownerNode, keys.waiting)).length === 0, 3000, 'the aborted waits to settle');
-        await until(async () => (await inboxKeys(ownerNode, tagged)).length === 0, 2000, 'no INBOX key').catch(() => undefined);
+        await until(
+          async () => (await liveRegistrations(ownerNode, keys.waiting)).length === 0,
+          3000,
+          'the aborted waits to settle',
+        );
+        await until(async () => (await inboxKeys(ownerNode, tagged)).length === 0, 2000, 'no INBOX key').catch(
+          () => undefined,
+        );
         expect(await inboxKeys(ownerNode, tagged)).toEqual([]);
         const heldCensus = await settledCensus(() => takeCensus(ownerNode, tagged), 1, {});
         expect(heldCensus.problems).toEqual([]);
@@ -441,7 +459,11 @@ describe('an abort before the BLMOVE is blocked in Redis', () => {
         expect(held).toBe('0');
       }
       const started = performance.now();
-      await until(async () => (await liveRegistrations(admin, keys.waiting)).length === 0, 3000, `round ${round}: WAITING to empty`);
+      await until(
+        async () => (await liveRegistrations(admin, keys.waiting)).length === 0,
+        3000,
+        `round ${round}: WAITING to empty`,
+      );
       settleMs.push(performance.now() - started);
       if (round % 10 === 9) {
         const { census, problems } = await settledCensus(() => takeCensus(admin, name), 1, {});

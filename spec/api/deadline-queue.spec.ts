@@ -17,7 +17,10 @@ function deferred<T>() {
 }
 
 /** How a watched call settled, and when (ms after `start`). */
-async function outcome(watched: Promise<unknown>, start: number): Promise<{ value?: unknown; error?: unknown; at: number }> {
+async function outcome(
+  watched: Promise<unknown>,
+  start: number,
+): Promise<{ value?: unknown; error?: unknown; at: number }> {
   try {
     const value = await watched;
     return { value, at: performance.now() - start };
@@ -75,7 +78,11 @@ test('thousands of calls answering out of order, a few never: each settles once,
   const queue = new DeadlineQueue(MS * 3);
   const start = performance.now();
   // The first silent call sits past 1,024 answered ones: the queue drops those by compacting, not emptying.
-  const calls = Array.from({ length: 3000 }, (_, i) => ({ i, settle: deferred<number>(), silent: i === 1500 || i === 2999 }));
+  const calls = Array.from({ length: 3000 }, (_, i) => ({
+    i,
+    settle: deferred<number>(),
+    silent: i === 1500 || i === 2999,
+  }));
   const watched = calls.map((call) => outcome(queue.watch(call.settle.promise, `call ${call.i}`, expired), start));
   // Answers in a scrambled order, spread over a few ticks.
   const order = calls.filter((call) => !call.silent).sort((a, b) => ((a.i * 7919) % 3001) - ((b.i * 7919) % 3001));

@@ -22,7 +22,9 @@ async function commandsSentDuring(run: () => Promise<void>): Promise<string[][]>
   try {
     await fixture.redis.sendCommand(['SLOWLOG', 'RESET']);
     await run();
-    const logged = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<[number, number, number, string[]]>;
+    const logged = (await fixture.redis.sendCommand(['SLOWLOG', 'GET', '128'])) as Array<
+      [number, number, number, string[]]
+    >;
     return logged.map(([, , , args]) => args);
   } finally {
     await fixture.redis.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '10000']);

@@ -30,7 +30,9 @@ async function grantIdOfToken(name: string, token: string): Promise<string | und
 /** Redis is exact: every token once, whole grant records; `idle`: every token free and nobody waiting. */
 async function expectExact(name: string, resources: number, idle: boolean): Promise<void> {
   const census = await takeCensus(fixture.redis, name);
-  expect({ problems: censusProblems(census, resources, { idle }), census: describeCensus(census) }).toMatchObject({ problems: [] });
+  expect({ problems: censusProblems(census, resources, { idle }), census: describeCensus(census) }).toMatchObject({
+    problems: [],
+  });
 }
 
 describe('lease.handOver()', () => {
@@ -39,7 +41,13 @@ describe('lease.handOver()', () => {
     const lease = await scheduler.acquire();
     expect(lease.grantId).toBe(await grantIdOfToken(scheduler.name, lease.token));
     const handle = lease.handOver();
-    expect(handle).toEqual({ semaphore: scheduler.name, token: lease.token, grantId: lease.grantId, fence: lease.fence, leaseMs: 10_000 });
+    expect(handle).toEqual({
+      semaphore: scheduler.name,
+      token: lease.token,
+      grantId: lease.grantId,
+      fence: lease.fence,
+      leaseMs: 10_000,
+    });
     expect(overTheWire(handle)).toEqual(handle);
     expect(lease.handOver()).toBe(handle); // idempotent
     expect(await grantIdOfToken(scheduler.name, lease.token)).toBe(lease.grantId);
@@ -145,7 +153,13 @@ describe('sem.release(handle)', () => {
     const released: unknown[] = [];
     scheduler.on('released', (event) => released.push(event));
     // A handle made from the lease without handing it over: the holding ends with the release.
-    const own = { semaphore: scheduler.name, token: lease.token, grantId: lease.grantId, fence: lease.fence, leaseMs: 30_000 };
+    const own = {
+      semaphore: scheduler.name,
+      token: lease.token,
+      grantId: lease.grantId,
+      fence: lease.fence,
+      leaseMs: 30_000,
+    };
     expect(await scheduler.release(own)).toBe(true);
     expect(released).toEqual([{ token: lease.token, fence: lease.fence, heldMs: expect.any(Number) }]);
     expect(await lease.release()).toBe(false);
@@ -184,7 +198,13 @@ describe('sem.refresh(handle)', () => {
   test('a grant this very instance holds is refreshed through its holding', async () => {
     const { scheduler } = await pair({ staleClientTimeout: 10_000 });
     const lease = await scheduler.acquire();
-    const own = { semaphore: scheduler.name, token: lease.token, grantId: lease.grantId, fence: lease.fence, leaseMs: 10_000 };
+    const own = {
+      semaphore: scheduler.name,
+      token: lease.token,
+      grantId: lease.grantId,
+      fence: lease.fence,
+      leaseMs: 10_000,
+    };
     expect(await scheduler.refresh(own)).toBe(true);
     await scheduler.signal(lease.token); // the grant ends
     expect(await scheduler.refresh(own)).toBe(false);
@@ -216,11 +236,16 @@ describe('invalid handles', () => {
     ];
     for (const handle of bad) {
       await expect(worker.release(handle as GrantHandle)).rejects.toThrow(TypeError);
-      if (typeof handle === 'object' && handle !== null) await expect(worker.refresh(handle as GrantHandle)).rejects.toThrow(TypeError);
+      if (typeof handle === 'object' && handle !== null)
+        await expect(worker.refresh(handle as GrantHandle)).rejects.toThrow(TypeError);
     }
-    await expect(worker.release({ ...good, fence: -1 })).rejects.toThrow(/`fence` must be a non-negative integer, got number -1/);
+    await expect(worker.release({ ...good, fence: -1 })).rejects.toThrow(
+      /`fence` must be a non-negative integer, got number -1/,
+    );
     await expect(worker.refresh(7 as never)).rejects.toThrow(/refresh to be a string or a handle/);
-    await expect(worker.release({ ...good, semaphore: 'other' })).rejects.toThrow(`a grant of semaphore "other", not of "${scheduler.name}"`);
+    await expect(worker.release({ ...good, semaphore: 'other' })).rejects.toThrow(
+      `a grant of semaphore "other", not of "${scheduler.name}"`,
+    );
     expect(await fixture.redis.exists(`SEMAPHORE:${scheduler.name}:EXISTS`)).toBe(0);
     // A well-formed handle of a grant that never was resolves false.
     expect(await worker.release(good)).toBe(false);

@@ -135,7 +135,11 @@ describe('losing a token', () => {
     const server = await startRedisServer();
     const admin = await connectClient(server.url);
     const { losses, onLockLost } = lossRecorder();
-    const holder = new Semaphore(`release-fails:${server.port}`, { url: server.url, staleClientTimeout: 600, onLockLost });
+    const holder = new Semaphore(`release-fails:${server.port}`, {
+      url: server.url,
+      staleClientTimeout: 600,
+      onLockLost,
+    });
     const rival = new Semaphore(holder.name, { url: server.url, staleClientTimeout: 600 });
     try {
       const lease = await holder.acquire();
@@ -214,7 +218,8 @@ describe('losing a token', () => {
         },
       });
       await holder.lock();
-      const warned = () => emitWarning.mock.calls.some(([message]) => /threw: async listener bug/.test(String(message)));
+      const warned = () =>
+        emitWarning.mock.calls.some(([message]) => /threw: async listener bug/.test(String(message)));
       await until(warned, 5000, 'the warning');
     } finally {
       emitWarning.mockRestore();
@@ -233,7 +238,8 @@ describe('losing a token', () => {
         },
       });
       await holder.lock();
-      const warned = () => emitWarning.mock.calls.some(([message]) => /onLockLost .* threw: listener bug/.test(String(message)));
+      const warned = () =>
+        emitWarning.mock.calls.some(([message]) => /onLockLost .* threw: listener bug/.test(String(message)));
       await until(warned, 5000, 'the warning');
     } finally {
       emitWarning.mockRestore();
@@ -245,7 +251,10 @@ describe('losing a token', () => {
     const { losses, onLockLost } = lossRecorder();
     const waiter = fixture.semaphore({ ...options, onLockLost });
     const child = fork(join(__dirname, '../support/lease-worker.js'), [], {
-      env: { ...process.env, LEASE_WORKER: JSON.stringify({ url: process.env['REDIS_URL'], name: waiter.name, options }) },
+      env: {
+        ...process.env,
+        LEASE_WORKER: JSON.stringify({ url: process.env['REDIS_URL'], name: waiter.name, options }),
+      },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const messages: Array<Record<string, unknown>> = [];
@@ -272,7 +281,10 @@ describe('losing a token', () => {
       });
       expect(losses).toEqual([]);
       expect(granted).toBe(false);
-      expect(messages.find((m) => 'lost' in m)).toMatchObject({ token: '0', lost: expect.stringMatching(/expired|reclaimed/) });
+      expect(messages.find((m) => 'lost' in m)).toMatchObject({
+        token: '0',
+        lost: expect.stringMatching(/expired|reclaimed/),
+      });
       expect(messages.find((m) => 'unlocked' in m)).toEqual({ unlocked: false });
       expect(await waiter.availableCount()).toBe(1);
     } finally {
@@ -337,7 +349,11 @@ describe('fencing numbers and introspection', () => {
     await fixture.redis.del(`${key}:AVAILABLE`);
     // Three grant records stamped in one millisecond, written in an order their fences do not follow.
     const stamp = '1763800000.123456';
-    for (const [token, fence] of [['2', 30], ['0', 10], ['1', 20]] as const) {
+    for (const [token, fence] of [
+      ['2', 30],
+      ['0', 10],
+      ['1', 20],
+    ] as const) {
       await fixture.redis.hSet(`${key}:GRABBED`, token, `${stamp} g.${token} ${fence} 0 ${stamp} label`);
     }
     expect((await sem.holders()).map((h) => [h.token, h.fence])).toEqual([
@@ -353,7 +369,17 @@ describe('fencing numbers and introspection', () => {
     await fixture.redis.lPop(`SEMAPHORE:${sem.name}:AVAILABLE`);
     await fixture.redis.hSet(`SEMAPHORE:${sem.name}:GRABBED`, '0', 'not a time');
     expect(await sem.holders()).toEqual([
-      { token: '0', since: null, heldMs: null, refreshedAt: null, refreshedMs: null, leaseMs: undefined, fence: undefined, owner: undefined, grantId: undefined },
+      {
+        token: '0',
+        since: null,
+        heldMs: null,
+        refreshedAt: null,
+        refreshedMs: null,
+        leaseMs: undefined,
+        fence: undefined,
+        owner: undefined,
+        grantId: undefined,
+      },
     ]);
   });
 });

@@ -66,7 +66,11 @@ describe('creation and inspection', () => {
     const skew = jest.spyOn(Date, 'now').mockImplementation(() => realNow() - 60_000);
     try {
       const waiting = waiter.lock(5000);
-      await until(async () => (await fixture.redis.zCard(`SEMAPHORE:${holder.name}:WAITING`)) === 1, 5000, 'a registration');
+      await until(
+        async () => (await fixture.redis.zCard(`SEMAPHORE:${holder.name}:WAITING`)) === 1,
+        5000,
+        'a registration',
+      );
       const [registration] = await fixture.redis.zRangeWithScores(`SEMAPHORE:${holder.name}:WAITING`, 0, -1);
       const [seconds] = (await fixture.redis.sendCommand(['TIME'])) as [string, string];
       expect(registration!.score).toBeGreaterThan(Number(seconds)); // not 60 s in the past

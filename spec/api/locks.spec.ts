@@ -1,4 +1,11 @@
-import { createLocks, LockTimeoutError, SemaphoreClosedError, type Lease, type Locks, type LocksOptions } from '../../lib';
+import {
+  createLocks,
+  LockTimeoutError,
+  SemaphoreClosedError,
+  type Lease,
+  type Locks,
+  type LocksOptions,
+} from '../../lib';
 import { censusProblems, describeCensus, takeCensus } from '../support/census';
 import { useFixture } from '../support/fixture';
 import { PrivateServers } from '../support/private-servers';
@@ -27,7 +34,11 @@ function manager(options: Omit<LocksOptions, 'redis'> = {}): Locks {
 async function expectIdle(names: string[], resources = 1): Promise<void> {
   for (const name of names) {
     const census = await takeCensus(fixture.redis, name);
-    expect({ name, problems: censusProblems(census, resources, { idle: true }), census: describeCensus(census) }).toMatchObject({ problems: [] });
+    expect({
+      name,
+      problems: censusProblems(census, resources, { idle: true }),
+      census: describeCensus(census),
+    }).toMatchObject({ problems: [] });
   }
 }
 
@@ -105,7 +116,9 @@ describe('createLocks', () => {
       }
     };
     await Promise.all(Array.from({ length: 60 }, (_, index) => caller(index)));
-    console.log(`12 names × 2 resources, 60 callers, 4 connections: ${grants} grants, ${timeouts} timeouts in 4 s, most holders of one name ${most}`);
+    console.log(
+      `12 names × 2 resources, 60 callers, 4 connections: ${grants} grants, ${timeouts} timeouts in 4 s, most holders of one name ${most}`,
+    );
     expect(most).toBeLessThanOrEqual(2);
     expect(grants).toBeGreaterThan(100);
     expect(locks.stats().connections).toBeLessThanOrEqual(4);
@@ -152,7 +165,11 @@ describe('createLocks', () => {
     const locks = manager({ maxBlockingConnections: 2 });
     const [name] = names(1) as [string];
     const lease: Lease = await locks.acquire(name);
-    const waits = [locks.lock(name, () => undefined), locks.lock(name, () => undefined), locks.lock(name, () => undefined)].map((wait) =>
+    const waits = [
+      locks.lock(name, () => undefined),
+      locks.lock(name, () => undefined),
+      locks.lock(name, () => undefined),
+    ].map((wait) =>
       wait.then(
         () => 'granted',
         (error: unknown) => error,
@@ -162,7 +179,9 @@ describe('createLocks', () => {
     await locks.close();
     for (const outcome of await Promise.all(waits)) expect(outcome).toBeInstanceOf(SemaphoreClosedError);
     expect(locks.stats().connections).toBe(0);
-    expect(await locks.lock(name, () => undefined).catch((error: unknown) => error)).toBeInstanceOf(SemaphoreClosedError);
+    expect(await locks.lock(name, () => undefined).catch((error: unknown) => error)).toBeInstanceOf(
+      SemaphoreClosedError,
+    );
     expect(() => locks.mutex(name)).toThrow(SemaphoreClosedError);
     const census = await takeCensus(fixture.redis, name);
     expect(Object.keys(census.grabbed)).toEqual([lease.token]);
@@ -213,12 +232,18 @@ describe('createLocks', () => {
     const locks = manager();
     expect(() => createLocks(undefined as unknown as LocksOptions)).toThrow(TypeError);
     expect(() => createLocks({} as LocksOptions)).toThrow(/needs the `redis` client/);
-    expect(() => createLocks({ redis: fixture.semaphoreRedis, url: 'redis://x' } as LocksOptions)).toThrow(/not a `url`/);
-    expect(() => createLocks({ redis: fixture.semaphoreRedis, resource: 2 } as LocksOptions)).toThrow(/Unknown option `resource`/);
+    expect(() => createLocks({ redis: fixture.semaphoreRedis, url: 'redis://x' } as LocksOptions)).toThrow(
+      /not a `url`/,
+    );
+    expect(() => createLocks({ redis: fixture.semaphoreRedis, resource: 2 } as LocksOptions)).toThrow(
+      /Unknown option `resource`/,
+    );
     expect(() => createLocks({ redis: fixture.semaphoreRedis, idleTimeout: 1 })).toThrow(RangeError);
     expect(() => createLocks({ redis: fixture.semaphoreRedis, idleTimeout: 30 * 86_400_000 })).toThrow(RangeError);
     expect(() => createLocks({ redis: fixture.semaphoreRedis, maxBlockingConnections: 0 })).toThrow(RangeError);
     expect(() => locks.semaphore('')).toThrow(TypeError);
-    return expect(locks.lock('x', 5 as unknown as () => void)).rejects.toThrow(/last argument of lock to be a function/);
+    return expect(locks.lock('x', 5 as unknown as () => void)).rejects.toThrow(
+      /last argument of lock to be a function/,
+    );
   });
 });

@@ -40,14 +40,19 @@ describe('events', () => {
       });
       expect(await sem.lock()).toBe('0');
       expect(await sem.unlock()).toBe(1);
-      expect(emitWarning.mock.calls.some(([message]) => /"acquired" listener .* threw: listener bug/.test(String(message)))).toBe(true);
+      expect(
+        emitWarning.mock.calls.some(([message]) => /"acquired" listener .* threw: listener bug/.test(String(message))),
+      ).toBe(true);
     } finally {
       emitWarning.mockRestore();
     }
   });
 
   test('a failing watchdog run is an error event when someone listens', async () => {
-    const sem = new Semaphore('unreachable', { url: `redis://127.0.0.1:${await freePort()}`, staleClientTimeout: 1000 });
+    const sem = new Semaphore('unreachable', {
+      url: `redis://127.0.0.1:${await freePort()}`,
+      staleClientTimeout: 1000,
+    });
     const errors: Error[] = [];
     sem.on('error', (error) => errors.push(error));
     const watchdog = sem.startWatchdog(20);
@@ -149,7 +154,7 @@ test('stats() gauges: tokens held, callers queued for a blocking connection, con
   expect(sem.stats()).toMatchObject({ held: 0, queued: 0 });
 });
 
-test('stats() gauges of a lock manager\'s semaphore count its own callers and connections', async () => {
+test("stats() gauges of a lock manager's semaphore count its own callers and connections", async () => {
   const locks = createLocks({ redis: fixture.semaphoreRedis, maxBlockingConnections: 1 });
   try {
     const a = locks.semaphore(uniqueName('gauge-a'));

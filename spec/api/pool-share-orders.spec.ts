@@ -29,7 +29,14 @@ import fc from 'fast-check';
 import { createClient } from 'redis';
 import { Redis as IoRedis5 } from 'ioredis';
 import { Redis as IoRedis6 } from 'ioredis6';
-import { createLocks, LockTimeoutError, SemaphoreClosedError, type Lease, type Locks, type SupportedRedisClient } from '../../lib';
+import {
+  createLocks,
+  LockTimeoutError,
+  SemaphoreClosedError,
+  type Lease,
+  type Locks,
+  type SupportedRedisClient,
+} from '../../lib';
 import { semaphoreKeys } from '../../lib/redis/keys';
 import { censusProblems, describeCensus, takeCensus, tally } from '../support/census';
 import { useFixture } from '../support/fixture';
@@ -64,7 +71,8 @@ beforeAll(async () => {
     client.on('error', () => undefined);
     await client.connect();
     managerClient = client;
-    closeManagerClient = () => (client.status === 'ready' ? client.quit().catch(() => client.disconnect()) : Promise.resolve(client.disconnect()));
+    closeManagerClient = () =>
+      client.status === 'ready' ? client.quit().catch(() => client.disconnect()) : Promise.resolve(client.disconnect());
   }
 });
 afterAll(() => closeManagerClient());
@@ -201,7 +209,14 @@ async function managerConnections(): Promise<Array<{ id: string; flags: string; 
   return list
     .split('\n')
     .filter((line) => line.trim() !== '')
-    .map((line) => Object.fromEntries(line.trim().split(' ').map((field) => [field.slice(0, field.indexOf('=')), field.slice(field.indexOf('=') + 1)])))
+    .map((line) =>
+      Object.fromEntries(
+        line
+          .trim()
+          .split(' ')
+          .map((field) => [field.slice(0, field.indexOf('=')), field.slice(field.indexOf('=') + 1)]),
+      ),
+    )
     .filter((fields) => fields['name'] === CLIENT_NAME)
     .map((fields) => ({ id: fields['id'] ?? '?', flags: fields['flags'] ?? '', cmd: fields['cmd'] ?? '' }));
 }
@@ -235,10 +250,12 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
   const granted = (hold: Hold) => {
     const holds = live[hold.name]!;
     for (const other of holds) {
-      if (other.token === hold.token) problem(`${hold.who} granted token ${hold.token} of ${names[hold.name]} that ${other.who} still holds`);
+      if (other.token === hold.token)
+        problem(`${hold.who} granted token ${hold.token} of ${names[hold.name]} that ${other.who} still holds`);
     }
     holds.add(hold);
-    if (holds.size > resources) problem(`${holds.size} holders of ${names[hold.name]} (resources ${resources}): ${[...holds].map((h) => h.who)}`);
+    if (holds.size > resources)
+      problem(`${holds.size} holders of ${names[hold.name]} (resources ${resources}): ${[...holds].map((h) => h.who)}`);
   };
   const releasing = (hold: Hold) => live[hold.name]!.delete(hold);
   /** Redis records the hold: GRABBED names its fencing number (and its grant id, for a lease). */
@@ -246,7 +263,9 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
     const record = await fixture.redis.hGet(semaphoreKeys(names[hold.name]!).grabbed, hold.token);
     const { grantId, fence } = recordParts(record);
     if (fence !== hold.fence || (hold.grantId !== undefined && grantId !== hold.grantId)) {
-      problem(`${hold.who} holds token ${hold.token} (fence ${hold.fence}, grant ${hold.grantId}) but GRABBED says ${JSON.stringify(record)}`);
+      problem(
+        `${hold.who} holds token ${hold.token} (fence ${hold.fence}, grant ${hold.grantId}) but GRABBED says ${JSON.stringify(record)}`,
+      );
     }
   };
   /** A census of every name, bracketed by the holds live before and after it: those were held throughout. */
@@ -265,7 +284,9 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
       if (wrong.length > 0) problem(`${tag}: ${names[n]}: ${wrong.join(', ')}: ${describeCensus(census)}`);
       for (const hold of throughout.filter((h) => h.name === n)) {
         if (recordParts(census.grabbed[hold.token]).fence !== hold.fence) {
-          problem(`${tag}: ${hold.who} holds ${hold.token} of ${names[n]} (fence ${hold.fence}) throughout, but GRABBED: ${describeCensus(census)}`);
+          problem(
+            `${tag}: ${hold.who} holds ${hold.token} of ${names[n]} (fence ${hold.fence}) throughout, but GRABBED: ${describeCensus(census)}`,
+          );
         }
       }
     });
@@ -283,7 +304,13 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
     for (let r = 0; r < resources; r++) {
       const lease = await locks.acquire(names[n]!, { timeout: 0 });
       const index = holders.length;
-      const hold: Hold = { name: n, token: lease.token, fence: lease.fence, grantId: lease.grantId, who: `holder h${index}` };
+      const hold: Hold = {
+        name: n,
+        token: lease.token,
+        fence: lease.fence,
+        grantId: lease.grantId,
+        who: `holder h${index}`,
+      };
       granted(hold);
       holders.push({ index, name: n, lease, hold, viaUnlock: plan.unlockVia[index] ?? false });
     }
@@ -305,12 +332,14 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
           // The name's semaphore now: the one that holds the lease, or a new one if it was closed (then false).
           unlocked = await locks.semaphore(names[holder.name]!).unlock(holder.lease.token);
         } catch (error) {
-          if (!(error instanceof SemaphoreClosedError)) problem(`h${holder.index}: unlock rejected with ${String(error)}`);
+          if (!(error instanceof SemaphoreClosedError))
+            problem(`h${holder.index}: unlock rejected with ${String(error)}`);
         }
       }
       const released = await holder.lease.release();
       const expected = unlocked === undefined || unlocked === false;
-      if (released !== expected) problem(`h${holder.index}: unlock resolved ${unlocked}, then lease.release() resolved ${released}`);
+      if (released !== expected)
+        problem(`h${holder.index}: unlock resolved ${unlocked}, then lease.release() resolved ${released}`);
       note(`h${holder.index} released (unlock ${unlocked}, lease.release ${released})`);
     })());
 
@@ -333,18 +362,20 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
         return 'ran';
       });
     } else {
-      call = locks.acquire(name, { timeout: wp.timeout, signal: wp.abortable ? waiter.controller.signal : undefined }).then(async (lease) => {
-        waiter.settledAt ??= performance.now();
-        const hold: Hold = { name: wp.name, token: lease.token, fence: lease.fence, grantId: lease.grantId, who };
-        granted(hold);
-        note(`w${index} granted ${lease.token} (fence ${lease.fence}) as a lease`);
-        await verify(hold);
-        await waiter.done.promise;
-        releasing(hold);
-        const released = await lease.release();
-        if (!released) problem(`${who}: lease.release() resolved false: the grant was lost`);
-        return 'ran';
-      });
+      call = locks
+        .acquire(name, { timeout: wp.timeout, signal: wp.abortable ? waiter.controller.signal : undefined })
+        .then(async (lease) => {
+          waiter.settledAt ??= performance.now();
+          const hold: Hold = { name: wp.name, token: lease.token, fence: lease.fence, grantId: lease.grantId, who };
+          granted(hold);
+          note(`w${index} granted ${lease.token} (fence ${lease.fence}) as a lease`);
+          await verify(hold);
+          await waiter.done.promise;
+          releasing(hold);
+          const released = await lease.release();
+          if (!released) problem(`${who}: lease.release() resolved false: the grant was lost`);
+          return 'ran';
+        });
     }
     waiter.life = call.then(
       (value) => {
@@ -356,7 +387,8 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
         note(`w${index} rejected: ${String(error)}`);
         if (error instanceof LockTimeoutError) return { outcome: 'timeout' as const, error };
         if (error instanceof SemaphoreClosedError) return { outcome: 'closed' as const, error };
-        if (wp.abortable && waiter.controller.signal.aborted && error === waiter.controller.signal.reason) return { outcome: 'aborted' as const, error };
+        if (wp.abortable && waiter.controller.signal.aborted && error === waiter.controller.signal.reason)
+          return { outcome: 'aborted' as const, error };
         return { outcome: 'unexpected' as const, error };
       },
     );
@@ -406,7 +438,8 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
         try {
           pending.push(locks.semaphore(names[step.name]!).close());
         } catch (error) {
-          if (!(error instanceof SemaphoreClosedError)) problem(`semaphore(${names[step.name]}) threw ${String(error)}`);
+          if (!(error instanceof SemaphoreClosedError))
+            problem(`semaphore(${names[step.name]}) threw ${String(error)}`);
         }
         break;
       case 'closeAll':
@@ -421,7 +454,9 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
 
   const steps: Step[] = [
     ...waiters.map((w): Step => ({ kind: 'start', waiter: w.index })),
-    ...waiters.filter((w) => w.plan.api === 'acquire' && w.plan.abortable).map((w): Step => ({ kind: 'abort', waiter: w.index })),
+    ...waiters
+      .filter((w) => w.plan.api === 'acquire' && w.plan.abortable)
+      .map((w): Step => ({ kind: 'abort', waiter: w.index })),
     ...waiters.map((w): Step => ({ kind: 'done', waiter: w.index })),
     ...holders.map((h): Step => ({ kind: 'release', holder: h.index })),
     ...plan.closeNames.filter((n) => n < plan.names).map((n): Step => ({ kind: 'closeName', name: n })),
@@ -463,21 +498,26 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
       const { plan: wp } = waiter;
       const who = `w${index}`;
       const closedWhileWaiting =
-        closeAllSeq !== undefined || closes.some((close) => close.name === wp.name && close.seq > (waiter.startSeq ?? Infinity));
+        closeAllSeq !== undefined ||
+        closes.some((close) => close.name === wp.name && close.seq > (waiter.startSeq ?? Infinity));
       if (outcome === 'unexpected') problem(`${who} rejected with ${String(error)}`);
       if (outcome === 'timeout') {
         if (wp.timeout === null) problem(`${who} timed out without a timeout`);
-        else if ((error as LockTimeoutError).timeout !== wp.timeout) problem(`${who}: ${String(error)} (its timeout was ${wp.timeout})`);
+        else if ((error as LockTimeoutError).timeout !== wp.timeout)
+          problem(`${who}: ${String(error)} (its timeout was ${wp.timeout})`);
         const elapsed = (waiter.settledAt ?? 0) - (waiter.startedAt ?? 0);
-        if (wp.timeout !== null && elapsed < wp.timeout - 2) problem(`${who} timed out after ${elapsed.toFixed(1)} ms, before its ${wp.timeout} ms`);
+        if (wp.timeout !== null && elapsed < wp.timeout - 2)
+          problem(`${who} timed out after ${elapsed.toFixed(1)} ms, before its ${wp.timeout} ms`);
       }
       if (outcome === 'aborted' && waiter.abortSeq === undefined) problem(`${who} aborted without an abort`);
-      if (outcome === 'closed' && !closedWhileWaiting) problem(`${who}: ${String(error)}, but neither its name nor the manager was closed while it waited`);
+      if (outcome === 'closed' && !closedWhileWaiting)
+        problem(`${who}: ${String(error)}, but neither its name nor the manager was closed while it waited`);
       // Told before the call: nothing to wait for.
       const closedBefore = closeAllSeq !== undefined && closeAllSeq < (waiter.startSeq ?? 0);
       const abortedBefore = waiter.abortSeq !== undefined && waiter.abortSeq < (waiter.startSeq ?? 0);
       if (closedBefore && outcome !== 'closed') problem(`${who} was called after locks.close() but ${outcome}`);
-      if (!closedBefore && abortedBefore && outcome !== 'aborted') problem(`${who} was called with an aborted signal but ${outcome}`);
+      if (!closedBefore && abortedBefore && outcome !== 'aborted')
+        problem(`${who} was called with an aborted signal but ${outcome}`);
       if (outcome !== 'unexpected') seen[outcome]++;
     });
 
@@ -519,7 +559,9 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
       const blocked = connections.filter((c) => c.flags.includes('b'));
       if (connections.length === 1 && blocked.length === 0) break;
       if (performance.now() > clientsBy) {
-        problem(`after close, CLIENT LIST has ${connections.length} connections named ${CLIENT_NAME} (1 expected), ${blocked.length} blocked: ${JSON.stringify(connections)}`);
+        problem(
+          `after close, CLIENT LIST has ${connections.length} connections named ${CLIENT_NAME} (1 expected), ${blocked.length} blocked: ${JSON.stringify(connections)}`,
+        );
         break;
       }
       await sleep(50);
@@ -537,27 +579,36 @@ async function runOrder(plan: Plan, s: fc.Scheduler): Promise<void> {
   if (failure !== undefined || problems.length > 0) {
     const summary = `${plan.names} names × ${resources}, ${plan.connections} connection(s), idleTimeout ${plan.idleTimeout}, waitSlice ${plan.waitSlice}`;
     throw new Error(
-      [`${summary}: ${failure !== undefined ? String(failure) : `${problems.length} problem(s)`}`, ...problems, 'log:', ...log].join('\n'),
+      [
+        `${summary}: ${failure !== undefined ? String(failure) : `${problems.length} problem(s)`}`,
+        ...problems,
+        'log:',
+        ...log,
+      ].join('\n'),
     );
   }
 }
 
-test(`${RUNS} orders of waits, aborts, deadlines, releases and closes on a lock manager's shared pool keep every invariant`, async () => {
-  await fc.assert(
-    fc.asyncProperty(planArb, fc.scheduler(), (plan, s) => runOrder(plan, s)),
-    // Shrinking reruns real waits; past this limit fast-check reports the smallest failing order so far.
-    {
-      numRuns: RUNS,
-      interruptAfterTimeLimit: 150_000 + RUNS * 500,
-      markInterruptAsFailure: false,
-      ...(SEED === undefined ? {} : { seed: Number(SEED) }),
-    },
-  );
-  console.log(
-    `${seen.runs} runs, ${seen.triggers} triggers: ${seen.granted} granted, ${seen.timeout} timed out, ${seen.aborted} aborted, ` +
-      `${seen.closed} closed; callers queued for a connection in ${seen.queuedRuns} runs; Redis clean only after a moment in ${seen.lateCleanups} runs`,
-  );
-}, 180_000 + RUNS * 600);
+test(
+  `${RUNS} orders of waits, aborts, deadlines, releases and closes on a lock manager's shared pool keep every invariant`,
+  async () => {
+    await fc.assert(
+      fc.asyncProperty(planArb, fc.scheduler(), (plan, s) => runOrder(plan, s)),
+      // Shrinking reruns real waits; past this limit fast-check reports the smallest failing order so far.
+      {
+        numRuns: RUNS,
+        interruptAfterTimeLimit: 150_000 + RUNS * 500,
+        markInterruptAsFailure: false,
+        ...(SEED === undefined ? {} : { seed: Number(SEED) }),
+      },
+    );
+    console.log(
+      `${seen.runs} runs, ${seen.triggers} triggers: ${seen.granted} granted, ${seen.timeout} timed out, ${seen.aborted} aborted, ` +
+        `${seen.closed} closed; callers queued for a connection in ${seen.queuedRuns} runs; Redis clean only after a moment in ${seen.lateCleanups} runs`,
+    );
+  },
+  180_000 + RUNS * 600,
+);
 
 /**
  * The bug the orders above found, in its smallest form: a waiter's signal aborts on the tick after
@@ -576,7 +627,11 @@ test('a waiter aborted on the tick after locks.close() began leaves no registrat
     const holder = await locks.acquire(name, { timeout: 0 });
     const controller = new AbortController();
     const waiting = locks.acquire(name, { signal: controller.signal }).catch((error: unknown) => error);
-    await until(async () => (await managerConnections()).some((c) => c.flags.includes('b')), 10_000, 'the waiter to block');
+    await until(
+      async () => (await managerConnections()).some((c) => c.flags.includes('b')),
+      10_000,
+      'the waiter to block',
+    );
     const closing = locks.close();
     // By the next tick close() has sent CLIENT UNBLOCK and waits for the calls in flight; no reply has been read.
     await new Promise((resolve) => process.nextTick(resolve));
@@ -585,7 +640,9 @@ test('a waiter aborted on the tick after locks.close() began leaves no registrat
     await closing;
     expect(await holder.release()).toBe(true);
     const census = await takeCensus(fixture.redis, name);
-    expect({ census: describeCensus(census), problems: censusProblems(census, 1, { idle: true }) }).toMatchObject({ problems: [] });
+    expect({ census: describeCensus(census), problems: censusProblems(census, 1, { idle: true }) }).toMatchObject({
+      problems: [],
+    });
   } finally {
     await locks.close();
   }

@@ -44,7 +44,12 @@ describe('a server older than 6.2', () => {
     const error = await sem.lock(0).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(UnsupportedServerError);
     expect(error).toBeInstanceOf(SemaphoreError);
-    expect(error).toMatchObject({ name: 'UnsupportedServerError', semaphore: name, version: '6.0.16', minimum: '6.2.0' });
+    expect(error).toMatchObject({
+      name: 'UnsupportedServerError',
+      semaphore: name,
+      version: '6.0.16',
+      minimum: '6.2.0',
+    });
     expect((error as Error).message).toBe(
       `Semaphore "${name}" needs Redis 6.2.0 or later (for BLMOVE), but the server runs Redis 6.0.16`,
     );
@@ -58,7 +63,10 @@ describe('a server older than 6.2', () => {
 
     // Another semaphore on the same client: its own name in the error, and no second INFO.
     const other = uniqueName('old');
-    await expect(semaphore(other, { redis: client }).lock()).rejects.toMatchObject({ semaphore: other, version: '6.0.16' });
+    await expect(semaphore(other, { redis: client }).lock()).rejects.toMatchObject({
+      semaphore: other,
+      version: '6.0.16',
+    });
 
     // One INFO for the client, and nothing else: no script was loaded or run, no key written.
     expect(sentSince(fake, before)).toEqual(['INFO']);
@@ -67,7 +75,10 @@ describe('a server older than 6.2', () => {
   test('a semaphore that makes its own client (url) rejects the same way', async () => {
     const name = uniqueName('old');
     const sem = semaphore(name, { url: fake.url });
-    await expect(sem.lock(async () => 'ran')).rejects.toMatchObject({ name: 'UnsupportedServerError', semaphore: name });
+    await expect(sem.lock(async () => 'ran')).rejects.toMatchObject({
+      name: 'UnsupportedServerError',
+      semaphore: name,
+    });
     expect(fake.names()).not.toContain('EVALSHA');
     expect(fake.names()).not.toContain('EVAL');
   });

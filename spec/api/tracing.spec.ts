@@ -1,6 +1,11 @@
 import { tracingChannel } from 'node:diagnostics_channel';
 import { SpanStatusCode, type Tracer } from '@opentelemetry/api';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+} from '@opentelemetry/sdk-trace-base';
 import { LockTimeoutError, TRACING_CHANNELS, type AcquireTrace, type HoldTrace } from '../../lib';
 import { useFixture } from '../support/fixture';
 import { sleep } from '../support/redis';
@@ -21,7 +26,10 @@ type Event = 'start' | 'end' | 'asyncStart' | 'asyncEnd' | 'error';
 const EVENTS: readonly Event[] = ['start', 'end', 'asyncStart', 'asyncEnd', 'error'];
 
 /** Records each event of `name` with a copy of its context, while `run` runs. */
-async function recording<C extends object>(name: string, run: (seen: Array<[Event, C]>) => Promise<void>): Promise<Array<[Event, C]>> {
+async function recording<C extends object>(
+  name: string,
+  run: (seen: Array<[Event, C]>) => Promise<void>,
+): Promise<Array<[Event, C]>> {
   const seen: Array<[Event, C]> = [];
   const handlers = Object.fromEntries(
     EVENTS.map((event) => [event, (context: C) => void seen.push([event, { ...context }])]),
@@ -69,7 +77,9 @@ describe('the acquire tracing channel', () => {
       await sem.lock(500, async () => undefined);
       await (await sem.acquire()).release();
     });
-    const ends = seen.filter(([event]) => event === 'asyncEnd').map(([, context]) => [context.form, context.timeout, context.outcome]);
+    const ends = seen
+      .filter(([event]) => event === 'asyncEnd')
+      .map(([, context]) => [context.form, context.timeout, context.outcome]);
     expect(ends).toEqual([
       ['lock', null, 'granted'],
       ['lock', null, 'granted'],

@@ -20,8 +20,18 @@ describe('bad input is rejected before anything touches Redis', () => {
     ['resources: 2**53', { resources: 2 ** 53 }, RangeError, /resources/],
     ['resources: "3"', { resources: '3' }, TypeError, /resources/],
     ['resources beyond the maximum', { resources: 1_000_001 }, RangeError, /resources.*1000000/],
-    ['an unknown option (a typo)', { resource: 3 }, TypeError, /Unknown option `resource`; the options are .*`resources`/],
-    ['two unknown options', { staleClientTimout: 5000, expire: 1 }, TypeError, /Unknown options `staleClientTimout`, `expire`/],
+    [
+      'an unknown option (a typo)',
+      { resource: 3 },
+      TypeError,
+      /Unknown option `resource`; the options are .*`resources`/,
+    ],
+    [
+      'two unknown options',
+      { staleClientTimout: 5000, expire: 1 },
+      TypeError,
+      /Unknown options `staleClientTimout`, `expire`/,
+    ],
     ['expiration below 1 ms', { expiration: 0.4 }, RangeError, /expiration/],
     ['waitReplicas.timeoutMs below 1 ms', { waitReplicas: { replicas: 1, timeoutMs: 0.4 } }, RangeError, /timeoutMs/],
     ['staleClientTimeout: -5', { staleClientTimeout: -5 }, RangeError, /staleClientTimeout/],
@@ -42,11 +52,26 @@ describe('bad input is rejected before anything touches Redis', () => {
     ['keyPrefix: ":"', { keyPrefix: ':' }, TypeError, /`keyPrefix` to end with ':' after at least one character/],
     ['keyPrefix without the trailing ":"', { keyPrefix: 'APP1' }, TypeError, /`keyPrefix` to end with ':'.*got "APP1"/],
     ['keyPrefix: 42', { keyPrefix: 42 }, TypeError, /`keyPrefix` to be a string/],
-    ['keyPrefix with a brace (a cluster hash tag)', { keyPrefix: '{APP1}:' }, TypeError, /`keyPrefix` to have no `\{` or `\}`/],
+    [
+      'keyPrefix with a brace (a cluster hash tag)',
+      { keyPrefix: '{APP1}:' },
+      TypeError,
+      /`keyPrefix` to have no `\{` or `\}`/,
+    ],
     ['keyPrefix with a glob character', { keyPrefix: 'APP*:' }, TypeError, /`keyPrefix` to have no glob character/],
     ['keyPrefix with a space', { keyPrefix: 'APP 1:' }, TypeError, /`keyPrefix` to have no whitespace/],
-    ['keyPrefix with a control character', { keyPrefix: 'APP\n:' }, TypeError, /`keyPrefix` to have no whitespace, control/],
-    ['keyPrefix beyond 256 characters', { keyPrefix: `${'A'.repeat(256)}:` }, RangeError, /`keyPrefix` to be at most 256/],
+    [
+      'keyPrefix with a control character',
+      { keyPrefix: 'APP\n:' },
+      TypeError,
+      /`keyPrefix` to have no whitespace, control/,
+    ],
+    [
+      'keyPrefix beyond 256 characters',
+      { keyPrefix: `${'A'.repeat(256)}:` },
+      RangeError,
+      /`keyPrefix` to be at most 256/,
+    ],
   ])('%s', (_, options, type, message) => {
     const create = () => new Semaphore('valid', options as never);
     expect(create).toThrow(type);

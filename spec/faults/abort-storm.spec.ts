@@ -28,14 +28,22 @@ function expectClean(report: AbortStormReport, seconds: number): void {
   expect(report.grants).toBeGreaterThan(seconds * 10);
 }
 
-test(`an abort storm on a mutex for ${SECONDS} s: grants never stall, one holder at most, nothing left behind`, async () => {
-  const report = await runAbortStorm({ seconds: SECONDS, resources: 1 });
-  expectClean(report, SECONDS);
-  expect(report.maxHolders).toBe(1);
-}, (SECONDS + 90) * 1000);
+test(
+  `an abort storm on a mutex for ${SECONDS} s: grants never stall, one holder at most, nothing left behind`,
+  async () => {
+    const report = await runAbortStorm({ seconds: SECONDS, resources: 1 });
+    expectClean(report, SECONDS);
+    expect(report.maxHolders).toBe(1);
+  },
+  (SECONDS + 90) * 1000,
+);
 
-test(`an abort storm on a semaphore of 3 for ${VARIANT_SECONDS} s: the same, three holders at most`, async () => {
-  const report = await runAbortStorm({ seconds: VARIANT_SECONDS, resources: 3 });
-  expectClean(report, VARIANT_SECONDS);
-  expect(report.maxHolders).toBeLessThanOrEqual(3);
-}, (VARIANT_SECONDS + 90) * 1000);
+test(
+  `an abort storm on a semaphore of 3 for ${VARIANT_SECONDS} s: the same, three holders at most`,
+  async () => {
+    const report = await runAbortStorm({ seconds: VARIANT_SECONDS, resources: 3 });
+    expectClean(report, VARIANT_SECONDS);
+    expect(report.maxHolders).toBeLessThanOrEqual(3);
+  },
+  (VARIANT_SECONDS + 90) * 1000,
+);

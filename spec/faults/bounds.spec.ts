@@ -77,7 +77,9 @@ describe('Redis dies and does not come back', () => {
     const killed = performance.now();
     await server.kill();
     const first = await outcome(waiting, killed);
-    console.log(`Redis killed, ${callers ? "caller's" : 'own'} client: the blocked lock() settled in ${first.ms} ms with ${first.error}`);
+    console.log(
+      `Redis killed, ${callers ? "caller's" : 'own'} client: the blocked lock() settled in ${first.ms} ms with ${first.error}`,
+    );
     expect(first).toMatchObject({ error: 'SemaphoreRedisError', semaphore: name });
     expect(first.ms).toBeLessThan(10_000);
     const closeStarted = performance.now();
@@ -106,7 +108,9 @@ describe('Redis dies and does not come back', () => {
     const started = performance.now();
     await sem.close();
     expect(performance.now() - started).toBeLessThan(3000);
-    expect(await outcome(waiting, started)).toMatchObject({ error: expect.stringMatching(/^Semaphore(Closed|Redis)Error$/) });
+    expect(await outcome(waiting, started)).toMatchObject({
+      error: expect.stringMatching(/^Semaphore(Closed|Redis)Error$/),
+    });
     await holder.close();
     await closeCaller(caller, 'at once');
   });
@@ -116,43 +120,48 @@ describe('the caller closes its own client', () => {
   test.each([
     ['quit/close', 'graceful' as const],
     ['disconnect/destroy', 'at once' as const],
-  ])('%s with holders and 10 blocked waiters: every waiter settles with SemaphoreClosedError, the connections close, no token is taken by an orphan', async (_, how) => {
-    server = await startRedisServer();
-    const admin = await callerClient(server.url);
-    const name = uniqueName('bounds');
-    const other = new Semaphore(name, { url: server.url, resources: 2 });
-    opened.push(other);
-    const caller = await callerClient(server.url);
-    const sem = new Semaphore(name, { redis: caller, resources: 2, staleClientTimeout: 1000 });
-    expect(await sem.lock()).toBe('0');
-    expect(await other.lock()).toBe('1');
-    const before = await otherClients(admin);
-    const waiters = Array.from({ length: 10 }, () => sem.lock());
-    await until(async () => (await blockedClients(admin)) === 10, 5000, 'the waiters to block');
-    const closed = performance.now();
-    await closeCaller(caller, how);
-    const outcomes = await Promise.all(waiters.map((waiter) => outcome(waiter, closed)));
-    const slowest = Math.max(...outcomes.map((o) => o.ms));
-    console.log(`caller's client ${how === 'graceful' ? 'closed' : 'destroyed'}: 10 waiters settled within ${slowest} ms`);
-    for (const o of outcomes) expect(o).toMatchObject({ error: 'SemaphoreClosedError', semaphore: name });
-    expect(slowest).toBeLessThan(3000);
-    // The semaphore's own connections are gone with the caller's (the caller's own one too).
-    await until(async () => (await otherClients(admin)) <= before - 1, 5000, 'the blocking connections to close');
-    await expect(sem.lock()).rejects.toBeInstanceOf(SemaphoreClosedError);
-    // The other client's token goes to a live waiter, never to an orphan; the closed caller's own
-    // token comes back once its lease (1 s) is over.
-    // (Short slices: a blocked waiter reclaims a stale holder at the end of each slice.)
-    const next = new Semaphore(name, { url: server.url, resources: 2, waitSlice: 500 });
-    opened.push(next);
-    expect(await other.unlock('1')).not.toBe(false);
-    expect(await next.lock(3000)).not.toBeNull();
-    expect(await next.lock(5000)).not.toBeNull();
-    const keys = semaphoreKeys(name);
-    expect(await admin.keys(`${keys.inbox('*')}`)).toEqual([]);
-    // The orphaned waiters' registrations went with them (ended on their own connections).
-    expect(await next.waiting()).toBe(0);
-    await admin.disconnect();
-  });
+  ])(
+    '%s with holders and 10 blocked waiters: every waiter settles with SemaphoreClosedError, the connections close, no token is taken by an orphan',
+    async (_, how) => {
+      server = await startRedisServer();
+      const admin = await callerClient(server.url);
+      const name = uniqueName('bounds');
+      const other = new Semaphore(name, { url: server.url, resources: 2 });
+      opened.push(other);
+      const caller = await callerClient(server.url);
+      const sem = new Semaphore(name, { redis: caller, resources: 2, staleClientTimeout: 1000 });
+      expect(await sem.lock()).toBe('0');
+      expect(await other.lock()).toBe('1');
+      const before = await otherClients(admin);
+      const waiters = Array.from({ length: 10 }, () => sem.lock());
+      await until(async () => (await blockedClients(admin)) === 10, 5000, 'the waiters to block');
+      const closed = performance.now();
+      await closeCaller(caller, how);
+      const outcomes = await Promise.all(waiters.map((waiter) => outcome(waiter, closed)));
+      const slowest = Math.max(...outcomes.map((o) => o.ms));
+      console.log(
+        `caller's client ${how === 'graceful' ? 'closed' : 'destroyed'}: 10 waiters settled within ${slowest} ms`,
+      );
+      for (const o of outcomes) expect(o).toMatchObject({ error: 'SemaphoreClosedError', semaphore: name });
+      expect(slowest).toBeLessThan(3000);
+      // The semaphore's own connections are gone with the caller's (the caller's own one too).
+      await until(async () => (await otherClients(admin)) <= before - 1, 5000, 'the blocking connections to close');
+      await expect(sem.lock()).rejects.toBeInstanceOf(SemaphoreClosedError);
+      // The other client's token goes to a live waiter, never to an orphan; the closed caller's own
+      // token comes back once its lease (1 s) is over.
+      // (Short slices: a blocked waiter reclaims a stale holder at the end of each slice.)
+      const next = new Semaphore(name, { url: server.url, resources: 2, waitSlice: 500 });
+      opened.push(next);
+      expect(await other.unlock('1')).not.toBe(false);
+      expect(await next.lock(3000)).not.toBeNull();
+      expect(await next.lock(5000)).not.toBeNull();
+      const keys = semaphoreKeys(name);
+      expect(await admin.keys(`${keys.inbox('*')}`)).toEqual([]);
+      // The orphaned waiters' registrations went with them (ended on their own connections).
+      expect(await next.waiting()).toBe(0);
+      await admin.disconnect();
+    },
+  );
 
   test('a process whose caller closed its client with a waiter pending exits by itself', async () => {
     server = await startRedisServer();
@@ -187,7 +196,9 @@ describe('the caller closes its own client', () => {
         resolve(exitCode);
       });
     });
-    console.log(`a process whose client was closed with a waiter pending exited after ${Math.round(performance.now() - started)} ms`);
+    console.log(
+      `a process whose client was closed with a waiter pending exited after ${Math.round(performance.now() - started)} ms`,
+    );
     expect({ code, stdout: stdout.trim() }).toEqual({ code: 0, stdout: 'SemaphoreClosedError' });
   });
 });
@@ -203,7 +214,10 @@ const PING_BOUND_MS = 500;
 
 describe('large semaphores never block Redis for long', () => {
   /** The work's time, Redis' longest script meanwhile (SLOWLOG) and the slowest PING another connection saw, in whole ms. */
-  async function stallsOf(url: string, work: () => Promise<unknown>): Promise<{ workMs: number; longestMs: number; pingMs: number }> {
+  async function stallsOf(
+    url: string,
+    work: () => Promise<unknown>,
+  ): Promise<{ workMs: number; longestMs: number; pingMs: number }> {
     const { workMs, scriptsMs, pingMs } = await stallsDuring(url, work);
     return { workMs: Math.round(workMs), longestMs: Math.round(Math.max(0, ...scriptsMs)), pingMs: Math.round(pingMs) };
   }

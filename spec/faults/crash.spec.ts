@@ -239,7 +239,14 @@ interface StepRun {
 /** Starts a child running the library, and resolves it once it has stopped where it was told. */
 async function stoppedAt(target: Target, name: string, resources: number, run: StepRun): Promise<Child> {
   const { actions, stop, options = OPTIONS, meanwhile } = run;
-  const child = workers.spawn({ mode: 'steps', url: target.url, name, options: { ...options, resources }, actions, stop });
+  const child = workers.spawn({
+    mode: 'steps',
+    url: target.url,
+    name,
+    options: { ...options, resources },
+    actions,
+    stop,
+  });
   await meanwhile?.();
   await child.waitFor((message) => message['at'] === stop.step, 10_000, `the child to stop at ${stop.step}`);
   return child;
@@ -369,8 +376,7 @@ describe('a process killed at each step of the protocol', () => {
   });
 
   test('lock:waiting, a token arrives while frozen: the pipelined claim records it (fresh server)', () =>
-    withPrivateRedis(tokenArrivesWhileFrozen),
-  );
+    withPrivateRedis(tokenArrivesWhileFrozen));
 
   test.each([
     ['unlock:before', 'lock', ['lock', 'unlock']],
@@ -447,7 +453,9 @@ describe('a waiter that dies between BLMOVE and its claim', () => {
 
     const stranded = await takeCensus(target.redis, survivor.name);
     expect(censusProblems(stranded, N, { inboxesAllowed: true })).toEqual([]);
-    expect(stranded.inboxes).toEqual([{ key: semaphoreKeys(survivor.name).inbox(grantId), grantId, tokens: ['0'], registered: true }]);
+    expect(stranded.inboxes).toEqual([
+      { key: semaphoreKeys(survivor.name).inbox(grantId), grantId, tokens: ['0'], registered: true },
+    ]);
     expect(stranded.available).toEqual(['1']);
     // The registration holds: a live waiter in this state would still claim, so nothing returns the token early.
     expect(await survivor.releaseStaleLocks()).toBe(0);
@@ -557,7 +565,14 @@ describe('random kills under load', () => {
       const spawnWorker = (): Child => {
         const holder = `w${++spawned}`;
         const options = { resources: N, ...OPTIONS };
-        const child = workers.spawn({ mode: 'load', url: target.url, name, options, holdMs: [5, 30], lockTimeout: 1000 });
+        const child = workers.spawn({
+          mode: 'load',
+          url: target.url,
+          name,
+          options,
+          holdMs: [5, 30],
+          lockTimeout: 1000,
+        });
         child.onMessage((message) => {
           const { event, token, at } = message as { event?: string; token: string; at: number };
           if (event === 'acquired' || event === 'released') events.push({ holder, kind: event, token, at });
@@ -594,17 +609,22 @@ describe('random kills under load', () => {
       const lastKill = Date.now();
       // Work goes on after the faults: wait (bounded; replacements start slowly on a loaded machine)
       // for acquisitions after the last kill, then a little longer.
-      const acquiredSinceLastKill = () => events.filter((event) => event.kind === 'acquired' && event.at > lastKill).length;
-      await until(() => acquiredSinceLastKill() > 0, 15_000, 'an acquisition after the last kill').catch(() => undefined);
+      const acquiredSinceLastKill = () =>
+        events.filter((event) => event.kind === 'acquired' && event.at > lastKill).length;
+      await until(() => acquiredSinceLastKill() > 0, 15_000, 'an acquisition after the last kill').catch(
+        () => undefined,
+      );
       await sleep(500);
       const acquiredAfterKills = acquiredSinceLastKill();
 
       for (const child of live.values()) child.send('stop');
       for (const [holder, child] of live) {
-        const stopped = await child.waitFor((m) => m['stopped'] === true, 5000, 'stop').then(
-          () => true,
-          () => false,
-        );
+        const stopped = await child
+          .waitFor((m) => m['stopped'] === true, 5000, 'stop')
+          .then(
+            () => true,
+            () => false,
+          );
         if (!stopped) {
           events.push({ holder, kind: 'killed', at: await child.kill() });
           kills++;

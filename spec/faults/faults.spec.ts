@@ -55,10 +55,14 @@ test('CLIENT KILL of a blocked waiter: it retries on a new connection and still 
   const { name, holder, waiting } = await waiterBlockedBehindHolder();
   const [killed] = await blockedWaiterIds();
   await admin.sendCommand(['CLIENT', 'KILL', 'ID', killed!]);
-  await until(async () => {
-    const ids = await blockedWaiterIds();
-    return ids.length === 1 && ids[0] !== killed;
-  }, 5000, 'the waiter to block again on a new connection');
+  await until(
+    async () => {
+      const ids = await blockedWaiterIds();
+      return ids.length === 1 && ids[0] !== killed;
+    },
+    5000,
+    'the waiter to block again on a new connection',
+  );
   expect(await holder.unlock()).toBe(1);
   expect(await waiting).toBe('0');
   const state = await snapshot(admin, name);
@@ -99,13 +103,17 @@ test('Redis restarted without persistence: waiters reconnect and go on; old hold
   admin = await connectAdmin();
 
   expect(await waiting).not.toBeNull(); // re-created with 2 tokens: the waiter gets one
-  await until(async () => {
-    try {
-      return (await holder.unlock(held[0]!)) === false && (await holder.unlock(held[1]!)) === false;
-    } catch {
-      return false; // the holder's own client is still reconnecting
-    }
-  }, 10_000, 'the old holder to reconnect');
+  await until(
+    async () => {
+      try {
+        return (await holder.unlock(held[0]!)) === false && (await holder.unlock(held[1]!)) === false;
+      } catch {
+        return false; // the holder's own client is still reconnecting
+      }
+    },
+    10_000,
+    'the old holder to reconnect',
+  );
   await waiter.unlock();
   const state = await snapshot(admin, name);
   expect([...state.available].sort()).toEqual(['0', '1']);

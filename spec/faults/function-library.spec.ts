@@ -15,7 +15,9 @@ afterEach(() => servers.close());
 
 /** How often the server ran `command`, and how often it refused it before running it (ACL). */
 async function commandStats(admin: Client, command: string): Promise<{ calls: number; rejected: number }> {
-  const line = new RegExp(`^cmdstat_${command}:calls=(\\d+).*?rejected_calls=(\\d+)`, 'm').exec(String(await admin.sendCommand(['INFO', 'commandstats'])));
+  const line = new RegExp(`^cmdstat_${command}:calls=(\\d+).*?rejected_calls=(\\d+)`, 'm').exec(
+    String(await admin.sendCommand(['INFO', 'commandstats'])),
+  );
   return { calls: Number(line?.[1] ?? 0), rejected: Number(line?.[2] ?? 0) };
 }
 
@@ -47,7 +49,7 @@ async function handOff(admin: Client, url: string, between: () => Promise<void>,
 }
 
 describe('the function library on a server that loses it or refuses it', () => {
-  test('FUNCTION FLUSH while a semaphore runs: a waiter\'s claim, refresh and unlock go on as EVAL, and the library is loaded again', async () => {
+  test("FUNCTION FLUSH while a semaphore runs: a waiter's claim, refresh and unlock go on as EVAL, and the library is loaded again", async () => {
     const { server, admin } = await servers.start([]);
     const name = uniqueName('fn');
     const holder = servers.semaphore(name, { url: server.url });
@@ -61,7 +63,10 @@ describe('the function library on a server that loses it or refuses it', () => {
     await admin.sendCommand(['FUNCTION', 'FLUSH']); // as a restart without persistence would
     // An operator frees the token (a script of its own, not in the library): the waiter's claim, an
     // FCALL pipelined behind its BLMOVE, is the first call to find the library gone.
-    expect(await releaseToken({ redis: admin, keyPrefix: 'SEMAPHORE:' }, name, '0')).toEqual({ status: 'released', available: 1 });
+    expect(await releaseToken({ redis: admin, keyPrefix: 'SEMAPHORE:' }, name, '0')).toEqual({
+      status: 'released',
+      available: 1,
+    });
     expect(await waited).toBe('0');
     expect((await commandStats(admin, 'eval')).calls).toBe(1); // the claim, again as EVAL
     await until(() => hasLibrary(admin), 5000, 'the library to be loaded again');
@@ -113,7 +118,11 @@ describe('the function library on a server that loses it or refuses it', () => {
     const { server, admin } = await servers.start([]);
     const name = uniqueName('fn');
     const losses: string[] = [];
-    const sem = servers.semaphore(name, { url: server.url, autoRefresh: false, onLockLost: (_token, reason) => void losses.push(reason) });
+    const sem = servers.semaphore(name, {
+      url: server.url,
+      autoRefresh: false,
+      onLockLost: (_token, reason) => void losses.push(reason),
+    });
     expect(await sem.lock(0)).toBe('0');
     expect(await sem.lock(0)).toBeNull(); // both tries by FCALL: the library is in use
     expect((await commandStats(admin, 'fcall')).calls).toBe(2);
@@ -143,7 +152,9 @@ describe('the function library on a server that loses it or refuses it', () => {
     if (!loads) expect(fcall.rejected).toBe(0);
     else expect(fcall.rejected).toBeGreaterThan(0);
     expect(fcall.rejected).toBeLessThanOrEqual(4);
-    expect((await commandStats(admin, 'evalsha')).calls + (await commandStats(admin, 'eval')).calls).toBeGreaterThanOrEqual(4);
+    expect(
+      (await commandStats(admin, 'evalsha')).calls + (await commandStats(admin, 'eval')).calls,
+    ).toBeGreaterThanOrEqual(4);
   });
 
   test('`functions: false`: the library is not loaded, and every call goes by EVALSHA', async () => {

@@ -11,7 +11,17 @@
  */
 import { MisattributedReplyError } from '../../lib/redis/client/classify';
 import { semaphoreKeys } from '../../lib/redis/keys';
-import { claim, recover, refresh, release, runScript, scripts, signal, tryLock, type ScriptCall } from '../../lib/redis/scripts';
+import {
+  claim,
+  recover,
+  refresh,
+  release,
+  runScript,
+  scripts,
+  signal,
+  tryLock,
+  type ScriptCall,
+} from '../../lib/redis/scripts';
 import { PrivateServers } from '../support/private-servers';
 import type { RedisServer } from '../support/redis-server';
 import { uniqueName, type Client } from '../support/redis';
@@ -37,10 +47,19 @@ type Send = (args: string[]) => Promise<unknown>;
  * `first` and the next matching `second` are held until both are here, sent in that order (they
  * run in that order on the one connection), and each resolved with the other's reply.
  */
-async function crossingClient(): Promise<{ client: Client; cross(first: (args: string[]) => boolean, second: (args: string[]) => boolean): Promise<void> }> {
+async function crossingClient(): Promise<{
+  client: Client;
+  cross(first: (args: string[]) => boolean, second: (args: string[]) => boolean): Promise<void>;
+}> {
   const client = await opened.connect(server.url);
   const send: Send = client.sendCommand.bind(client) as Send;
-  let armed: { matchers: Array<(args: string[]) => boolean>; held: Array<{ args: string[]; resolve(reply: unknown): void; reject(error: unknown): void } | undefined>; done(): void } | undefined;
+  let armed:
+    | {
+        matchers: Array<(args: string[]) => boolean>;
+        held: Array<{ args: string[]; resolve(reply: unknown): void; reject(error: unknown): void } | undefined>;
+        done(): void;
+      }
+    | undefined;
   (client as unknown as { sendCommand: Send }).sendCommand = (args: string[]) => {
     const mixUp = armed;
     const slot = mixUp?.matchers.findIndex((matches, i) => mixUp.held[i] === undefined && matches(args)) ?? -1;
@@ -50,10 +69,18 @@ async function crossingClient(): Promise<{ client: Client; cross(first: (args: s
       const [a, b] = mixUp.held;
       if (!a || !b) return;
       armed = undefined;
-      const replies = [send(a.args), send(b.args)].map((p) => p.then((reply) => ({ reply }), (error: unknown) => ({ error })));
+      const replies = [send(a.args), send(b.args)].map((p) =>
+        p.then(
+          (reply) => ({ reply }),
+          (error: unknown) => ({ error }),
+        ),
+      );
       void Promise.all(replies).then(([ra, rb]) => {
         // Each gets the other's answer, as node-redis v5 does after its handshake mix-up.
-        for (const [to, from] of [[a, rb!], [b, ra!]] as const) {
+        for (const [to, from] of [
+          [a, rb!],
+          [b, ra!],
+        ] as const) {
           if ('error' in from) to.reject(from.error);
           else to.resolve(from.reply);
         }
@@ -70,7 +97,8 @@ async function crossingClient(): Promise<{ client: Client; cross(first: (args: s
   };
 }
 
-const grabbedFence = async (name: string, token: string) => Number((await admin.hGet(`SEMAPHORE:${name}:GRABBED`, token))?.split(' ')[2]);
+const grabbedFence = async (name: string, token: string) =>
+  Number((await admin.hGet(`SEMAPHORE:${name}:GRABBED`, token))?.split(' ')[2]);
 
 describe('a reply meant for another command', () => {
   test('a lock(0) that missed, answered with a release’s reply, does not take it for a grant: no second holder', async () => {
@@ -82,7 +110,10 @@ describe('a reply meant for another command', () => {
     // The tryLock runs first (no token free: a miss), then the release (the token goes back); each
     // gets the other's reply: the tryLock an "ended, 1 available", the release a miss.
     const crossed = cross(callsScript(scripts.tryLock), callsScript(scripts.release));
-    const locking = sem.lock(0).then((value) => ({ value }), (error: Error) => ({ error: error.message }));
+    const locking = sem.lock(0).then(
+      (value) => ({ value }),
+      (error: Error) => ({ error: error.message }),
+    );
     const unlocking = sem.unlock('0');
     await crossed;
     // The release's outcome was unknown and it was retried (it found its grant over): it resolves.
@@ -128,7 +159,10 @@ describe('a reply meant for another command', () => {
     // The refresh runs first (its grant holds: renewed), then a signal pushes a job onto the empty
     // AVAILABLE and answers 1: what refresh used to answer for "renewed".
     const crossed = cross(callsScript(scripts.refresh), callsScript(scripts.signal));
-    const refreshing = sem.refresh('0').then((value) => ({ value }), (error: Error) => ({ error: error.message }));
+    const refreshing = sem.refresh('0').then(
+      (value) => ({ value }),
+      (error: Error) => ({ error: error.message }),
+    );
     const signalling = sem.signal('job');
     await crossed;
     expect(await refreshing).toEqual({ error: expect.stringMatching(/reply that answers another command/) });
@@ -143,7 +177,11 @@ describe('a reply meant for another command', () => {
 describe('each script’s decoder, fed the real replies of the others', () => {
   test('accepts only a reply that names its call', async () => {
     const keys = semaphoreKeys(uniqueName('decoders'));
-    const target = { keys, resources: 2, options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'me' } };
+    const target = {
+      keys,
+      resources: 2,
+      options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'me' },
+    };
     const connection = admin as unknown as Parameters<typeof runScript>[0];
     const lifetime = 25_000;
     // Run for real, in this order: two grants, a miss (which registers "c"), a refresh, a claim of
@@ -159,12 +197,19 @@ describe('each script’s decoder, fed the real replies of the others', () => {
       signal: signal(target, 'job'),
     };
     const replies: Record<string, unknown> = {};
-    for (const [label, call] of Object.entries(made)) replies[label] = await runScript(connection, call.script, call.keys, call.args);
+    for (const [label, call] of Object.entries(made))
+      replies[label] = await runScript(connection, call.script, call.keys, call.args);
     // Each decodes its own reply…
     expect(made.hit!.decode(replies.hit)).toEqual({ token: '0', fence: expect.any(Number), expired: [] });
     expect(made.miss!.decode(replies.miss)).toEqual({ token: null, fence: 0, expired: [] });
     expect(made.refresh!.decode(replies.refresh)).toBe(true);
-    expect(made.claim!.decode(replies.claim)).toEqual({ token: null, renewed: true, fence: 0, others: false, expired: [] });
+    expect(made.claim!.decode(replies.claim)).toEqual({
+      token: null,
+      renewed: true,
+      fence: 0,
+      others: false,
+      expired: [],
+    });
     expect(made.recover!.decode(replies.recover)).toBeNull();
     expect(made.release!.decode(replies.release)).toEqual({ ended: true, available: 1 });
     // …and refuses every other one, even its own script's reply to another grant (signal's reply
@@ -177,7 +222,8 @@ describe('each script’s decoder, fed the real replies of the others', () => {
         try {
           accepted.push(`${label} took ${other}'s reply as ${JSON.stringify(call.decode(reply))}`);
         } catch (error) {
-          if (!(error instanceof MisattributedReplyError)) accepted.push(`${label} on ${other}'s reply threw ${String(error)}`);
+          if (!(error instanceof MisattributedReplyError))
+            accepted.push(`${label} on ${other}'s reply threw ${String(error)}`);
         }
       }
     }

@@ -40,7 +40,9 @@ function proxiedClient(): Promise<Client> {
 /** Client ids of connections Redis has blocked in BLMOVE. */
 async function blockedIds(): Promise<Set<string>> {
   const list = await admin.clientList();
-  return new Set(list.filter((client) => client.cmd === 'blmove' && client.flags.includes('b')).map((c) => String(c.id)));
+  return new Set(
+    list.filter((client) => client.cmd === 'blmove' && client.flags.includes('b')).map((c) => String(c.id)),
+  );
 }
 
 /** A mutex held directly on the server, and a waiter blocked behind it through the proxy. */
@@ -50,7 +52,11 @@ async function waiterThroughProxy() {
   expect(await holder.lock(0)).toBe('0');
   const waiter = opened.semaphore(name, { redis: await proxiedClient(), waitSlice: SLICE });
   const waiting = waiter.lock(30_000);
-  await until(async () => (await blockedIds()).size === 1 && proxy.connections(carried('BLMOVE')).length === 1, 5000, 'the waiter to block');
+  await until(
+    async () => (await blockedIds()).size === 1 && proxy.connections(carried('BLMOVE')).length === 1,
+    5000,
+    'the waiter to block',
+  );
   return { name, holder, waiter, waiting, blocked: await blockedIds() };
 }
 
@@ -66,7 +72,11 @@ describe('a black-holed blocking connection (bytes dropped both ways, no RST)', 
     const started = performance.now();
     expect(proxy.blackhole(carried('BLMOVE'))).toBe(1);
     // A new BLMOVE from another connection: the waiter gave up on the silent one and re-armed.
-    await until(async () => [...(await blockedIds())].some((id) => !blocked.has(id)), 3 * GUARD, 'the waiter to block again');
+    await until(
+      async () => [...(await blockedIds())].some((id) => !blocked.has(id)),
+      3 * GUARD,
+      'the waiter to block again',
+    );
     const noticed = performance.now() - started;
     expect(noticed).toBeLessThan(GUARD + 1500); // bounded: the guard, plus recover and a new connection
     expect(proxy.swallowed.toClient).toBeGreaterThan(0); // the old slice's reply (nil + claim) was really dropped
@@ -100,7 +110,11 @@ describe('a reply lost in transit', () => {
       const { name, holder, waiter, waiting } = await waiterThroughProxy();
       expect(proxy.dropReplies(carried('BLMOVE'))).toBe(1);
       expect(await holder.unlock()).toBe(1); // pushed; BLMOVE takes it right after
-      await until(async () => Object.keys((await takeCensus(admin, name)).owners).length === 1, 3000, 'the claim to run');
+      await until(
+        async () => Object.keys((await takeCensus(admin, name)).owners).length === 1,
+        3000,
+        'the claim to run',
+      );
       await until(() => proxy.swallowed.toClient > 0, 3000, 'the reply to be dropped');
       if (after === 'then the connection is reset') expect(proxy.cut(carried('BLMOVE'))).toBe(1);
       expect(await waiting).toBe('0');
@@ -263,9 +277,17 @@ describe("the caller's client stops answering: a lock's first try, reads, close(
   test('reads fail with a typed error after 10 s instead of waiting with the client', async () => {
     const { sem } = await silentClient('blackhole');
     const started = performance.now();
-    const failed = (promise: Promise<unknown>) => promise.then((value) => ({ value }), (error: Error) => ({ error: error.name }));
+    const failed = (promise: Promise<unknown>) =>
+      promise.then(
+        (value) => ({ value }),
+        (error: Error) => ({ error: error.name }),
+      );
     const reads = await Promise.all([failed(sem.availableCount()), failed(sem.holders()), failed(sem.isLocked('0'))]);
-    expect(reads).toEqual([{ error: 'SemaphoreRedisError' }, { error: 'SemaphoreRedisError' }, { error: 'SemaphoreRedisError' }]);
+    expect(reads).toEqual([
+      { error: 'SemaphoreRedisError' },
+      { error: 'SemaphoreRedisError' },
+      { error: 'SemaphoreRedisError' },
+    ]);
     expect(performance.now() - started).toBeLessThan(14_000);
     proxy.cut();
   });
@@ -273,7 +295,11 @@ describe("the caller's client stops answering: a lock's first try, reads, close(
   test('silent before its first use: close() ends the lock waiting for the server checks', async () => {
     const sem = opened.semaphore(uniqueName('net'), { redis: await proxiedClient(), waitSlice: SLICE });
     expect(proxy.blackhole()).toBe(1); // before any call: the first lock waits for its server checks
-    const settled = (promise: Promise<unknown>) => promise.then((token) => ({ token }), (error: Error) => ({ error: error.name }));
+    const settled = (promise: Promise<unknown>) =>
+      promise.then(
+        (token) => ({ token }),
+        (error: Error) => ({ error: error.name }),
+      );
     const forever = settled(sem.lock());
     const timed = settled(sem.lock(60_000));
     await sleep(300);

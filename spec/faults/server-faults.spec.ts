@@ -67,7 +67,11 @@ describe('Redis restarted while tokens are held and waiters block', () => {
     const admin = await servers.connect(server.url);
 
     // Re-created full at the first script after the restart: two waiters get the two new tokens.
-    await until(async () => Object.keys((await takeCensus(admin, name)).grabbed).length === N, 10_000, 'two waiters to be served');
+    await until(
+      async () => Object.keys((await takeCensus(admin, name)).grabbed).length === N,
+      10_000,
+      'two waiters to be served',
+    );
     const served: string[] = [];
     for (const [i, promise] of waiting.entries()) {
       const result = await Promise.race([promise, sleep(100).then(() => `pending:${i}`)]);
@@ -160,7 +164,10 @@ describe('Redis stalled longer than the stale timeout', () => {
     const refreshes: boolean[] = [];
     let granted: string | null | undefined;
     const keepFresh = setInterval(() => {
-      void holder.refresh('0').then((ok) => refreshes.push(ok), () => undefined);
+      void holder.refresh('0').then(
+        (ok) => refreshes.push(ok),
+        () => undefined,
+      );
       // The waiter, once served, is a live holder too: it keeps its token fresh against the watchdog.
       if (granted) void waiter.refresh(granted).catch(() => undefined);
     }, 100);
@@ -237,26 +244,36 @@ describe('a plain (not Cluster) client on a Redis Cluster node', () => {
    * node must see every key a call touches (a slot migration checks only declared keys before a
    * script runs). A plain client talking to a one-node cluster is told apart by INFO at first use.
    */
-  test.each([false, true])('cluster-enabled %s: the calls declare every key exactly on a Cluster node', async (clusterEnabled) => {
-    const { server, admin } = await servers.start(clusterEnabled ? ['--cluster-enabled', 'yes'] : []);
-    if (clusterEnabled) {
-      await admin.sendCommand(['CLUSTER', 'ADDSLOTSRANGE', '0', '16383']);
-      await until(async () => String(await admin.sendCommand(['CLUSTER', 'INFO'])).includes('cluster_state:ok'), 10_000, 'a one-node cluster');
-    }
-    // Every command into the slow log, with its arguments (KEYS count third for EVALSHA and FCALL).
-    await admin.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0']);
-    await admin.sendCommand(['CONFIG', 'SET', 'slowlog-max-len', '1000']);
-    const sem = servers.semaphore(`{${uniqueName('plain')}}`, { redis: await servers.connect(server.url) });
-    expect(await sem.lock(0)).toBe('0');
-    expect(await sem.unlock()).toBe(1);
-    const log = (await admin.sendCommand(['SLOWLOG', 'GET', '1000'])) as Array<[unknown, unknown, unknown, string[]]>;
-    const keyCounts = log.map((entry) => entry[3]).filter((args) => ['EVALSHA', 'EVAL', 'FCALL'].includes(args[0]!.toUpperCase())).map((args) => Number(args[2]));
-    expect(keyCounts.length).toBeGreaterThanOrEqual(2); // tryLock and release, at least
-    if (clusterEnabled) expect(Math.min(...keyCounts)).toBeGreaterThan(1);
-    else expect(keyCounts).toContain(1);
-    // The function library is loaded on a single Redis only (each Cluster primary would need it).
-    expect(log.some((entry) => entry[3][0]!.toUpperCase() === 'FCALL')).toBe(!clusterEnabled);
-  });
+  test.each([false, true])(
+    'cluster-enabled %s: the calls declare every key exactly on a Cluster node',
+    async (clusterEnabled) => {
+      const { server, admin } = await servers.start(clusterEnabled ? ['--cluster-enabled', 'yes'] : []);
+      if (clusterEnabled) {
+        await admin.sendCommand(['CLUSTER', 'ADDSLOTSRANGE', '0', '16383']);
+        await until(
+          async () => String(await admin.sendCommand(['CLUSTER', 'INFO'])).includes('cluster_state:ok'),
+          10_000,
+          'a one-node cluster',
+        );
+      }
+      // Every command into the slow log, with its arguments (KEYS count third for EVALSHA and FCALL).
+      await admin.sendCommand(['CONFIG', 'SET', 'slowlog-log-slower-than', '0']);
+      await admin.sendCommand(['CONFIG', 'SET', 'slowlog-max-len', '1000']);
+      const sem = servers.semaphore(`{${uniqueName('plain')}}`, { redis: await servers.connect(server.url) });
+      expect(await sem.lock(0)).toBe('0');
+      expect(await sem.unlock()).toBe(1);
+      const log = (await admin.sendCommand(['SLOWLOG', 'GET', '1000'])) as Array<[unknown, unknown, unknown, string[]]>;
+      const keyCounts = log
+        .map((entry) => entry[3])
+        .filter((args) => ['EVALSHA', 'EVAL', 'FCALL'].includes(args[0]!.toUpperCase()))
+        .map((args) => Number(args[2]));
+      expect(keyCounts.length).toBeGreaterThanOrEqual(2); // tryLock and release, at least
+      if (clusterEnabled) expect(Math.min(...keyCounts)).toBeGreaterThan(1);
+      else expect(keyCounts).toContain(1);
+      // The function library is loaded on a single Redis only (each Cluster primary would need it).
+      expect(log.some((entry) => entry[3][0]!.toUpperCase() === 'FCALL')).toBe(!clusterEnabled);
+    },
+  );
 });
 
 describe('server limits: a typed error naming the semaphore, nothing half-written', () => {
@@ -363,7 +380,12 @@ describe('server limits: a typed error naming the semaphore, nothing half-writte
     const url = server.url.replace('redis://', 'redis://narrow:pw@');
     const name = uniqueName('noperm');
     const sem = servers.semaphore(name, { url });
-    for (const call of [() => sem.lock(0), () => sem.signal('x'), () => sem.existsOrCreate(), () => sem.availableCount()]) {
+    for (const call of [
+      () => sem.lock(0),
+      () => sem.signal('x'),
+      () => sem.existsOrCreate(),
+      () => sem.availableCount(),
+    ]) {
       const error = await call().then(
         () => null,
         (caught: unknown) => caught,
@@ -389,7 +411,11 @@ describe('replication settings that narrow the failover window', () => {
   test('WAIT on the caller client after a fast-path grant: acknowledged by the replica', async () => {
     const { server: primary, admin } = await servers.start([]);
     const replica = await servers.start(['--replicaof', '127.0.0.1', String(primary.port)]);
-    await until(async () => /master_link_status:up/.test(await replica.admin.info('replication')), 10_000, 'the replica to sync');
+    await until(
+      async () => /master_link_status:up/.test(await replica.admin.info('replication')),
+      10_000,
+      'the replica to sync',
+    );
     const name = uniqueName('wait');
     const sem = servers.semaphore(name, { redis: admin });
     expect(await sem.lock(0)).toBe('0');

@@ -17,7 +17,12 @@ const run = promisify(execFile);
 
 const README = join(ROOT, 'README.md');
 const DOCS = join(ROOT, 'docs');
-const PAGES = [README, ...readdirSync(DOCS).filter((file) => file.endsWith('.md')).map((file) => join(DOCS, file))];
+const PAGES = [
+  README,
+  ...readdirSync(DOCS)
+    .filter((file) => file.endsWith('.md'))
+    .map((file) => join(DOCS, file)),
+];
 const read = (file: string): string => readFileSync(file, 'utf8');
 const name = (file: string): string => relative(ROOT, file);
 
@@ -31,7 +36,8 @@ function prose(markdown: string): string[] {
       return '';
     }
     if (fence !== undefined) {
-      if (marker && marker[0] === fence[0] && marker.length >= fence.length && line.trim() === marker) fence = undefined;
+      if (marker && marker[0] === fence[0] && marker.length >= fence.length && line.trim() === marker)
+        fence = undefined;
       return '';
     }
     return line;
@@ -46,7 +52,10 @@ function slug(heading: string): string {
     .replace(/\*\*|__/g, '')
     .replace(/<[^>]+>/g, '')
     .trim();
-  return text.toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '').replace(/ /g, '-');
+  return text
+    .toLowerCase()
+    .replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '')
+    .replace(/ /g, '-');
 }
 
 /** Every anchor a page's headings give, numbered as GitHub numbers repeated ones (`-1`, `-2`…). */
@@ -69,7 +78,8 @@ function links(file: string): Array<{ line: number; target: string }> {
   const found: Array<{ line: number; target: string }> = [];
   prose(read(file)).forEach((text, index) => {
     const line = text.replace(/(`+)[^`]*?\1/g, ''); // code spans are not links
-    for (const match of line.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) found.push({ line: index + 1, target: match[1]! });
+    for (const match of line.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g))
+      found.push({ line: index + 1, target: match[1]! });
     const definition = /^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+"[^"]*")?\s*$/.exec(line)?.[1];
     if (definition) found.push({ line: index + 1, target: definition });
     for (const match of line.matchAll(/<(https?:\/\/[^>\s]+)>/g)) found.push({ line: index + 1, target: match[1]! });
@@ -80,7 +90,8 @@ function links(file: string): Array<{ line: number; target: string }> {
 /** Why a link from `file` does not resolve, or undefined when it does. */
 function brokenLink(file: string, target: string): string | undefined {
   if (/^[a-z][a-z0-9+.-]*:/i.test(target)) {
-    if (target.startsWith('mailto:')) return /^mailto:[^@\s]+@[^@\s]+$/.test(target) ? undefined : 'a malformed mailto: link';
+    if (target.startsWith('mailto:'))
+      return /^mailto:[^@\s]+@[^@\s]+$/.test(target) ? undefined : 'a malformed mailto: link';
     if (!/^https?:\/\//.test(target)) return 'neither http(s) nor a relative path';
     try {
       const url = new URL(target);
@@ -94,7 +105,8 @@ function brokenLink(file: string, target: string): string | undefined {
   if (!destination.startsWith(ROOT + '/') && destination !== ROOT) return 'outside the repository';
   if (!existsSync(destination)) return `${name(destination)} does not exist`;
   if (anchor === undefined) return undefined;
-  if (statSync(destination).isDirectory() || !destination.endsWith('.md')) return 'an anchor into something other than a Markdown page';
+  if (statSync(destination).isDirectory() || !destination.endsWith('.md'))
+    return 'an anchor into something other than a Markdown page';
   return anchors(destination).has(anchor) ? undefined : `${name(destination)} has no heading #${anchor}`;
 }
 
@@ -105,7 +117,9 @@ describe('the README and the docs pages', () => {
   });
 
   test('GitHub anchors: what the slugs of a few headings are', () => {
-    expect(slug('`new Semaphore(name, options?)` and `new Mutex(name, options?)`')).toBe('new-semaphorename-options-and-new-mutexname-options');
+    expect(slug('`new Semaphore(name, options?)` and `new Mutex(name, options?)`')).toBe(
+      'new-semaphorename-options-and-new-mutexname-options',
+    );
     expect(slug('`lock` — the fast path (one round trip)')).toBe('lock--the-fast-path-one-round-trip');
     expect(slug('Events, tracing and metrics')).toBe('events-tracing-and-metrics');
     expect(slug('node-redis v4, v5 and v6')).toBe('node-redis-v4-v5-and-v6');
@@ -122,12 +136,17 @@ describe('the README and the docs pages', () => {
 
   test('every docs page is listed in the README and in the docs index', () => {
     const pages = readdirSync(DOCS).filter((file) => file.endsWith('.md') && file !== 'README.md');
-    const linkedFrom = (file: string) => new Set(links(file).map(({ target }) => resolve(dirname(file), target.split('#')[0]!)));
+    const linkedFrom = (file: string) =>
+      new Set(links(file).map(({ target }) => resolve(dirname(file), target.split('#')[0]!)));
     const fromReadme = linkedFrom(README);
     const fromIndex = linkedFrom(join(DOCS, 'README.md'));
     expect(fromReadme.has(join(DOCS, 'README.md'))).toBe(true);
     for (const page of pages) {
-      expect({ page, readme: fromReadme.has(join(DOCS, page)), index: fromIndex.has(join(DOCS, page)) }).toEqual({ page, readme: true, index: true });
+      expect({ page, readme: fromReadme.has(join(DOCS, page)), index: fromIndex.has(join(DOCS, page)) }).toEqual({
+        page,
+        readme: true,
+        index: true,
+      });
     }
   });
 
@@ -145,10 +164,19 @@ describe('the README and the docs pages', () => {
     expect(ci.at(-1)).toBe('npm test');
     expect(ci).toContain('npm ci --no-audit --no-fund');
     // What `npm test` needs beyond npm install, each of which .ci/run installs when missing.
-    for (const need of ['Node.js 20', 'redis-server', '7.0', 'REDIS_URL', 'ruby-redis', '/usr/bin/chromium', 'npm run docs']) {
+    for (const need of [
+      'Node.js 20',
+      'redis-server',
+      '7.0',
+      'REDIS_URL',
+      'ruby-redis',
+      '/usr/bin/chromium',
+      'npm run docs',
+    ]) {
       expect({ need, named: development.includes(need) }).toEqual({ need, named: true });
     }
-    for (const installed of ['redis-server', 'ruby-redis', 'chromium']) expect(read(join(ROOT, '.ci', 'run'))).toMatch(new RegExp(`apt-get install -y -qq [a-z -]*\\b${installed}\\b`));
+    for (const installed of ['redis-server', 'ruby-redis', 'chromium'])
+      expect(read(join(ROOT, '.ci', 'run'))).toMatch(new RegExp(`apt-get install -y -qq [a-z -]*\\b${installed}\\b`));
   });
 
   test('the README and OPERATIONS.md give the same minimal ACL', () => {
@@ -166,9 +194,15 @@ afterAll(() => {
 test('npm run docs builds the API reference from the JSDoc with no warning', async () => {
   out = mkdtempSync(join(tmpdir(), 'rts-docs-'));
   const typedoc = join(ROOT, 'node_modules', 'typedoc', 'bin', 'typedoc');
-  const result = await run(process.execPath, [typedoc, '--out', out, '--logLevel', 'Warn'], { cwd: ROOT, env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' } }).then(
+  const result = await run(process.execPath, [typedoc, '--out', out, '--logLevel', 'Warn'], {
+    cwd: ROOT,
+    env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
+  }).then(
     ({ stdout, stderr }) => ({ code: 0, output: `${stdout}${stderr}` }),
-    (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, output: `${error.stdout}${error.stderr}` }),
+    (error: { code: number; stdout: string; stderr: string }) => ({
+      code: error.code,
+      output: `${error.stdout}${error.stderr}`,
+    }),
   );
   expect(result).toEqual({ code: 0, output: '' });
 

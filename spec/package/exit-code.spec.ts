@@ -16,10 +16,15 @@ function jest(args: readonly string[]): Promise<{ code: number | null; output: s
     // Without REDIS_URL, so the child starts and stops its own server as a real run does.
     const env = { ...process.env };
     delete env['REDIS_URL'];
-    execFile(process.execPath, [JEST, '--runInBand', ...args], { cwd: ROOT, env, timeout: 120_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null;
-      resolve({ code, output: `${stdout}${stderr}` });
-    });
+    execFile(
+      process.execPath,
+      [JEST, '--runInBand', ...args],
+      { cwd: ROOT, env, timeout: 120_000 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null;
+        resolve({ code, output: `${stdout}${stderr}` });
+      },
+    );
   });
 }
 
@@ -27,7 +32,12 @@ test('a jest run with a failing test exits non-zero, and one whose tests pass ex
   const failing = await jest(['--testMatch', '**/spec/support/fixtures/exit-code.check.ts']);
   expect(failing.output).toMatch(/Tests:\s+1 failed, 1 total/);
   expect(failing.code).toBe(1);
-  const passing = await jest(['--testMatch', '**/spec/support/fixtures/exit-code.check.ts', '--testNamePattern', 'matches no test']);
+  const passing = await jest([
+    '--testMatch',
+    '**/spec/support/fixtures/exit-code.check.ts',
+    '--testNamePattern',
+    'matches no test',
+  ]);
   expect(passing.output).toMatch(/1 skipped/);
   expect(passing.code).toBe(0);
 }, 240_000);

@@ -40,7 +40,14 @@ async function connect(url: string): Promise<Client> {
 
 /** An ACL user confined to `keyPrefix` by the README's recipe (plus `+scan`, which `list` and the dashboard need). */
 async function app(user: string, keyPrefix: string): Promise<App> {
-  await admin.sendCommand(['ACL', 'SETUSER', user, 'reset', ...documentedAcl({ password: `${user}-pw`, keyPrefix }), '+scan']);
+  await admin.sendCommand([
+    'ACL',
+    'SETUSER',
+    user,
+    'reset',
+    ...documentedAcl({ password: `${user}-pw`, keyPrefix }),
+    '+scan',
+  ]);
   const url = server.url.replace('redis://', `redis://${user}:${user}-pw@`);
   return { user, keyPrefix, url, client: await connect(url) };
 }
@@ -96,7 +103,9 @@ async function exercise({ url, client, keyPrefix }: App, name: string): Promise<
 function fieldsOf(entry: unknown): Record<string, unknown> {
   if (entry instanceof Map) return Object.fromEntries(entry);
   if (!Array.isArray(entry)) return entry as Record<string, unknown>;
-  return Object.fromEntries(Array.from({ length: entry.length / 2 }, (_, i) => [String(entry[2 * i]), entry[2 * i + 1]]));
+  return Object.fromEntries(
+    Array.from({ length: entry.length / 2 }, (_, i) => [String(entry[2 * i]), entry[2 * i + 1]]),
+  );
 }
 
 test('two applications with their own prefixes, each an ACL user confined to it: each works in full, neither can touch the other', async () => {
@@ -110,7 +119,14 @@ test('two applications with their own prefixes, each an ACL user confined to it:
   // Two semaphores, each under its own prefix and only there, each with token "0" held.
   const keys = (await admin.keys(`*${name}*`)).sort();
   expect(keys.filter((key) => !key.startsWith('APP1:') && !key.startsWith('APP2:'))).toEqual([]);
-  expect(keys).toEqual(expect.arrayContaining([`APP1:${name}:AVAILABLE`, `APP1:${name}:GRABBED`, `APP2:${name}:AVAILABLE`, `APP2:${name}:GRABBED`]));
+  expect(keys).toEqual(
+    expect.arrayContaining([
+      `APP1:${name}:AVAILABLE`,
+      `APP1:${name}:GRABBED`,
+      `APP2:${name}:AVAILABLE`,
+      `APP2:${name}:GRABBED`,
+    ]),
+  );
   const census = async (keyPrefix: string) => takeCensus(admin, name, { keyPrefix });
   const before = await census('APP2:');
   expect(Object.keys(before.grabbed)).toEqual(['0']);
@@ -121,7 +137,10 @@ test('two applications with their own prefixes, each an ACL user confined to it:
   const intruder = new Semaphore(name, { redis: app1.client, keyPrefix: 'APP2:', resources: 2, functions: false });
   const gemDefault = new Semaphore(name, { redis: app1.client, resources: 2, functions: false });
   try {
-    await expect(intruder.lock(0)).rejects.toMatchObject({ name: 'SemaphoreRedisError', message: expect.stringMatching(/NOPERM/) });
+    await expect(intruder.lock(0)).rejects.toMatchObject({
+      name: 'SemaphoreRedisError',
+      message: expect.stringMatching(/NOPERM/),
+    });
     await expect(intruder.signal('0')).rejects.toThrow(/NOPERM/);
     await expect(intruder.releaseStaleLocks()).rejects.toThrow(/NOPERM/);
     await expect(intruder.delete()).rejects.toThrow(/NOPERM/);
@@ -152,9 +171,16 @@ test('two applications with their own prefixes, each an ACL user confined to it:
 
   // Each application's operators see their own semaphore, by SCAN of their prefix, and may release
   // its token; app2's holder is still recorded.
-  expect((await listSemaphores({ redis: app1.client as unknown as RedisClientLike, keyPrefix: 'APP1:' })).names).toEqual([name, `${name}:mutex`]);
-  expect((await listSemaphores({ redis: app2.client as unknown as RedisClientLike, keyPrefix: 'APP2:' })).names).toEqual([name, `${name}:mutex`]);
-  await expect(releaseToken({ redis: app1.client, keyPrefix: 'APP1:' }, name, '0')).resolves.toEqual({ status: 'released', available: 2 });
+  expect(
+    (await listSemaphores({ redis: app1.client as unknown as RedisClientLike, keyPrefix: 'APP1:' })).names,
+  ).toEqual([name, `${name}:mutex`]);
+  expect(
+    (await listSemaphores({ redis: app2.client as unknown as RedisClientLike, keyPrefix: 'APP2:' })).names,
+  ).toEqual([name, `${name}:mutex`]);
+  await expect(releaseToken({ redis: app1.client, keyPrefix: 'APP1:' }, name, '0')).resolves.toEqual({
+    status: 'released',
+    available: 2,
+  });
   expect((await readStatus({ redis: app2.client, keyPrefix: 'APP2:' }, name)).holders).toHaveLength(1);
 });
 
@@ -167,12 +193,21 @@ describe('the dashboard under a prefix', () => {
 
   test('lists, shows and releases only the semaphores under its prefix, as an ACL user confined to it', async () => {
     const app3 = await app('app3', 'APP3:');
-    const mine = new Semaphore(uniqueName('dash'), { redis: app3.client, keyPrefix: 'APP3:', resources: 2, functions: false });
+    const mine = new Semaphore(uniqueName('dash'), {
+      redis: app3.client,
+      keyPrefix: 'APP3:',
+      resources: 2,
+      functions: false,
+    });
     const gem = new Semaphore(uniqueName('dash'), { redis: admin, resources: 1 }); // SEMAPHORE:…, not app3's
     try {
       const token = (await mine.lock(0)) as string;
       await gem.existsOrCreate();
-      const handler = createDashboard({ redis: app3.client as unknown as RedisClientLike, keyPrefix: 'APP3:', token: 'dashboard-token' });
+      const handler = createDashboard({
+        redis: app3.client as unknown as RedisClientLike,
+        keyPrefix: 'APP3:',
+        token: 'dashboard-token',
+      });
       http = createServer(handler);
       await new Promise<void>((resolve) => http?.listen(0, '127.0.0.1', resolve));
       const base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;

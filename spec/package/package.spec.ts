@@ -1,5 +1,15 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { promisify } from 'node:util';
@@ -40,7 +50,9 @@ let project: string;
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'rts-package-'));
-  const [packed] = JSON.parse(await npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work, ROOT], work)) as Array<{
+  const [packed] = JSON.parse(
+    await npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work, ROOT], work),
+  ) as Array<{
     filename: string;
     files: Array<{ path: string }>;
   }>;
@@ -54,11 +66,24 @@ beforeAll(async () => {
   project = join(work, 'consumer');
   mkdirSync(project);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true }));
-  const [nanoid] = JSON.parse(await npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work, installed('nanoid')], work)) as Array<{
+  const [nanoid] = JSON.parse(
+    await npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work, installed('nanoid')], work),
+  ) as Array<{
     filename: string;
   }>;
   await npm(
-    ['install', '--offline', '--cache', join(work, 'npm-cache'), '--no-audit', '--no-fund', '--legacy-peer-deps', '--no-package-lock', tarball, join(work, nanoid!.filename)],
+    [
+      'install',
+      '--offline',
+      '--cache',
+      join(work, 'npm-cache'),
+      '--no-audit',
+      '--no-fund',
+      '--legacy-peer-deps',
+      '--no-package-lock',
+      tarball,
+      join(work, nanoid!.filename),
+    ],
     project,
   );
   for (const name of ['redis', '@types/node']) {
@@ -75,17 +100,29 @@ describe('the tarball', () => {
   test('holds the build, the Lua scripts, the README, the LICENSE and the CHANGELOG, and nothing else', () => {
     const outside = files.filter((file) => !file.startsWith('dist/'));
     expect(outside.sort()).toEqual(['CHANGELOG.md', 'LICENSE', 'README.md', 'package.json']);
-    expect(files).toEqual(expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/index.mjs', 'dist/index.d.mts']));
-    expect(files.filter((file) => /(^|\/)(spec|tests?|__tests__)\/|\.(spec|test)\.|\.tsbuildinfo$|\.ts$(?<!\.d\.ts)/.test(file))).toEqual([]);
+    expect(files).toEqual(
+      expect.arrayContaining(['dist/index.js', 'dist/index.d.ts', 'dist/index.mjs', 'dist/index.d.mts']),
+    );
+    expect(
+      files.filter((file) =>
+        /(^|\/)(spec|tests?|__tests__)\/|\.(spec|test)\.|\.tsbuildinfo$|\.ts$(?<!\.d\.ts)/.test(file),
+      ),
+    ).toEqual([]);
 
     // Every Lua file of lib/redis/scripts, where dist/redis/lua-source.js reads them from.
     const lua = (dir: string, prefix = ''): string[] =>
       readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-        entry.isDirectory() ? lua(join(dir, entry.name), `${prefix}${entry.name}/`) : entry.name.endsWith('.lua') ? [`${prefix}${entry.name}`] : [],
+        entry.isDirectory()
+          ? lua(join(dir, entry.name), `${prefix}${entry.name}/`)
+          : entry.name.endsWith('.lua')
+            ? [`${prefix}${entry.name}`]
+            : [],
       );
     const scripts = lua(join(ROOT, 'lib', 'redis', 'scripts'));
     expect(scripts.length).toBeGreaterThan(5);
-    expect(files.filter((file) => file.startsWith('dist/redis/scripts/'))).toEqual(scripts.map((file) => `dist/redis/scripts/${file}`).sort());
+    expect(files.filter((file) => file.startsWith('dist/redis/scripts/'))).toEqual(
+      scripts.map((file) => `dist/redis/scripts/${file}`).sort(),
+    );
   });
 
   test('every source map carries its sources, so none points to a file the package lacks', () => {
@@ -93,10 +130,17 @@ describe('the tarball', () => {
     const maps = files.filter((file) => file.endsWith('.map'));
     expect(maps.length).toBeGreaterThan(0);
     for (const file of maps) {
-      const map = JSON.parse(readFileSync(join(dist, '..', file), 'utf8')) as { sources: string[]; sourcesContent?: Array<string | null> };
+      const map = JSON.parse(readFileSync(join(dist, '..', file), 'utf8')) as {
+        sources: string[];
+        sourcesContent?: Array<string | null>;
+      };
       map.sources.forEach((source, i) => {
         const shipped = files.includes(posix.join(posix.dirname(file), source));
-        expect({ file, source, resolved: shipped || typeof map.sourcesContent?.[i] === 'string' }).toEqual({ file, source, resolved: true });
+        expect({ file, source, resolved: shipped || typeof map.sourcesContent?.[i] === 'string' }).toEqual({
+          file,
+          source,
+          resolved: true,
+        });
       });
     }
     // Each file that names a map names one that is in the package.
@@ -119,7 +163,14 @@ describe('the tarball', () => {
     expect(installedPkg.repository).toEqual({ type: 'git', url: `git+${github}.git` });
     expect(installedPkg.homepage).toBe(`${github}#readme`);
     expect(installedPkg.bugs).toEqual({ url: `${github}/issues` });
-    for (const target of ['./dist/index.d.mts', './dist/index.mjs', './dist/index.d.ts', './dist/index.js', installedPkg.main, installedPkg.types]) {
+    for (const target of [
+      './dist/index.d.mts',
+      './dist/index.mjs',
+      './dist/index.d.ts',
+      './dist/index.js',
+      installedPkg.main,
+      installedPkg.types,
+    ]) {
       expect(existsSync(join(project, 'node_modules', pkg.name, target))).toBe(true);
     }
   });
@@ -188,7 +239,10 @@ describe.each([
   test('locks, waits in Redis, hands over and unlocks; the Lua scripts load from dist/redis/scripts', async () => {
     writeFileSync(join(project, file), consumerSource(kind));
     const name = uniqueName('package');
-    const { stdout, stderr } = await run(process.execPath, [file, name], { cwd: project, env: cleanEnv({ REDIS_URL: redisUrl() }) });
+    const { stdout, stderr } = await run(process.execPath, [file, name], {
+      cwd: project,
+      env: cleanEnv({ REDIS_URL: redisUrl() }),
+    });
     expect(stderr).toBe('');
     expect(JSON.parse(stdout)).toEqual({
       entry,
@@ -235,39 +289,51 @@ export async function use(): Promise<number> {
     ['nodenext', { module: 'nodenext', moduleResolution: 'nodenext' }, ['consumer-cjs.cts', 'consumer-esm.mts']],
     ['bundler', { module: 'esnext', moduleResolution: 'bundler' }, ['consumer-bundler.ts']],
     ['node10', { module: 'commonjs', moduleResolution: 'node10' }, ['consumer-node10.ts']],
-  ])('moduleResolution %s', async (label, options, sources) => {
-    const dir = join(project, `ts-${label}`);
-    mkdirSync(dir);
-    for (const source of sources) writeFileSync(join(dir, source), imports + body);
-    writeFileSync(
-      join(dir, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: { ...options, target: 'ES2022', strict: true, noEmit: true, skipLibCheck: true, types: ['node'] },
-        files: sources,
-      }),
-    );
-    // --explainFiles shows which declaration file each import resolved to.
-    const result = await run(process.execPath, [tsc, '-p', dir, '--explainFiles'], { cwd: dir, env: cleanEnv() }).catch(
-      (error: { stdout: string; stderr: string }) => error,
-    );
-    const errors = result.stdout.split('\n').filter((line) => /error TS\d+/.test(line));
-    expect(errors).toEqual([]);
-    // Which declaration file each consumer's `import … from 'redis-token-semaphore'` resolved to.
-    const resolved: Record<string, string> = {};
-    let file = '';
-    for (const line of result.stdout.split('\n')) {
-      if (!line.startsWith(' ')) file = line.trim();
-      const from = /^ +Imported via 'redis-token-semaphore' from file '([^']+)'/.exec(line)?.[1];
-      if (from) resolved[from] = file.replace(/^.*node_modules\//, '');
-    }
-    const types = (entry: string) => `redis-token-semaphore/dist/${entry}`;
-    expect(resolved).toEqual(
-      {
-        node16: { 'consumer-cjs.cts': types('index.d.ts'), 'consumer-esm.mts': types('index.d.mts') },
-        nodenext: { 'consumer-cjs.cts': types('index.d.ts'), 'consumer-esm.mts': types('index.d.mts') },
-        bundler: { 'consumer-bundler.ts': types('index.d.mts') },
-        node10: { 'consumer-node10.ts': types('index.d.ts') },
-      }[label],
-    );
-  }, 60_000);
+  ])(
+    'moduleResolution %s',
+    async (label, options, sources) => {
+      const dir = join(project, `ts-${label}`);
+      mkdirSync(dir);
+      for (const source of sources) writeFileSync(join(dir, source), imports + body);
+      writeFileSync(
+        join(dir, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            ...options,
+            target: 'ES2022',
+            strict: true,
+            noEmit: true,
+            skipLibCheck: true,
+            types: ['node'],
+          },
+          files: sources,
+        }),
+      );
+      // --explainFiles shows which declaration file each import resolved to.
+      const result = await run(process.execPath, [tsc, '-p', dir, '--explainFiles'], {
+        cwd: dir,
+        env: cleanEnv(),
+      }).catch((error: { stdout: string; stderr: string }) => error);
+      const errors = result.stdout.split('\n').filter((line) => /error TS\d+/.test(line));
+      expect(errors).toEqual([]);
+      // Which declaration file each consumer's `import … from 'redis-token-semaphore'` resolved to.
+      const resolved: Record<string, string> = {};
+      let file = '';
+      for (const line of result.stdout.split('\n')) {
+        if (!line.startsWith(' ')) file = line.trim();
+        const from = /^ +Imported via 'redis-token-semaphore' from file '([^']+)'/.exec(line)?.[1];
+        if (from) resolved[from] = file.replace(/^.*node_modules\//, '');
+      }
+      const types = (entry: string) => `redis-token-semaphore/dist/${entry}`;
+      expect(resolved).toEqual(
+        {
+          node16: { 'consumer-cjs.cts': types('index.d.ts'), 'consumer-esm.mts': types('index.d.mts') },
+          nodenext: { 'consumer-cjs.cts': types('index.d.ts'), 'consumer-esm.mts': types('index.d.mts') },
+          bundler: { 'consumer-bundler.ts': types('index.d.mts') },
+          node10: { 'consumer-node10.ts': types('index.d.ts') },
+        }[label],
+      );
+    },
+    60_000,
+  );
 });

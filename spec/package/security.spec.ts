@@ -127,8 +127,15 @@ describe('the minimal ACL', () => {
     );
     const used = new Set([...fromScripts, ...direct, 'EVAL']);
     // The function library's commands (the `functions` option) are the documented optional grant.
-    const optional = /^ACL SETUSER \w+ .*<the commands above> (.+)$/m.exec(readFileSync(join(ROOT, 'docs', 'OPERATIONS.md'), 'utf8'))?.[1];
-    expect(optional?.split(' ').map((rule) => rule.slice(1).toUpperCase()).sort()).toEqual(['FCALL', 'FUNCTION|LOAD']);
+    const optional = /^ACL SETUSER \w+ .*<the commands above> (.+)$/m.exec(
+      readFileSync(join(ROOT, 'docs', 'OPERATIONS.md'), 'utf8'),
+    )?.[1];
+    expect(
+      optional
+        ?.split(' ')
+        .map((rule) => rule.slice(1).toUpperCase())
+        .sort(),
+    ).toEqual(['FCALL', 'FUNCTION|LOAD']);
     for (const command of ['FCALL', 'FUNCTION|LOAD']) {
       expect(used.has(command)).toBe(true);
       used.delete(command);
@@ -147,15 +154,66 @@ describe('TLS (rediss://)', () => {
     dir = mkdtempSync(join(tmpdir(), 'rts-tls-'));
     const run = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
     // A throwaway CA, and a server certificate for 127.0.0.1 signed by it.
-    run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=rts-test-ca']);
-    run(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1']);
+    run([
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.crt',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=rts-test-ca',
+    ]);
+    run([
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'server.key',
+      '-out',
+      'server.csr',
+      '-subj',
+      '/CN=127.0.0.1',
+    ]);
     writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
-    run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '1', '-extfile', 'san.ext']);
+    run([
+      'x509',
+      '-req',
+      '-in',
+      'server.csr',
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'server.crt',
+      '-days',
+      '1',
+      '-extfile',
+      'san.ext',
+    ]);
     ca = readFileSync(join(dir, 'ca.crt'), 'utf8');
     port = await freePort();
     // The test fixture's server, with a TLS port besides the plaintext one its readiness check uses.
-    server = await startRedisServer(['--tls-port', String(port), '--tls-cert-file', join(dir, 'server.crt'), '--tls-key-file', join(dir, 'server.key'),
-      '--tls-ca-cert-file', join(dir, 'ca.crt'), '--tls-auth-clients', 'no']);
+    server = await startRedisServer([
+      '--tls-port',
+      String(port),
+      '--tls-cert-file',
+      join(dir, 'server.crt'),
+      '--tls-key-file',
+      join(dir, 'server.key'),
+      '--tls-ca-cert-file',
+      join(dir, 'ca.crt'),
+      '--tls-auth-clients',
+      'no',
+    ]);
   });
   afterAll(async () => {
     await server?.stop();
@@ -239,7 +297,9 @@ describe('names and payloads', () => {
   });
 
   test('names that would break the key scheme are rejected with a clear error', () => {
-    expect(() => new Semaphore('')).toThrow(new TypeError('Expected the semaphore name to be a non-empty string, got ""'));
+    expect(() => new Semaphore('')).toThrow(
+      new TypeError('Expected the semaphore name to be a non-empty string, got ""'),
+    );
     // A lone surrogate has no UTF-8 encoding: it would be sent as U+FFFD, so two different names
     // ("\uD800" and "\uDC00") would share every key.
     expect(() => new Semaphore('bad\uD800')).toThrow(TypeError);

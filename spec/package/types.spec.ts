@@ -75,9 +75,9 @@ test('the published types compile with the oldest @types/node that engines allow
     }),
   );
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  const result = await run(process.execPath, [tsc, '-p', work, '--pretty', 'false', '--listFiles'], { cwd: work }).catch(
-    (error: { stdout: string; stderr: string }) => error,
-  );
+  const result = await run(process.execPath, [tsc, '-p', work, '--pretty', 'false', '--listFiles'], {
+    cwd: work,
+  }).catch((error: { stdout: string; stderr: string }) => error);
   const lines = result.stdout.split('\n');
   // The consumer got the old @types/node, and nothing else of Node's types.
   const nodeTypes = lines.filter((line) => /\/@types\/node[^/]*\/globals\.d\.ts$/.test(line));

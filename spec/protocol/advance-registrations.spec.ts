@@ -15,7 +15,12 @@ const fixture = useFixture();
 async function scenario() {
   const clock = { now: 0 };
   const options = resolveOptions({ redis: fixture.redis as never, resources: 1 });
-  const ctx = new SemaphoreContext(uniqueName('advance'), options, () => undefined, async () => undefined);
+  const ctx = new SemaphoreContext(
+    uniqueName('advance'),
+    options,
+    () => undefined,
+    async () => undefined,
+  );
   const contention = new Contention(ctx, () => clock.now);
   const expiry = String(Date.now() / 1000 + 60);
   await fixture.redis.sendCommand(['ZADD', ctx.keys.waiting, expiry, 'recent', expiry, 'old']);
@@ -23,7 +28,8 @@ async function scenario() {
   /** Waits (10 s at most) for the sweep to end registrations, and returns those left in WAITING. */
   const sweptTo = async (count: number) => {
     const deadline = performance.now() + 10_000;
-    while ((await members()).length > count && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    while ((await members()).length > count && performance.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 5));
     return members();
   };
   return { clock, contention, until: performance.now() + ctx.registrationLifetimeMs(), sweptTo };

@@ -1,6 +1,14 @@
 import { buildFunctionLibrary, functionLibrary, loadFunctionLibrary } from '../../lib/redis/functions';
 import { semaphoreKeys } from '../../lib/redis/keys';
-import { callScript, claim, refresh, release, storedCommand, tryLock, type ScriptTarget } from '../../lib/redis/scripts';
+import {
+  callScript,
+  claim,
+  refresh,
+  release,
+  storedCommand,
+  tryLock,
+  type ScriptTarget,
+} from '../../lib/redis/scripts';
 import { useFixture } from '../support/fixture';
 import { replyField } from '../support/script-calls';
 import { uniqueName, type Client } from '../support/redis';
@@ -15,7 +23,10 @@ beforeAll(async () => {
   expect(await loadFunctionLibrary(client)).toBe(true);
 });
 
-function target(name: string, { functions = false, cluster = false, useLocalTime = false, expiration = null as number | null } = {}): ScriptTarget {
+function target(
+  name: string,
+  { functions = false, cluster = false, useLocalTime = false, expiration = null as number | null } = {},
+): ScriptTarget {
   return {
     keys: semaphoreKeys(name, { cluster }),
     resources: 2,
@@ -81,11 +92,22 @@ describe('the function library (lib/redis/functions.ts)', () => {
     for (const fn of functionLibrary.functions.values()) expect(fn.startsWith(`${functionLibrary.name}_`)).toBe(true);
     expect(buildFunctionLibrary()).toEqual(functionLibrary); // the same files give the same library
     const definitions = (helper: string) => functionLibrary.source.split(`local function ${helper}(`).length - 1;
-    for (const helper of ['clock_stamp', 'exists_and_available', 'mark_present', 'ensure', 'record_grant', 'index_lease', 'holder_grant', 'parse_grant']) {
+    for (const helper of [
+      'clock_stamp',
+      'exists_and_available',
+      'mark_present',
+      'ensure',
+      'record_grant',
+      'index_lease',
+      'holder_grant',
+      'parse_grant',
+    ]) {
       expect(definitions(helper)).toBe(1);
     }
     // The keys' and the clock's state is set afresh by every call, not kept from the last one.
-    const tryLockBody = functionLibrary.source.split(`register_function('${functionLibrary.functions.get('tryLock')}'`)[1]!;
+    const tryLockBody = functionLibrary.source.split(
+      `register_function('${functionLibrary.functions.get('tryLock')}'`,
+    )[1]!;
     expect(tryLockBody).toMatch(/^[\s\S]*?K_PREFIX = nil[\s\S]*?redis_time = nil[\s\S]*?known_to_exist = false/);
     // Only the names made from a prefix are kept from call to call: one table, made when the library loads.
     expect(functionLibrary.source.match(/^local LIBRARY_NAMES = \{\}$/gm)).toHaveLength(1);
@@ -98,13 +120,18 @@ describe('the function library (lib/redis/functions.ts)', () => {
     expect(await loadFunctionLibrary(client)).toBe(true);
     const [library] = (await redis.sendCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', functionLibrary.name])) as unknown[];
     const functions = replyField(library, 'functions') as unknown[];
-    expect(functions.map((fn) => replyField(fn, 'name')).sort()).toEqual([...functionLibrary.functions.values()].sort());
+    expect(functions.map((fn) => replyField(fn, 'name')).sort()).toEqual(
+      [...functionLibrary.functions.values()].sort(),
+    );
   });
 
   test('a call goes by FCALL only when the target says the server has the library, and only for its scripts', () => {
     const name = uniqueName('fn');
     expect(storedCommand(tryLock(target(name), 'g1', null))[0]).toBe('EVALSHA');
-    expect(storedCommand(tryLock(target(name, { functions: true }), 'g1', null)).slice(0, 2)).toEqual(['FCALL', functionLibrary.functions.get('tryLock')]);
+    expect(storedCommand(tryLock(target(name, { functions: true }), 'g1', null)).slice(0, 2)).toEqual([
+      'FCALL',
+      functionLibrary.functions.get('tryLock'),
+    ]);
     expect(storedCommand(release(target(name, { functions: true }), '0', 'g1', true))[0]).toBe('FCALL');
   });
 
@@ -129,7 +156,9 @@ describe('the function library (lib/redis/functions.ts)', () => {
     expect((await callScript(client, tryLock(t, 'g3', 10_000))).token).toBeNull(); // registers g3
     expect((await callScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
     await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g3'), 'LEFT', 'RIGHT']);
-    await stampsNow('0', () => callScript(client, claim(t, 'g3', { grantId: 'g3', nextLifetimeMs: 10_000, keep: false })));
+    await stampsNow('0', () =>
+      callScript(client, claim(t, 'g3', { grantId: 'g3', nextLifetimeMs: 10_000, keep: false })),
+    );
   });
 
   test.each([
@@ -155,7 +184,9 @@ describe('the function library (lib/redis/functions.ts)', () => {
     await redis.del(await redis.keys(`${semaphoreKeys(name).available.slice(0, -'AVAILABLE'.length)}*`));
     const before = Number(/cmdstat_fcall:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
     const byFcall = await cycle(target(name, { ...settings, functions: true }), noise(true));
-    expect(Number(/cmdstat_fcall:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1])).toBeGreaterThanOrEqual(before + 10);
+    expect(Number(/cmdstat_fcall:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1])).toBeGreaterThanOrEqual(
+      before + 10,
+    );
     expect(byFcall).toEqual(byEvalsha);
     expect(await dump(name)).toEqual(evalshaState);
     expect(Object.keys(evalshaState)).toContain('GRABBED'); // the cycle ends with a grant held

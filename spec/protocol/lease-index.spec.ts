@@ -69,7 +69,7 @@ describe('when a grant is indexed', () => {
 });
 
 describe('reclaim finds holders the index does not name', () => {
-  test('while few tokens are held: a miss, a waiter\'s empty slice and releaseStale read GRABBED whole', async () => {
+  test("while few tokens are held: a miss, a waiter's empty slice and releaseStale read GRABBED whole", async () => {
     const { keys, run } = setup();
     await run('tryLock', ['1', 'dead', '1000', '', 'me', '100.000000']); // "0", never refreshed
     expect(await redis.zCard(keys.leases)).toBe(0);
@@ -79,7 +79,13 @@ describe('reclaim finds holders the index does not name', () => {
     expect(await run('tryLock', ['1', 'b', '1000', '', 'me', '102.000000'])).toEqual(['0', expect.any(Number), 'b']);
     // A waiter's empty slice reclaims "0" from b once b's lease is over.
     await run('prepareWait', ['w', '', '10', '1', '', '102.000000']);
-    expect(await run('claim', ['w', '1', '1000', '25', 'me', '', '', '104.000000'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
+    expect(await run('claim', ['w', '1', '1000', '25', 'me', '', '', '104.000000'], [keys.inbox('w')])).toEqual([
+      null,
+      1,
+      0,
+      0,
+      'w',
+    ]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hLen(keys.grabbed)).toBe(0);
     // releaseStale, once a new holder dies.
@@ -140,19 +146,25 @@ describe('reclaim finds holders the index does not name', () => {
     ],
   ];
 
-  test.each(keptEntries)('a grant that is not indexed drops the entry its token kept (%s), which cannot hide it', async (_, keep) => {
-    const { keys, run } = setup();
-    await keep(keys, run);
-    await run('tryLock', ['1', 'dead', '1000', '', 'me', '100.000000']);
-    expect(await redis.zScore(keys.leases, '0')).toBeNull();
-    await crowd(keys);
-    expect(await run('tryLock', ['1', 'b', '1000', '', 'me', '102.000000'])).toEqual(['0', expect.any(Number), 'b']);
-  });
+  test.each(keptEntries)(
+    'a grant that is not indexed drops the entry its token kept (%s), which cannot hide it',
+    async (_, keep) => {
+      const { keys, run } = setup();
+      await keep(keys, run);
+      await run('tryLock', ['1', 'dead', '1000', '', 'me', '100.000000']);
+      expect(await redis.zScore(keys.leases, '0')).toBeNull();
+      await crowd(keys);
+      expect(await run('tryLock', ['1', 'b', '1000', '', 'me', '102.000000'])).toEqual(['0', expect.any(Number), 'b']);
+    },
+  );
 
   test('past 16 holders, that read indexes every live grant without an entry, 500 to a ZMSCORE', async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
-    const records = Array.from({ length: 1200 }, (_, n) => [`job${n}`, `100.000000 j${n} ${n + 1} 60000 100.000000 worker`]);
+    const records = Array.from({ length: 1200 }, (_, n) => [
+      `job${n}`,
+      `100.000000 j${n} ${n + 1} 60000 100.000000 worker`,
+    ]);
     await redis.hSet(keys.grabbed, Object.fromEntries(records));
     await run('tryLock', ['1', 'a', '60000', '', 'me', '100.000000']); // 1,201 holders: indexed
     expect(await redis.zCard(keys.leases)).toBe(1);
@@ -174,7 +186,7 @@ describe('reclaim finds holders the index does not name', () => {
     expect(await hgetalls()).toBe(before + 1);
   });
 
-  test('a read of GRABBED drops the entry of a token a Ruby client holds, whatever the caller\'s stale timeout', async () => {
+  test("a read of GRABBED drops the entry of a token a Ruby client holds, whatever the caller's stale timeout", async () => {
     const { keys, run } = setup();
     await run('create', ['1', '']);
     await crowd(keys);
@@ -196,7 +208,13 @@ describe('reclaim finds holders the index does not name', () => {
     await redis.zAdd(keys.waiting, { score: 1e12, value: 'w' });
     await redis.set(keys.fence, '15'); // the next grant is number 16: it reclaims
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w', '2', '0', '25', 'me', 'g1', '', '200.000000'], [keys.inbox('w')])).toEqual(['1', 0, 16, 0, 'g1']);
+    expect(await run('claim', ['w', '2', '0', '25', 'me', 'g1', '', '200.000000'], [keys.inbox('w')])).toEqual([
+      '1',
+      0,
+      16,
+      0,
+      'g1',
+    ]);
     expect((await redis.hGet(keys.grabbed, '0'))?.split(' ')[1]).toBe('dead'); // left to misses, empty slices and the watchdog
     expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([1]);
   });
@@ -245,7 +263,9 @@ describe('entries an unlock leaves (past 16 holders, where every grant is indexe
     // 120 Node grants at 100 s with a 1 s lease; one more, at 100.5 s, whose holder crashes.
     for (let i = 0; i < 120; i++) await run('tryLock', ['121', `g${i}`, '1000', '', 'me', '100.000000']);
     const [crashed] = (await run('tryLock', ['121', 'crashed', '1000', '', 'me', '100.500000'])) as [string];
-    const nodeTokens = Object.keys(await redis.hGetAll(keys.grabbed)).filter((token) => token !== crashed && !token.startsWith('job'));
+    const nodeTokens = Object.keys(await redis.hGetAll(keys.grabbed)).filter(
+      (token) => token !== crashed && !token.startsWith('job'),
+    );
     // Each Node unlock leaves its token the only free one, and a Ruby client (the gem's LPOP and
     // plain stamp) takes it next: its entry stays. Then the Ruby clients give every token back.
     for (const [i, token] of nodeTokens.entries()) {
@@ -316,6 +336,8 @@ describe('entries an unlock leaves (past 16 holders, where every grant is indexe
     expect(await run('releaseStale', ['200.000000', '0', ''])).toEqual([0]); // no Ruby timeout: Ruby holder kept
     expect(await indexed(keys)).toEqual([{ value: '0', score: 204_000_000 }]);
     expect(await run('releaseStale', ['200.000000', '10000', ''])).toEqual([1]); // 49.5 s old Ruby holder
-    expect(Object.keys((await snapshot(redis, name)).grabbed).filter((token) => !token.startsWith('job'))).toEqual(['0']);
+    expect(Object.keys((await snapshot(redis, name)).grabbed).filter((token) => !token.startsWith('job'))).toEqual([
+      '0',
+    ]);
   });
 });

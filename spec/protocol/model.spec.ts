@@ -216,7 +216,9 @@ function verified<C extends Command>(command: C): C {
     await run(model, real);
     const key = (suffix: string) => `SEMAPHORE:${real.name}:${suffix}`;
     expect(await fixture.redis.lRange(key('AVAILABLE'), 0, -1)).toEqual(model.available);
-    expect((await fixture.redis.hKeys(key('GRABBED'))).filter((token) => !isCrowd(token)).sort()).toEqual([...model.held.keys()].sort());
+    expect((await fixture.redis.hKeys(key('GRABBED'))).filter((token) => !isCrowd(token)).sort()).toEqual(
+      [...model.held.keys()].sort(),
+    );
     expect(await fixture.redis.exists(key('OWNERS'))).toBe(0); // one record per grant, in GRABBED: nothing writes OWNERS
     const indexed = (await fixture.redis.zRange(key('LEASES'), 0, -1)).filter((token) => !isCrowd(token));
     expect(indexed.sort()).toEqual([...model.indexed].sort());
@@ -247,7 +249,10 @@ async function runAgainstModel(sequence: Iterable<Command>, fence?: number): Pro
   await sems[0]!.existsOrCreate();
   if (fence !== undefined) await fixture.redis.set(`SEMAPHORE:${name}:FENCE`, String(fence));
   const crowd = Array.from({ length: CROWD }, (_, n) => `crowd${n}`);
-  await fixture.redis.hSet(`SEMAPHORE:${name}:GRABBED`, Object.fromEntries(crowd.map((token, n) => [token, `1000.000000 c${n} ${n + 1} 0 1000.000000 other`])));
+  await fixture.redis.hSet(
+    `SEMAPHORE:${name}:GRABBED`,
+    Object.fromEntries(crowd.map((token, n) => [token, `1000.000000 c${n} ${n + 1} 0 1000.000000 other`])),
+  );
   await fixture.redis.sendCommand(['ZADD', `SEMAPHORE:${name}:LEASES`, ...crowd.flatMap((token) => ['+inf', token])]);
   await fc.asyncModelRun(() => ({ model: new Model(), real: { sems, name } }), sequence);
   await Promise.all(sems.map((sem) => sem.close()));
@@ -268,7 +273,15 @@ test('lock, unlock, consume, signal, refresh, reclaim and timeouts across three 
 test('a lock that skips tryLock reclaims before its grant (a sequence a CI run found)', async () => {
   // c1's lock(0) missed, so its lock with a timeout goes straight to a wait, whose prepareWait reads
   // GRABBED (17 holders, 15 entries) and indexes tokens 0 and 1 before job-2 is granted.
-  const sequence = [new Lock(0, 0), new Lock(0, 0), new Lock(1, 0), new Signal(0, 'job'), new Signal(0, 'job'), new Lock(0, 0), new Lock(1, 30)];
+  const sequence = [
+    new Lock(0, 0),
+    new Lock(0, 0),
+    new Lock(1, 0),
+    new Signal(0, 'job'),
+    new Signal(0, 'job'),
+    new Lock(0, 0),
+    new Lock(1, 30),
+  ];
   await runAgainstModel(sequence.map((command) => verified<Command>(command)));
 });
 

@@ -36,7 +36,9 @@ function setup(resources: number) {
     /** `count` tryLocks sent at once (one pipeline, run in order): the tokens, null for a miss. */
     async lockMany(grants: string[]): Promise<(string | null)[]> {
       await redis.sendCommand(['SCRIPT', 'LOAD', scripts.tryLock.source]);
-      return Promise.all(grants.map(async (grant) => ((await run('tryLock', [size, grant, '0', '', 'me'])) as [string | null])[0]));
+      return Promise.all(
+        grants.map(async (grant) => ((await run('tryLock', [size, grant, '0', '', 'me'])) as [string | null])[0]),
+      );
     },
     release: (token: string, grant: string) => run('release', [token, grant, '1', '']),
     /** A waiter's BLMOVE moving the head token into its inbox (its registration first, as prepareWait does). */
@@ -48,7 +50,9 @@ function setup(resources: number) {
       ((await run('claim', [grant, size, '0', '', 'me', '', ''], [keys.inbox(grant)])) as [string | null])[0],
     /** Every token, wherever it is. */
     async census(): Promise<string[]> {
-      const inboxes = await Promise.all((await redis.zRange(keys.waiting, 0, -1)).map((r) => redis.lRange(keys.inboxOfRegistration(r), 0, -1)));
+      const inboxes = await Promise.all(
+        (await redis.zRange(keys.waiting, 0, -1)).map((r) => redis.lRange(keys.inboxOfRegistration(r), 0, -1)),
+      );
       return [...(await redis.lRange(keys.available, 0, -1)), ...(await redis.hKeys(keys.grabbed)), ...inboxes.flat()];
     },
   };
@@ -104,7 +108,7 @@ test('tokens that move behind the scan are not pushed again: taken from the head
   expectEachOnce(await sem.census(), 25_000);
 });
 
-test('a token in a waiter\'s inbox when the scan ends is not pushed again, and its claim grants it', async () => {
+test("a token in a waiter's inbox when the scan ends is not pushed again, and its claim grants it", async () => {
   const sem = setup(3);
   await sem.createAll();
   expect(await sem.moveToInbox('w')).toBe('0'); // BLMOVE served; its claim not run yet
@@ -132,46 +136,53 @@ test('a fresh creation while waiters are registered goes through the scan: an in
 test('whatever clients do between batches, each token ends up in one place exactly (fast-check)', async () => {
   const resources = 24_000;
   type Step = { kind: 'lock' | 'release' | 'inbox' | 'claim' | 'batch'; count: number };
-  const step = fc.record({ kind: fc.constantFrom<Step['kind']>('lock', 'release', 'inbox', 'claim', 'batch'), count: fc.integer({ min: 1, max: 12_000 }) });
+  const step = fc.record({
+    kind: fc.constantFrom<Step['kind']>('lock', 'release', 'inbox', 'claim', 'batch'),
+    count: fc.integer({ min: 1, max: 12_000 }),
+  });
   await fc.assert(
-    fc.asyncProperty(fc.array(step, { minLength: 3, maxLength: 12 }), fc.integer({ min: 0, max: 5 }), async (steps, lost) => {
-      const sem = setup(resources);
-      await sem.createAll();
-      const held = new Map<string, string>(); // token → grant
-      const inboxes: string[] = [];
-      let grants = 0;
-      const lockMany = async (count: number) => {
-        const ids = Array.from({ length: count }, () => `g${(grants += 1)}`);
-        (await sem.lockMany(ids)).forEach((token, i) => token !== null && held.set(token, ids[i]!));
-      };
-      await lockMany(100);
-      for (let i = 0; i < lost; i += 1) await redis.rPop(sem.keys.available);
-      await redis.del(sem.keys.exists);
-      for (const { kind, count } of steps) {
-        if (kind === 'lock') await lockMany(count);
-        if (kind === 'release') {
-          for (const [token, grant] of [...held].slice(0, Math.min(count, 500))) {
-            await sem.release(token, grant);
-            held.delete(token);
+    fc.asyncProperty(
+      fc.array(step, { minLength: 3, maxLength: 12 }),
+      fc.integer({ min: 0, max: 5 }),
+      async (steps, lost) => {
+        const sem = setup(resources);
+        await sem.createAll();
+        const held = new Map<string, string>(); // token → grant
+        const inboxes: string[] = [];
+        let grants = 0;
+        const lockMany = async (count: number) => {
+          const ids = Array.from({ length: count }, () => `g${(grants += 1)}`);
+          (await sem.lockMany(ids)).forEach((token, i) => token !== null && held.set(token, ids[i]!));
+        };
+        await lockMany(100);
+        for (let i = 0; i < lost; i += 1) await redis.rPop(sem.keys.available);
+        await redis.del(sem.keys.exists);
+        for (const { kind, count } of steps) {
+          if (kind === 'lock') await lockMany(count);
+          if (kind === 'release') {
+            for (const [token, grant] of [...held].slice(0, Math.min(count, 500))) {
+              await sem.release(token, grant);
+              held.delete(token);
+            }
           }
+          if (kind === 'inbox' && inboxes.length < 5) {
+            const id = `w${(grants += 1)}`;
+            if ((await sem.moveToInbox(id)) !== null) inboxes.push(id);
+          }
+          if (kind === 'claim' && inboxes.length > 0) {
+            const id = inboxes.shift()!;
+            const token = await sem.claim(id);
+            if (token !== null) held.set(token, id);
+          }
+          if (kind === 'batch') await sem.create();
         }
-        if (kind === 'inbox' && inboxes.length < 5) {
-          const id = `w${(grants += 1)}`;
-          if ((await sem.moveToInbox(id)) !== null) inboxes.push(id);
-        }
-        if (kind === 'claim' && inboxes.length > 0) {
-          const id = inboxes.shift()!;
-          const token = await sem.claim(id);
-          if (token !== null) held.set(token, id);
-        }
-        if (kind === 'batch') await sem.create();
-      }
-      await sem.createAll();
-      const tokens = await sem.census();
-      expect(new Set(tokens).size).toBe(tokens.length);
-      expect(tokens.length).toBe(resources);
-      await redis.del([...sem.keys.scriptKeys, ...inboxes.map((id) => sem.keys.inbox(id))]);
-    }),
+        await sem.createAll();
+        const tokens = await sem.census();
+        expect(new Set(tokens).size).toBe(tokens.length);
+        expect(tokens.length).toBe(resources);
+        await redis.del([...sem.keys.scriptKeys, ...inboxes.map((id) => sem.keys.inbox(id))]);
+      },
+    ),
     { numRuns: 25 },
   );
 }, 120_000);

@@ -1,5 +1,15 @@
 import { semaphoreKeys } from '../../lib/redis/keys';
-import { callScript, claim, prepareWait, recover, refresh, release, scripts, tryLock, withoutUnusedFunctions } from '../../lib/redis/scripts';
+import {
+  callScript,
+  claim,
+  prepareWait,
+  recover,
+  refresh,
+  release,
+  scripts,
+  tryLock,
+  withoutUnusedFunctions,
+} from '../../lib/redis/scripts';
 import { snapshot, useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
 import { scriptRunner } from '../support/script-calls';
@@ -42,7 +52,9 @@ describe('tryLock-9.lua', () => {
     const [, second] = (await run('tryLock', ['2', 'g2', '', '', ''])) as [string, number];
     expect(second).toBe(first + 1);
     // One record: stamp, grant id, fence, lease, acquired stamp (the stamp, at first), the label last.
-    expect(await redis.hGet(keys.grabbed, '0')).toMatch(new RegExp(`^(\\d+\\.\\d{6}) g1 ${first} 0 \\1 host:1 worker a$`));
+    expect(await redis.hGet(keys.grabbed, '0')).toMatch(
+      new RegExp(`^(\\d+\\.\\d{6}) g1 ${first} 0 \\1 host:1 worker a$`),
+    );
     expect(await redis.hGet(keys.grabbed, '1')).toMatch(new RegExp(`^\\d+\\.\\d{6} g2 ${second} 0 \\d+\\.\\d{6} $`)); // an empty label
     expect(await redis.exists(keys.owners)).toBe(0);
     await redis.del([...keys.scriptKeys]); // expired, deleted, or lost in a restart without persistence
@@ -64,7 +76,10 @@ describe('tryLock-9.lua', () => {
   test('leaves a reclaimed token to a registered waiter, and reports expired registrations', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['1', 'old', '5000', '', 'me', '100.000000']);
-    await redis.zAdd(keys.waiting, [{ score: 1e12, value: 'waiter' }, { score: 1, value: 'gone' }]);
+    await redis.zAdd(keys.waiting, [
+      { score: 1e12, value: 'waiter' },
+      { score: 1, value: 'gone' },
+    ]);
     expect(await run('tryLock', ['1', 'new', '5', '', 'me', '200.000000'])).toEqual([null, 0, 'new', 'gone']);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
   });
@@ -84,7 +99,13 @@ describe('claim-10.lua', () => {
     await run('tryLock', ['1', 'other', '', '', 'me']); // take "0" so we can place it by hand
     await redis.hDel(keys.grabbed, '0');
     await redis.rPush(keys.inbox('w'), '0');
-    expect(await run('claim', ['w', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0, 'w']);
+    expect(await run('claim', ['w', '1', '', '25', 'me'], [keys.inbox('w')])).toEqual([
+      '0',
+      0,
+      expect.any(Number),
+      0,
+      'w',
+    ]);
     expect(grantIds(await redis.hGetAll(keys.grabbed))).toEqual({ '0': 'w' });
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
@@ -92,10 +113,22 @@ describe('claim-10.lua', () => {
   test('after an empty slice, renews the registration (or ends it on the last slice)', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['w', '', '10', '1', '', '']);
-    expect(await run('claim', ['w', '1', '', '25', 'me', '', '', '105.000000'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
+    expect(await run('claim', ['w', '1', '', '25', 'me', '', '', '105.000000'], [keys.inbox('w')])).toEqual([
+      null,
+      1,
+      0,
+      0,
+      'w',
+    ]);
     const [renewed] = await redis.zRangeWithScores(keys.waiting, 0, -1);
     expect(Math.abs(renewed!.score - (await serverSeconds()) - 25)).toBeLessThan(2);
-    expect(await run('claim', ['w', '1', '', '', 'me', '', '', '106.000000'], [keys.inbox('w')])).toEqual([null, 0, 0, 0, 'w']);
+    expect(await run('claim', ['w', '1', '', '', 'me', '', '', '106.000000'], [keys.inbox('w')])).toEqual([
+      null,
+      0,
+      0,
+      0,
+      'w',
+    ]);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
   });
 
@@ -103,7 +136,13 @@ describe('claim-10.lua', () => {
     const { keys, run } = setup();
     await run('tryLock', ['1', 'dead', '5000', '', 'me', '100.000000']);
     await run('tryLock', ['1', 'w', '', '25', 'me', '100.000000']);
-    expect(await run('claim', ['w', '1', '5', '25', 'me', '', '', '200.000000'], [keys.inbox('w')])).toEqual([null, 1, 0, 0, 'w']);
+    expect(await run('claim', ['w', '1', '5', '25', 'me', '', '', '200.000000'], [keys.inbox('w')])).toEqual([
+      null,
+      1,
+      0,
+      0,
+      'w',
+    ]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0']);
     expect(await redis.hGetAll(keys.grabbed)).toEqual({});
   });
@@ -114,7 +153,11 @@ describe('claim-10.lua', () => {
     await run('prepareWait', ['w', '', '10', '1', '', '']);
     await run('prepareWait', ['next', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    const [token, renewed, fence, others] = (await run('claim', ['w', '1', '', '25', 'me'], [keys.inbox('w')])) as number[];
+    const [token, renewed, fence, others] = (await run(
+      'claim',
+      ['w', '1', '', '25', 'me'],
+      [keys.inbox('w')],
+    )) as number[];
     expect([token, renewed, others]).toEqual(['0', 0, 1]);
     expect(fence).toBeGreaterThan(0);
     // Nobody is blocked while a token is still free, however many registrations there are.
@@ -123,10 +166,16 @@ describe('claim-10.lua', () => {
     await run('prepareWait', ['w3', '', '10', '1', '', '']);
     await run('prepareWait', ['w4', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w3'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w3', '1', '', '25', 'me'], [keys.inbox('w3')])).toEqual(['extra', 0, expect.any(Number), 0, 'w3']);
+    expect(await run('claim', ['w3', '1', '', '25', 'me'], [keys.inbox('w3')])).toEqual([
+      'extra',
+      0,
+      expect.any(Number),
+      0,
+      'w3',
+    ]);
   });
 
-  test('keeps the registration for the caller\'s next wait when asked while others wait, and reclaims stale holders one grant in 16', async () => {
+  test("keeps the registration for the caller's next wait when asked while others wait, and reclaims stale holders one grant in 16", async () => {
     const { keys, run } = setup();
     await run('create', ['2', '']);
     await run('tryLock', ['2', 'dead', '5000', '', 'me', '100.000000']); // takes "0"; stale by t=200
@@ -147,14 +196,26 @@ describe('claim-10.lua', () => {
     await redis.zRem(keys.waiting, 'w');
     await run('prepareWait', ['w2', '', '10', '2', '', '200.000000']);
     await redis.lMove(keys.available, keys.inbox('w2'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w2', '2', '', '25', 'me', 'g2', ''], [keys.inbox('w2')])).toEqual(['0', 0, 17, 1, 'g2']);
+    expect(await run('claim', ['w2', '2', '', '25', 'me', 'g2', ''], [keys.inbox('w2')])).toEqual([
+      '0',
+      0,
+      17,
+      1,
+      'g2',
+    ]);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
     // Nobody else registered: not kept even when asked.
     await redis.zRem(keys.waiting, 'other');
     await run('release', ['0', 'g2', '1', '']);
     await run('prepareWait', ['w4', '', '10', '2', '', '']);
     await redis.lMove(keys.available, keys.inbox('w4'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w4', '2', '', '25', 'me', 'g4', '1'], [keys.inbox('w4')])).toEqual(['0', 0, 18, 0, 'g4']);
+    expect(await run('claim', ['w4', '2', '', '25', 'me', 'g4', '1'], [keys.inbox('w4')])).toEqual([
+      '0',
+      0,
+      18,
+      0,
+      'g4',
+    ]);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
     // A token left free: not kept even when others are registered.
     await run('release', ['0', 'g4', '1', '']);
@@ -162,7 +223,13 @@ describe('claim-10.lua', () => {
     await run('prepareWait', ['other', '', '10', '2', '', '']);
     await run('prepareWait', ['w3', '', '10', '2', '', '']);
     await redis.lMove(keys.available, keys.inbox('w3'), 'LEFT', 'RIGHT');
-    expect(await run('claim', ['w3', '2', '', '25', 'me', 'g3', '1'], [keys.inbox('w3')])).toEqual(['job', 0, 19, 0, 'g3']);
+    expect(await run('claim', ['w3', '2', '', '25', 'me', 'g3', '1'], [keys.inbox('w3')])).toEqual([
+      'job',
+      0,
+      19,
+      0,
+      'g3',
+    ]);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
   });
 
@@ -190,7 +257,13 @@ describe('claim-10.lua', () => {
     for (let i = 0; i < 3; i += 1) await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     expect(await redis.exists(keys.available)).toBe(0);
     // Asked to keep the registration while another is registered, but the returned tokens are free.
-    expect(await run('claim', ['w', '3', '', '25', 'me', 'g', '1'], [keys.inbox('w')])).toEqual(['0', 0, expect.any(Number), 0, 'g']);
+    expect(await run('claim', ['w', '3', '', '25', 'me', 'g', '1'], [keys.inbox('w')])).toEqual([
+      '0',
+      0,
+      expect.any(Number),
+      0,
+      'g',
+    ]);
     expect(await redis.lRange(keys.available, 0, -1)).toEqual(['1', '2']);
     expect(await redis.exists(keys.inbox('w'))).toBe(0);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
@@ -222,7 +295,12 @@ describe('recover-10.lua', () => {
   test('adopts a grant whose claim ran but whose reply was lost', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['2', 'lost-reply', '', '', 'me']);
-    expect(await run('recover', ['lost-reply', '', '', '100', 'me'], [keys.inbox('lost-reply')])).toEqual(['0', expect.any(Number), expect.any(Number), 'lost-reply']);
+    expect(await run('recover', ['lost-reply', '', '', '100', 'me'], [keys.inbox('lost-reply')])).toEqual([
+      '0',
+      expect.any(Number),
+      expect.any(Number),
+      'lost-reply',
+    ]);
   });
 
   test('adopting a grant whose claim kept its registration ends that registration too', async () => {
@@ -232,11 +310,22 @@ describe('recover-10.lua', () => {
     await run('prepareWait', ['other', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
     // The claim grants as g1 and keeps w (others wait, no token free); its reply is lost.
-    expect(await run('claim', ['w', '1', '', '25', 'me', 'g1', '1'], [keys.inbox('w')])).toEqual(['0', 1, expect.any(Number), 1, 'g1']);
+    expect(await run('claim', ['w', '1', '', '25', 'me', 'g1', '1'], [keys.inbox('w')])).toEqual([
+      '0',
+      1,
+      expect.any(Number),
+      1,
+      'g1',
+    ]);
     expect((await redis.zRange(keys.waiting, 0, -1)).sort()).toEqual(['other', 'w']);
     // recover by grant id and registration id adopts the grant, and the kept registration goes:
     // the client never heard of it.
-    expect(await run('recover', ['g1', '', '', '100', 'me', '', 'w'], [keys.inbox('w')])).toEqual(['0', expect.any(Number), expect.any(Number), 'g1']);
+    expect(await run('recover', ['g1', '', '', '100', 'me', '', 'w'], [keys.inbox('w')])).toEqual([
+      '0',
+      expect.any(Number),
+      expect.any(Number),
+      'g1',
+    ]);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['other']);
     expect(grantIds(await redis.hGetAll(keys.grabbed))).toEqual({ '0': 'g1' });
   });
@@ -246,7 +335,12 @@ describe('recover-10.lua', () => {
     await run('create', ['1', '']);
     await run('prepareWait', ['w', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w'), 'LEFT', 'RIGHT');
-    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toEqual(['0', expect.any(Number), 0, 'w']);
+    expect(await run('recover', ['w', '', '', '100', 'me'], [keys.inbox('w')])).toEqual([
+      '0',
+      expect.any(Number),
+      0,
+      'w',
+    ]);
     expect(grantIds(await redis.hGetAll(keys.grabbed))).toEqual({ '0': 'w' });
   });
 
@@ -344,7 +438,10 @@ describe('reapWaiters.lua', () => {
   test('returns tokens from inboxes whose lease is over, and leaves live registrations alone', async () => {
     const { name, keys, run } = setup();
     await run('create', ['2', '']);
-    await redis.zAdd(keys.waiting, [{ score: 1, value: '~dead' }, { score: 1e12, value: 'alive' }]);
+    await redis.zAdd(keys.waiting, [
+      { score: 1, value: '~dead' },
+      { score: 1e12, value: 'alive' },
+    ]);
     await redis.lMove(keys.available, keys.inbox('dead'), 'LEFT', 'RIGHT');
     await redis.lMove(keys.available, keys.inbox('alive'), 'LEFT', 'RIGHT');
     expect(await run('reapWaiters', ['', '~dead', 'alive'], [keys.inbox('dead'), keys.inbox('alive')])).toBe(1);
@@ -387,7 +484,7 @@ describe('release-9.lua and refresh-9.lua', () => {
 });
 
 describe('releaseStale-9.lua', () => {
-  test('reclaims by each holder\'s own lease, Ruby holders and unreadable stamps by the caller\'s, and forgets their records', async () => {
+  test("reclaims by each holder's own lease, Ruby holders and unreadable stamps by the caller's, and forgets their records", async () => {
     const { name, keys, run } = setup();
     await run('create', ['5', '']);
     await run('tryLock', ['5', 'a', '5000', '', 'me', '100.000000']); // "0": lease over at 105
@@ -508,28 +605,31 @@ describe('the keys a hot-path call passes', () => {
     expect(refreshed).toEqual(cluster.keys.holderKeys);
   });
 
-  test.each([false, true])('a cycle leaves the same keys and state with AVAILABLE alone as with every key (cluster: %s)', async (cluster) => {
-    const name = `{${uniqueName('keys')}}`; // a hash tag: the same key names either way
-    const t = target(name, cluster);
-    const client = redis as unknown as Parameters<typeof callScript>[0];
-    expect((await callScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
-    expect((await callScript(client, tryLock(t, 'g2', 10_000))).token).toBeNull(); // registers g2
-    expect((await callScript(client, refresh(t, '0', 'g1')))).toBe(true);
-    expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual(['0']); // the refresh indexes the grant
-    expect((await callScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
-    await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g2'), 'LEFT', 'RIGHT']); // as BLMOVE would
-    const claimed = await callScript(client, claim(t, 'g2', { grantId: 'g2', nextLifetimeMs: 10_000, keep: false }));
-    expect(claimed).toMatchObject({ token: '0', renewed: false });
-    const held = await snapshot(redis, name);
-    expect(grantIds(held.grabbed)).toEqual({ '0': 'g2' });
-    expect(held.waiting).toEqual([]);
-    // The unlock left the token's entry; g2's grant, not indexed (one holder), dropped it.
-    expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual([]);
-    expect((await callScript(client, release(t, '0', 'g2', true))).ended).toBe(true);
-    const after = await snapshot(redis, name);
-    expect(after.available).toEqual(['0']);
-    expect(after.grabbed).toEqual({});
-    const prefix = t.keys.available.slice(0, -'AVAILABLE'.length);
-    expect(after.keys).toEqual(['AVAILABLE', 'EXISTS', 'FENCE', 'VERSION'].map((key) => prefix + key));
-  });
+  test.each([false, true])(
+    'a cycle leaves the same keys and state with AVAILABLE alone as with every key (cluster: %s)',
+    async (cluster) => {
+      const name = `{${uniqueName('keys')}}`; // a hash tag: the same key names either way
+      const t = target(name, cluster);
+      const client = redis as unknown as Parameters<typeof callScript>[0];
+      expect((await callScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
+      expect((await callScript(client, tryLock(t, 'g2', 10_000))).token).toBeNull(); // registers g2
+      expect(await callScript(client, refresh(t, '0', 'g1'))).toBe(true);
+      expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual(['0']); // the refresh indexes the grant
+      expect((await callScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
+      await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g2'), 'LEFT', 'RIGHT']); // as BLMOVE would
+      const claimed = await callScript(client, claim(t, 'g2', { grantId: 'g2', nextLifetimeMs: 10_000, keep: false }));
+      expect(claimed).toMatchObject({ token: '0', renewed: false });
+      const held = await snapshot(redis, name);
+      expect(grantIds(held.grabbed)).toEqual({ '0': 'g2' });
+      expect(held.waiting).toEqual([]);
+      // The unlock left the token's entry; g2's grant, not indexed (one holder), dropped it.
+      expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual([]);
+      expect((await callScript(client, release(t, '0', 'g2', true))).ended).toBe(true);
+      const after = await snapshot(redis, name);
+      expect(after.available).toEqual(['0']);
+      expect(after.grabbed).toEqual({});
+      const prefix = t.keys.available.slice(0, -'AVAILABLE'.length);
+      expect(after.keys).toEqual(['AVAILABLE', 'EXISTS', 'FENCE', 'VERSION'].map((key) => prefix + key));
+    },
+  );
 });

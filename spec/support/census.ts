@@ -162,7 +162,9 @@ export function censusProblems(census: Census, resources: number, expectation: C
   if (t.duplicated.length > 0) problems.push(`duplicated tokens ${t.duplicated.join(',')}`);
   if (t.unknown.length > 0) problems.push(`unknown tokens ${t.unknown.join(',')}`);
   if (t.unrecorded.length > 0) {
-    problems.push(`held without a grant record, or in OWNERS: ${t.unrecorded.map((token) => describeRecord(census, token)).join(', ')}`);
+    problems.push(
+      `held without a grant record, or in OWNERS: ${t.unrecorded.map((token) => describeRecord(census, token)).join(', ')}`,
+    );
   }
   if (t.stranded.length > 0) problems.push(`tokens stranded in unregistered inboxes ${t.stranded.join(',')}`);
   if (!expectation.inboxesAllowed && t.inInboxes.length > 0) {

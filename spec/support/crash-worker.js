@@ -183,13 +183,11 @@ async function rawClient() {
     '',
   ]);
   const move = ['BLMOVE', keys.available, inbox, 'LEFT', 'RIGHT', String(config.blockSeconds)];
-  const claim = evalArguments(scripts.claim, [...keys.scriptKeys, inbox], [
-    config.grantId,
-    String(config.resources),
-    '',
-    String(config.leaseSeconds),
-    'crash-worker',
-  ]);
+  const claim = evalArguments(
+    scripts.claim,
+    [...keys.scriptKeys, inbox],
+    [config.grantId, String(config.resources), '', String(config.leaseSeconds), 'crash-worker'],
+  );
   await send({ ready: true });
   return { client, prepare, move, claim };
 }

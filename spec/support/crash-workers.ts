@@ -97,7 +97,13 @@ export function useCrashWorkers(): { spawn(config: Record<string, unknown>): Chi
   };
   beforeAll(() => {
     const built = join(ROOT, 'dist');
-    for (const file of ['index.js', 'util/checkpoint.js', 'redis/scripts.js', 'redis/keys.js', 'redis/scripts/claim-10.lua']) {
+    for (const file of [
+      'index.js',
+      'util/checkpoint.js',
+      'redis/scripts.js',
+      'redis/keys.js',
+      'redis/scripts/claim-10.lua',
+    ]) {
       if (!existsSync(join(built, file))) throw new Error(`dist/${file} is missing: run \`npm run build\` first`);
     }
     dist = mkdtempSync(join(tmpdir(), 'rts-crash-dist-'));

@@ -21,14 +21,21 @@ export interface SpawnExampleOptions {
 }
 
 /** Runs `examples/<file>` with `args` and collects its exit and output. */
-export function spawnExample(file: string, args: readonly string[], { env, timeoutMs, stopSignal }: SpawnExampleOptions): Promise<Outcome> {
+export function spawnExample(
+  file: string,
+  args: readonly string[],
+  { env, timeoutMs, stopSignal }: SpawnExampleOptions,
+): Promise<Outcome> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const [key, value] of Object.entries(env)) {
     if (value === undefined) delete childEnv[key];
     else childEnv[key] = value;
   }
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(EXAMPLES, file), ...args], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [join(EXAMPLES, file), ...args], {
+      env: childEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

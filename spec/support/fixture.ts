@@ -57,7 +57,9 @@ export async function snapshot(redis: Client, name: string) {
     grabbed: census.grabbed,
     owners: census.ownerRecords,
     waiting: census.waiting.map((entry) => entry.registration),
-    inboxes: Object.fromEntries(census.inboxes.filter((inbox) => inbox.registered).map((inbox) => [inbox.key, inbox.tokens])),
+    inboxes: Object.fromEntries(
+      census.inboxes.filter((inbox) => inbox.registered).map((inbox) => [inbox.key, inbox.tokens]),
+    ),
     keys: (await redis.keys(keyPattern(semaphoreKeys(name)))).sort(),
   };
 }

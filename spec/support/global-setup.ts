@@ -24,17 +24,23 @@ function installedRedisServer(): { version: string } | { missing: string } {
   const run = spawnSync('redis-server', ['--version'], { encoding: 'utf8', timeout: 10_000 });
   if (run.error) {
     const code = (run.error as NodeJS.ErrnoException).code;
-    return { missing: code === 'ENOENT' ? 'redis-server is not on PATH' : `redis-server --version failed: ${run.error.message}` };
+    return {
+      missing:
+        code === 'ENOENT' ? 'redis-server is not on PATH' : `redis-server --version failed: ${run.error.message}`,
+    };
   }
   const version = /\bv=(\d+\.\d+\.\d+)/.exec(run.stdout)?.[1];
-  return version ? { version } : { missing: `redis-server --version said ${JSON.stringify(run.stdout.trim())}, with no version` };
+  return version
+    ? { version }
+    : { missing: `redis-server --version said ${JSON.stringify(run.stdout.trim())}, with no version` };
 }
 
 /** Uses REDIS_URL when set; otherwise starts a private redis-server for the whole run. */
 export default async function globalSetup(): Promise<void> {
   if (process.env['REDIS_URL']) return;
   const installed = installedRedisServer();
-  if ('missing' in installed) throw new Error(`The tests need redis-server ${TESTS_NEED} or later: ${installed.missing}.\n${HOW_TO_GET_REDIS}`);
+  if ('missing' in installed)
+    throw new Error(`The tests need redis-server ${TESTS_NEED} or later: ${installed.missing}.\n${HOW_TO_GET_REDIS}`);
   if (isOlder(installed.version, TESTS_NEED)) {
     throw new Error(
       `The tests need redis-server ${TESTS_NEED} or later (they start it with --enable-debug-command), ` +

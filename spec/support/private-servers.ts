@@ -25,7 +25,9 @@ export class PrivateServers {
     client.on('error', () => undefined);
     await client.connect();
     // A client still reconnecting (its server killed) would queue QUIT forever: disconnect it instead.
-    this.#opened.push({ close: () => (client.isReady ? client.quit().catch(() => client.disconnect()) : client.disconnect()) });
+    this.#opened.push({
+      close: () => (client.isReady ? client.quit().catch(() => client.disconnect()) : client.disconnect()),
+    });
     return client;
   }
 
@@ -37,7 +39,12 @@ export class PrivateServers {
 
   /** Closes every client and semaphore (failures ignored), then stops every server. */
   async close(): Promise<void> {
-    await Promise.all(this.#opened.splice(0).reverse().map((thing) => thing.close().catch(() => undefined)));
+    await Promise.all(
+      this.#opened
+        .splice(0)
+        .reverse()
+        .map((thing) => thing.close().catch(() => undefined)),
+    );
     await Promise.all(this.#servers.splice(0).map((server) => server.stop()));
   }
 }

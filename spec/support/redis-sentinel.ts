@@ -38,7 +38,12 @@ export async function startSentinelSetup({
   downAfterMs = 1000,
   masterName = 'mymaster',
   serverArgs = [],
-}: { replicas?: number; downAfterMs?: number; masterName?: string; serverArgs?: string[] } = {}): Promise<SentinelSetup> {
+}: {
+  replicas?: number;
+  downAfterMs?: number;
+  masterName?: string;
+  serverArgs?: string[];
+} = {}): Promise<SentinelSetup> {
   const servers: RedisServer[] = [];
   const sentinels: RedisServer[] = [];
   const dir = mkdtempSync(join(tmpdir(), 'rts-sentinel-')); // their config files, which they rewrite
@@ -81,7 +86,9 @@ export async function startSentinelSetup({
       }
     };
     for (const replica of servers.slice(1)) {
-      await until('replication', async () => (await cli(replica.port, 'INFO', 'replication')).includes('master_link_status:up'));
+      await until('replication', async () =>
+        (await cli(replica.port, 'INFO', 'replication')).includes('master_link_status:up'),
+      );
     }
     for (const sentinel of sentinels) {
       await until('the Sentinels to find each other and the replicas', async () => {
@@ -98,7 +105,9 @@ export async function startSentinelSetup({
         'a new primary',
         async () => {
           const views = await Promise.all(
-            sentinels.map(async (s) => Number((await cli(s.port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName)).split('\n')[1])),
+            sentinels.map(async (s) =>
+              Number((await cli(s.port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName)).split('\n')[1]),
+            ),
           );
           port = views[0]!;
           if (port === than || views.some((view) => view !== port)) return false;

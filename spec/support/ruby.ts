@@ -89,12 +89,20 @@ export interface RunRubyOptions {
  * Runs a short Ruby snippet (after the prelude above) to completion and resolves its stdout;
  * rejects with its stderr when it exits non-zero or runs past `timeoutMs`.
  */
-export function runRuby(script: string, { url = redisUrl(), args = [], timeoutMs = 20_000 }: RunRubyOptions = {}): Promise<string> {
+export function runRuby(
+  script: string,
+  { url = redisUrl(), args = [], timeoutMs = 20_000 }: RunRubyOptions = {},
+): Promise<string> {
   return new Promise((resolvePromise, reject) => {
     execFile(
       'ruby',
       rubyCommand(script, args.map(String)),
-      { env: { ...process.env, RTS_RUBY_REDIS_URL: url }, timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 16 << 20 },
+      {
+        env: { ...process.env, RTS_RUBY_REDIS_URL: url },
+        timeout: timeoutMs,
+        killSignal: 'SIGKILL',
+        maxBuffer: 16 << 20,
+      },
       (error, stdout, stderr) => {
         if (!error) return resolvePromise(stdout);
         const how = error.killed ? `was killed after ${timeoutMs} ms` : `failed (exit ${String(error.code)})`;
@@ -184,8 +192,12 @@ export class RubyProcess {
     for (;;) {
       const found = this.#lines.find((line) => pattern.test(line));
       if (found !== undefined) return found;
-      if (!this.alive) throw new Error(`ruby exited before printing ${pattern}: ${this.#stderr.trim()}\nstdout: ${this.#lines.join('\n')}`);
-      if (Date.now() > deadline) throw new Error(`ruby printed no ${pattern} within ${timeoutMs} ms; stdout: ${this.#lines.join('\n')}`);
+      if (!this.alive)
+        throw new Error(
+          `ruby exited before printing ${pattern}: ${this.#stderr.trim()}\nstdout: ${this.#lines.join('\n')}`,
+        );
+      if (Date.now() > deadline)
+        throw new Error(`ruby printed no ${pattern} within ${timeoutMs} ms; stdout: ${this.#lines.join('\n')}`);
       await new Promise((resolvePromise) => setTimeout(resolvePromise, 10));
     }
   }
@@ -198,7 +210,8 @@ export class RubyProcess {
       new Promise<'timeout'>((resolvePromise) => (timer = setTimeout(() => resolvePromise('timeout'), timeoutMs))),
     ]).finally(() => clearTimeout(timer));
     if (code === 'timeout') throw new Error(`ruby (pid ${this.pid}) still runs after ${timeoutMs} ms`);
-    if (code !== 0) throw new Error(`ruby exited with ${String(code ?? this.#child.signalCode)}: ${this.#stderr.trim()}`);
+    if (code !== 0)
+      throw new Error(`ruby exited with ${String(code ?? this.#child.signalCode)}: ${this.#stderr.trim()}`);
     return this.#lines.join('\n');
   }
 
@@ -290,7 +303,10 @@ puts JSON.generate(report)
  * `maxGrants`, then prints a {@link RubyWorkerReport} and exits by itself. It is SIGKILLed if it
  * runs well past its duration; `killRubyProcesses()` in afterAll kills any left.
  */
-export function startRubyWorker(options: RubyWorkerOptions): { process: RubyProcess; report(): Promise<RubyWorkerReport> } {
+export function startRubyWorker(options: RubyWorkerOptions): {
+  process: RubyProcess;
+  report(): Promise<RubyWorkerReport>;
+} {
   const lockTimeout = options.lockTimeout ?? 1;
   const ruby = new RubyProcess(WORKER_LOOP, {
     url: options.url,

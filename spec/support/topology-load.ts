@@ -36,7 +36,11 @@ export async function stopLoads(): Promise<void> {
  * `workers` loops lock → hold → unlock on their own Semaphore instances, logging a history. Errors
  * (a failover, a migration) are recorded and retried after a pause; every loop is bounded in time.
  */
-export function startLoad(client: unknown, name: string, { workers, resources, holdMs, staleClientTimeout }: LoadOptions): Load {
+export function startLoad(
+  client: unknown,
+  name: string,
+  { workers, resources, holdMs, staleClientTimeout }: LoadOptions,
+): Load {
   const events: HistoryEvent[] = [];
   const errors: string[] = [];
   let lost = 0;
@@ -98,7 +102,9 @@ export async function loadStarted(load: Load): Promise<void> {
 /** Waits until the load has logged 40 more events than now (it goes on after `what`), then stops it. */
 export async function loadGoesOnThenStop(load: Load, timeoutMs: number, what: string): Promise<void> {
   const after = load.events.length;
-  await until(() => load.events.length > after + 40, timeoutMs, `load to go on after the ${what}`).finally(() => load.stop());
+  await until(() => load.events.length > after + 40, timeoutMs, `load to go on after the ${what}`).finally(() =>
+    load.stop(),
+  );
 }
 
 /** The history of a stopped load, checked for anomalies (a token held twice at once, an unlock before its lock…). */
@@ -121,7 +127,10 @@ export function expectFullCensus(census: Census, resources: number): void {
  * Token overlaps not explained by a grant the failover forgot: each overlap must involve a hold
  * whose unlock then resolved false (the documented over-admission of an unreplicated failover).
  */
-export function unexplainedOverlaps(overlaps: Array<[Interval, Interval]>, lostHolds: Set<string>): Array<[Interval, Interval]> {
+export function unexplainedOverlaps(
+  overlaps: Array<[Interval, Interval]>,
+  lostHolds: Set<string>,
+): Array<[Interval, Interval]> {
   return overlaps.filter((pair) => !pair.some((hold) => lostHolds.has(`${hold.holder}|${hold.token}|${hold.start}`)));
 }
 
@@ -135,7 +144,11 @@ export async function checkAfterFailover(
   client: unknown,
   name: string,
   load: Load,
-  { resources, staleClientTimeout, census }: { resources: number; staleClientTimeout: number; census: () => Promise<Census> },
+  {
+    resources,
+    staleClientTimeout,
+    census,
+  }: { resources: number; staleClientTimeout: number; census: () => Promise<Census> },
 ): Promise<HistoryReport> {
   const sem = new Semaphore(name, { redis: client as never, resources, staleClientTimeout });
   await sleep(staleClientTimeout + 200);

@@ -14,7 +14,15 @@ import {
 import { readAudit } from '../../lib/admin/audit';
 import { metricsText } from '../../lib/dashboard/metrics';
 import { escapeHtml } from '../../lib/dashboard/page';
-import { DEFAULT_KEY_PREFIX, existsKeyPattern, grantIdOfInboxKey, inboxKeyPattern, keyPattern, nameOfExistsKey, semaphoreKeys } from '../../lib/redis/keys';
+import {
+  DEFAULT_KEY_PREFIX,
+  existsKeyPattern,
+  grantIdOfInboxKey,
+  inboxKeyPattern,
+  keyPattern,
+  nameOfExistsKey,
+  semaphoreKeys,
+} from '../../lib/redis/keys';
 import type { RedisClientLike, SupportedRedisClient } from '../../lib/redis/client/types';
 import { runScript, scripts } from '../../lib/redis/scripts';
 import { snapshot, useFixture } from '../support/fixture';
@@ -105,7 +113,14 @@ describe('status-9.lua', () => {
     const waiter = sem.lock(10_000);
     await until(async () => (await blockedClients(fx.redis)) > before);
     await fx.redis.zAdd(keys.waiting, { score: 1e12, value: '~abandoned' });
-    const [exists, now, available, waiting, ids, held] = (await run('status', ['10'])) as [number, string, number, number, string[], string[]];
+    const [exists, now, available, waiting, ids, held] = (await run('status', ['10'])) as [
+      number,
+      string,
+      number,
+      number,
+      string[],
+      string[],
+    ];
     expect([exists, available, waiting]).toEqual([1, 0, 1]);
     expect(ids).toEqual([expect.any(String)]);
     expect(held).toEqual(['0', expect.stringMatching(/^(\d+\.\d{6}) \S+ \d+ 30000 \1 me on host$/)]);
@@ -194,7 +209,10 @@ describe('createDashboard', () => {
     await fx.redis.set(semaphoreKeys(broken).available, 'not a list');
     const list = (await (await fetch(`${base}/api/semaphores`)).json()) as { semaphores: Array<{ name: string }> };
     expect(list.semaphores.find((s) => s.name === name)).toMatchObject({ tokens: 2, held: 1, available: 1 });
-    expect(list.semaphores.find((s) => s.name === broken)).toEqual({ name: broken, error: expect.stringMatching(/^WRONGTYPE/) });
+    expect(list.semaphores.find((s) => s.name === broken)).toEqual({
+      name: broken,
+      error: expect.stringMatching(/^WRONGTYPE/),
+    });
     const one = (await (await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}`)).json()) as Json;
     expect(one.semaphore.holders[0]).toMatchObject({ token: '0', owner: 'api-holder' });
     // The CLI's status JSON (lib/admin/json.ts), with the dashboard's hand-offs.
@@ -218,7 +236,11 @@ describe('createDashboard', () => {
     const path = `/api/semaphores/${encodeURIComponent(name)}/release`;
     expect((await post(path, { token: '0' }, null)).status).toBe(401);
     expect((await post(path, { token: '0' }, 'wrong-token-of-any-length')).status).toBe(401);
-    const unjson = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{"token":"0"}' });
+    const unjson = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}` },
+      body: '{"token":"0"}',
+    });
     expect(unjson.status).toBe(415);
     expect((await post(path, { token: 0 })).status).toBe(400);
     await expect(holder.isLocked('0')).resolves.toBe(true);
@@ -229,7 +251,9 @@ describe('createDashboard', () => {
     await expect(waiter).resolves.toBe('0');
     expect((await post(path, { token: '0', grantId })).status).toBe(409); // the waiter's grant holds it now
     expect((await post(path, { token: '7' })).status).toBe(404);
-    const missing = await post(`/api/semaphores/${encodeURIComponent(uniqueName('dash-missing'))}/release`, { token: '0' });
+    const missing = await post(`/api/semaphores/${encodeURIComponent(uniqueName('dash-missing'))}/release`, {
+      token: '0',
+    });
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as Json).error.code).toBe('semaphore_not_found');
   });
@@ -249,7 +273,15 @@ describe('createDashboard', () => {
     await expect(sem.availableCount()).resolves.toBe(1);
     // Logged: the Ruby holder (no grant id, no owner recorded), by the dashboard, with the request.
     expect(await readAudit(scope(), name)).toEqual([
-      expect.objectContaining({ action: 'release-stale', token: ruby, grantId: '', owner: '', by: 'dashboard 127.0.0.1', command: `POST ${path}`, reason: '' }),
+      expect.objectContaining({
+        action: 'release-stale',
+        token: ruby,
+        grantId: '',
+        owner: '',
+        by: 'dashboard 127.0.0.1',
+        command: `POST ${path}`,
+        reason: '',
+      }),
     ]);
   });
 
@@ -278,7 +310,7 @@ describe('createDashboard', () => {
 
   test('/metrics: only the watched semaphores, label values escaped; /healthz answers without the token', async () => {
     expect(metricsText(undefined)).toBe(
-      '# HELP redis_token_semaphore_up Whether Redis answered the dashboard\'s reads for this scrape (1) or not (0).\n# TYPE redis_token_semaphore_up gauge\nredis_token_semaphore_up 0\n',
+      "# HELP redis_token_semaphore_up Whether Redis answered the dashboard's reads for this scrape (1) or not (0).\n# TYPE redis_token_semaphore_up gauge\nredis_token_semaphore_up 0\n",
     );
     const name = uniqueName('dash-"metrics"\\\n');
     const sem = fx.semaphore({ resources: 2 }, name);
@@ -336,7 +368,10 @@ describe('createDashboard', () => {
       const down = await fetch(`${url}/api/semaphores`);
       expect(down.status).toBe(503);
       // This client queues commands while offline, so the request times out rather than failing at once.
-      expect(((await down.json()) as Json).error).toEqual({ code: expect.stringMatching(/^(redis|timeout)$/), message: expect.any(String) });
+      expect(((await down.json()) as Json).error).toEqual({
+        code: expect.stringMatching(/^(redis|timeout)$/),
+        message: expect.any(String),
+      });
       expect((await fetch(`${url}/`)).status).toBe(200);
     } finally {
       http2.closeAllConnections();
@@ -347,17 +382,20 @@ describe('createDashboard', () => {
   });
 
   test('escapeHtml covers element content and quoted attributes', () => {
-    expect(escapeHtml(`<a href="x" onclick='y'>&</a>`)).toBe('&#60;a href=&#34;x&#34; onclick=&#39;y&#39;&#62;&#38;&#60;/a&#62;');
+    expect(escapeHtml(`<a href="x" onclick='y'>&</a>`)).toBe(
+      '&#60;a href=&#34;x&#34; onclick=&#39;y&#39;&#62;&#38;&#60;/a&#62;',
+    );
   });
 });
 
 describe('key names for operators (lib/redis/keys.ts)', () => {
-  test('a listed EXISTS key gives back a name that addresses the same keys; a cluster semaphore\'s is its tagged name', () => {
+  test("a listed EXISTS key gives back a name that addresses the same keys; a cluster semaphore's is its tagged name", () => {
     expect(existsKeyPattern()).toBe('SEMAPHORE:*:EXISTS');
     expect(existsKeyPattern('APP1:')).toBe('APP1:*:EXISTS');
     expect(nameOfExistsKey('SEMAPHORE:jobs:EXISTS')).toBe('jobs');
     expect(nameOfExistsKey('SEMAPHORE:a:b:EXISTS')).toBe('a:b');
-    for (const key of ['SEMAPHORE::EXISTS', 'SEMAPHORE:jobs:AVAILABLE', 'OTHER:jobs:EXISTS']) expect(nameOfExistsKey(key)).toBeUndefined();
+    for (const key of ['SEMAPHORE::EXISTS', 'SEMAPHORE:jobs:AVAILABLE', 'OTHER:jobs:EXISTS'])
+      expect(nameOfExistsKey(key)).toBeUndefined();
     for (const name of ['jobs', '{jobs}', 'crawl:{eu}', '}abc', '"}abc', 'a{}b']) {
       for (const cluster of [false, true]) {
         const keys = semaphoreKeys(name, { cluster });
@@ -417,7 +455,12 @@ describe('operators on a Redis Cluster client', () => {
       expect(status.holders).toEqual([expect.objectContaining({ token, owner: 'on-cluster' })]);
       await expect(releaseToken(admin(), name, token)).resolves.toEqual({ status: 'released', available: 2 });
       await expect(sem.isLocked(token)).resolves.toBe(false);
-      await expect(resizeSemaphore(admin(), name, 3)).resolves.toEqual({ status: 'resized', before: 2, held: 0, after: 3 });
+      await expect(resizeSemaphore(admin(), name, 3)).resolves.toEqual({
+        status: 'resized',
+        before: 2,
+        held: 0,
+        after: 3,
+      });
       await expect(sem.availableCount()).resolves.toBe(3);
       await expect(releaseStale(admin(), name, 1000)).resolves.toBe(0);
       await deleteSemaphore(admin(), name);
@@ -428,7 +471,7 @@ describe('operators on a Redis Cluster client', () => {
     }
   });
 
-  test('with a key prefix, the same operations address that prefix\'s hash-tagged keys', async () => {
+  test("with a key prefix, the same operations address that prefix's hash-tagged keys", async () => {
     const name = uniqueName('admin-cluster');
     const sem = new Semaphore(name, { redis: redis as never, resources: 2, keyPrefix: 'APP1:' });
     try {
@@ -437,9 +480,19 @@ describe('operators on a Redis Cluster client', () => {
       expect(tagged.exists).toBe(`APP1:{${name}}:EXISTS`);
       expect(await redis.sendCommand(tagged.exists, true, ['EXISTS', tagged.exists])).toBe(1);
       await expect(semaphoreExists(admin(), name)).resolves.toBe(false); // not under SEMAPHORE:
-      await expect(readStatus(admin('APP1:'), name)).resolves.toMatchObject({ name, exists: true, tokens: 2, available: 1 });
+      await expect(readStatus(admin('APP1:'), name)).resolves.toMatchObject({
+        name,
+        exists: true,
+        tokens: 2,
+        available: 1,
+      });
       await expect(releaseToken(admin('APP1:'), name, token)).resolves.toEqual({ status: 'released', available: 2 });
-      await expect(resizeSemaphore(admin('APP1:'), name, 3)).resolves.toEqual({ status: 'resized', before: 2, held: 0, after: 3 });
+      await expect(resizeSemaphore(admin('APP1:'), name, 3)).resolves.toEqual({
+        status: 'resized',
+        before: 2,
+        held: 0,
+        after: 3,
+      });
       await expect(sem.availableCount()).resolves.toBe(3);
       await deleteSemaphore(admin('APP1:'), name);
       expect(await redis.sendCommand(tagged.exists, true, ['EXISTS', tagged.exists])).toBe(0);

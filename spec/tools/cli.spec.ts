@@ -36,7 +36,12 @@ describe('status', () => {
     expect(status).toMatchObject({ name, exists: true, tokens: 2, held: 2, available: 0, waiting: 1 });
     expect(status.holders.map((h: { token: string }) => h.token).sort()).toEqual([...tokens].sort());
     for (const holder of status.holders) {
-      expect(holder).toMatchObject({ owner: 'holder@host-a', fence: expect.any(Number), grantId: expect.any(String), leaseMs: 30_000 });
+      expect(holder).toMatchObject({
+        owner: 'holder@host-a',
+        fence: expect.any(Number),
+        grantId: expect.any(String),
+        leaseMs: 30_000,
+      });
       expect(holder.refreshedMs).toBeLessThanOrEqual(holder.heldMs);
       expect(Date.parse(holder.refreshedAt)).toBeGreaterThanOrEqual(Date.parse(holder.since));
       expect(holder.heldMs).toBeGreaterThanOrEqual(0);
@@ -83,8 +88,22 @@ test('list: every semaphore with its counts, by SCAN', async () => {
   expect(json.code).toBe(0);
   const { semaphores, truncated } = JSON.parse(json.stdout);
   expect(truncated).toBe(false);
-  expect(semaphores).toContainEqual({ name, tokens: 3, held: 2, available: 1, waiting: 0, longestHeldMs: expect.any(Number) });
-  expect(semaphores).toContainEqual({ name: other.name, tokens: 1, held: 0, available: 1, waiting: 0, longestHeldMs: null });
+  expect(semaphores).toContainEqual({
+    name,
+    tokens: 3,
+    held: 2,
+    available: 1,
+    waiting: 0,
+    longestHeldMs: expect.any(Number),
+  });
+  expect(semaphores).toContainEqual({
+    name: other.name,
+    tokens: 1,
+    held: 0,
+    available: 1,
+    waiting: 0,
+    longestHeldMs: null,
+  });
   expect(semaphores).toContainEqual({ name: broken, error: expect.stringMatching(/^WRONGTYPE/) });
   const text = await runCli(['list']);
   expect(text.stdout).toMatch(/^NAME\s+TOKENS\s+HELD\s+FREE\s+WAITING\s+LONGEST HELD$/m);
@@ -176,7 +195,10 @@ test('watch refreshes --count times, then exits 0', async () => {
   const { name } = await busy(2, 1, 0);
   const json = await runCli(['watch', name, '--count', '3', '--interval', '100ms', '--json']);
   expect(json.code).toBe(0);
-  const frames = json.stdout.trim().split('\n').map((line) => JSON.parse(line));
+  const frames = json.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line));
   expect(frames).toHaveLength(3);
   expect(frames.every((f) => f.name === name && f.held === 1)).toBe(true);
   expect(new Set(frames.map((f) => f.now)).size).toBe(3);
@@ -208,9 +230,15 @@ test('--prefix: every command and the dashboard address the semaphores under tha
   const token = (await holder.lock(0)) as string;
   const list = await runCli(['list', '--prefix', keyPrefix, '--json']);
   expect(list.code).toBe(0);
-  expect(JSON.parse(list.stdout).semaphores).toEqual([{ name, tokens: 2, held: 1, available: 1, waiting: 0, longestHeldMs: expect.any(Number) }]);
-  expect(JSON.parse((await runCli(['list', '--json'])).stdout).semaphores.map((s: { name: string }) => s.name)).not.toContain(name);
-  expect(JSON.parse((await runCli(['status', name, '--prefix', keyPrefix, '--json'])).stdout).holders[0].owner).toBe('prefixed@host');
+  expect(JSON.parse(list.stdout).semaphores).toEqual([
+    { name, tokens: 2, held: 1, available: 1, waiting: 0, longestHeldMs: expect.any(Number) },
+  ]);
+  expect(
+    JSON.parse((await runCli(['list', '--json'])).stdout).semaphores.map((s: { name: string }) => s.name),
+  ).not.toContain(name);
+  expect(JSON.parse((await runCli(['status', name, '--prefix', keyPrefix, '--json'])).stdout).holders[0].owner).toBe(
+    'prefixed@host',
+  );
   // Without the prefix it is not there, and the message names the key looked for.
   const missing = await runCli(['status', name]);
   expect(missing.code).toBe(3);
@@ -231,7 +259,9 @@ test('--prefix: every command and the dashboard address the semaphores under tha
   const dashboard = await startDashboard(redisUrl(), ['--prefix', keyPrefix, '--read-only']);
   try {
     expect(dashboard.output()).toContain(`(keys ${keyPrefix}*)`);
-    const { semaphores } = (await (await fetch(`${dashboard.url}api/semaphores`)).json()) as { semaphores: Array<{ name: string }> };
+    const { semaphores } = (await (await fetch(`${dashboard.url}api/semaphores`)).json()) as {
+      semaphores: Array<{ name: string }>;
+    };
     expect(semaphores.map((s) => s.name)).toEqual([name]);
   } finally {
     await dashboard.stop();
@@ -241,7 +271,15 @@ test('--prefix: every command and the dashboard address the semaphores under tha
 });
 
 test('usage errors are exit 2 with a hint; --help is exit 0; an unreachable Redis is exit 1', async () => {
-  for (const args of [[], ['frobnicate'], ['status'], ['status', 'a', 'b'], ['status', 'a', '--nope'], ['resize', 'a', '0'], ['status', 'a', '--count', '2']]) {
+  for (const args of [
+    [],
+    ['frobnicate'],
+    ['status'],
+    ['status', 'a', 'b'],
+    ['status', 'a', '--nope'],
+    ['resize', 'a', '0'],
+    ['status', 'a', '--count', '2'],
+  ]) {
     const result = await runCli(args);
     expect({ args, code: result.code }).toEqual({ args, code: 2 });
   }

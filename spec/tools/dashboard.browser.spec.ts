@@ -89,24 +89,32 @@ test('shows holders and waiters; the release button frees a token and the waiter
   await semaphore('nightly-report', 1, 'cron@host-c').existsOrCreate();
 
   const { page, dialogs, errors } = await openPage(`/#token=${encodeURIComponent(TOKEN)}`);
-  const card = page.locator('section.semaphore').filter({ has: page.locator('h2', { hasText: 'crawler:example.com' }) });
+  const card = page
+    .locator('section.semaphore')
+    .filter({ has: page.locator('h2', { hasText: 'crawler:example.com' }) });
   await card.locator('.count.waiting', { hasText: '2 waiting' }).waitFor();
   await expect(card.locator('.count.held').textContent()).resolves.toBe('3 held');
   await expect(card.locator('.count.free').textContent()).resolves.toBe('0 free');
-  await expect(card.locator('tr.holder td.owner').allTextContents()).resolves.toEqual(Array(3).fill('crawler-1@host-a:4242'));
+  await expect(card.locator('tr.holder td.owner').allTextContents()).resolves.toEqual(
+    Array(3).fill('crawler-1@host-a:4242'),
+  );
   await expect(card.locator('tr.holder td.token').allTextContents()).resolves.toEqual(tokens);
   expect(page.url()).not.toContain('#token'); // the token leaves the address bar
 
   // Let the dashboard see the waiters for a while, so the hand-off chart has a real wait to show.
   await page.waitForTimeout(2500);
   const released = tokens[0] as string;
-  const button = card.locator('tr.holder', { has: page.locator('td.token', { hasText: new RegExp(`^${released}$`) }) }).locator('button.release');
+  const button = card
+    .locator('tr.holder', { has: page.locator('td.token', { hasText: new RegExp(`^${released}$`) }) })
+    .locator('button.release');
   await expect(card.locator('.audit li').count()).resolves.toBe(0);
   await button.click();
   await expect(button.textContent()).resolves.toBe('confirm release');
   // The confirmation says what would be released, from whom.
   await expect(page.locator('#message').textContent()).resolves.toMatch(
-    new RegExp(`^Click "confirm release" within 4 s to release token "${released}" of "crawler:example\\.com", held [^"]+ by "crawler-1@host-a:4242" \\(grant \\S+\\)\\. Its holder's unlock will find nothing\\.$`),
+    new RegExp(
+      `^Click "confirm release" within 4 s to release token "${released}" of "crawler:example\\.com", held [^"]+ by "crawler-1@host-a:4242" \\(grant \\S+\\)\\. Its holder's unlock will find nothing\\.$`,
+    ),
   );
   await button.click();
   await page.locator('#message', { hasText: `Released token "${released}" of "crawler:example.com".` }).waitFor();
@@ -115,7 +123,9 @@ test('shows holders and waiters; the release button frees a token and the waiter
   await entry.waitFor();
   await expect(card.locator('.audit h3').textContent()).resolves.toBe('Released by operators');
   await expect(entry.textContent()).resolves.toMatch(
-    new RegExp(`^\\d\\d:\\d\\d:\\d\\d release of token "${released}" held by "crawler-1@host-a:4242", by dashboard (::ffff:)?127\\.0\\.0\\.1$`),
+    new RegExp(
+      `^\\d\\d:\\d\\d:\\d\\d release of token "${released}" held by "crawler-1@host-a:4242", by dashboard (::ffff:)?127\\.0\\.0\\.1$`,
+    ),
   );
   // (Which of the two waiters is served first is the fifo spec's business, not this one's.)
   const first = await Promise.race(waiters.map((waiter, i) => waiter.then((token) => ({ i, token }))));
@@ -136,7 +146,9 @@ test('shows holders and waiters; the release button frees a token and the waiter
   await expect(card.locator('svg rect.waited').count()).resolves.toBe(2);
 
   // Escaping: the names and labels are shown as text, and nothing in them ran.
-  const xssCard = page.locator('section.semaphore').filter({ has: page.locator('h2', { hasText: '<script>alert(1)</script>' }) });
+  const xssCard = page
+    .locator('section.semaphore')
+    .filter({ has: page.locator('h2', { hasText: '<script>alert(1)</script>' }) });
   await expect(xssCard.locator('h2 a').textContent()).resolves.toBe(xssName);
   await expect(xssCard.locator('td.owner').textContent()).resolves.toBe(`<img src=x onerror="alert('owner')">`);
   await expect(page.locator('main img, main script').count()).resolves.toBe(0);
@@ -172,7 +184,13 @@ test('shows holders and waiters; the release button frees a token and the waiter
 
 test('release stale asks for confirmation too; the tokens it frees are logged under the card', async () => {
   const name = `stale:${nanoid(6)}`;
-  const lapsed = new Semaphore(name, { redis, resources: 2, owner: 'lapsed@host-d:5', staleClientTimeout: 300, autoRefresh: false });
+  const lapsed = new Semaphore(name, {
+    redis,
+    resources: 2,
+    owner: 'lapsed@host-d:5',
+    staleClientTimeout: 300,
+    autoRefresh: false,
+  });
   semaphores.push(lapsed);
   const token = (await lapsed.lock(0)) as string;
   await new Promise((resolve) => setTimeout(resolve, 600)); // its lease is over
@@ -190,7 +208,9 @@ test('release stale asks for confirmation too; the tokens it frees are logged un
   const entry = page.locator('.audit li.audit-entry');
   await entry.waitFor();
   await expect(entry.textContent()).resolves.toMatch(
-    new RegExp(`^\\d\\d:\\d\\d:\\d\\d release-stale of token "${token}" held by "lapsed@host-d:5", by dashboard (::ffff:)?127\\.0\\.0\\.1$`),
+    new RegExp(
+      `^\\d\\d:\\d\\d:\\d\\d release-stale of token "${token}" held by "lapsed@host-d:5", by dashboard (::ffff:)?127\\.0\\.0\\.1$`,
+    ),
   );
   await expect(lapsed.isLocked(token)).resolves.toBe(false);
   expect(errors).toEqual([]);
@@ -207,7 +227,9 @@ test('a semaphore that does not exist is a clear 404 page, with the name escaped
   await expect(page.locator('#injected').count()).resolves.toBe(0);
   const api = await page.request.get(new URL(`/api/semaphores/${encodeURIComponent(name)}`, dashboard.url).toString());
   expect(api.status()).toBe(404);
-  expect(await api.json()).toEqual({ error: { code: 'semaphore_not_found', message: `Semaphore "${name}" does not exist` } });
+  expect(await api.json()).toEqual({
+    error: { code: 'semaphore_not_found', message: `Semaphore "${name}" does not exist` },
+  });
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, 'dashboard-404.png') });
   expect(dialogs).toEqual([]);
@@ -243,10 +265,13 @@ test('--read-only serves no buttons and refuses changes; on loopback only loopba
     await page.locator('tr.holder td.owner', { hasText: 'holder' }).waitFor();
     await expect(page.locator('#auth .badge').textContent()).resolves.toBe('read-only');
     await expect(page.locator('button.release, form.stale').count()).resolves.toBe(0);
-    const refused = await page.request.post(new URL(`/api/semaphores/${encodeURIComponent(sem.name)}/release`, readOnly.url).toString(), {
-      headers: { authorization: `Bearer ${TOKEN}` },
-      data: { token: '0' },
-    });
+    const refused = await page.request.post(
+      new URL(`/api/semaphores/${encodeURIComponent(sem.name)}/release`, readOnly.url).toString(),
+      {
+        headers: { authorization: `Bearer ${TOKEN}` },
+        data: { token: '0' },
+      },
+    );
     expect(refused.status()).toBe(403);
     await expect(sem.isLocked('0')).resolves.toBe(true);
     await page.close();

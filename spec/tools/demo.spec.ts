@@ -3,7 +3,11 @@ import { closeAll, connectClient, redisUrl } from '../support/redis';
 import { field, hasRedisServer, isRunning, spawnExample, type Outcome } from '../support/examples';
 
 /** The showcase, examples/crawler-demo.js, run as a real process against the built library (dist/). */
-function runDemo(args: readonly string[], env: Record<string, string | undefined>, timeoutMs = 15_000): Promise<Outcome> {
+function runDemo(
+  args: readonly string[],
+  env: Record<string, string | undefined>,
+  timeoutMs = 15_000,
+): Promise<Outcome> {
   // SIGINT lets the demo stop its workers and redis-server; the test then fails on the exit code.
   return spawnExample('crawler-demo.js', args, { env: { NO_COLOR: '1', ...env }, timeoutMs, stopSignal: 'SIGINT' });
 }
@@ -39,7 +43,10 @@ describe('examples/crawler-demo.js', () => {
       REDIS_URL: undefined,
     });
     expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
-    const [, port, pid] = field(stdout, /^Redis \S+ at redis:\/\/127\.0\.0\.1:(\d+)\/? \(a throwaway redis-server, pid (\d+)\)/m);
+    const [, port, pid] = field(
+      stdout,
+      /^Redis \S+ at redis:\/\/127\.0\.0\.1:(\d+)\/? \(a throwaway redis-server, pid (\d+)\)/m,
+    );
     expect(Number(port)).toBeGreaterThan(0);
     expect(isRunning(Number(pid))).toBe(false);
     expect(stdout).toMatch(/^ {2}max concurrency +1 of 1 permits/m);

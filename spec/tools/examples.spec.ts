@@ -8,7 +8,12 @@ import { field, hasRedisServer, isRunning, spawnExample, type Outcome } from '..
  * Their output is checked line by line, independently of the OK line each prints, and Redis is
  * checked for leftovers.
  */
-function runExample(file: string, args: readonly string[], env: Record<string, string | undefined> = {}, timeoutMs = 45_000): Promise<Outcome> {
+function runExample(
+  file: string,
+  args: readonly string[],
+  env: Record<string, string | undefined> = {},
+  timeoutMs = 45_000,
+): Promise<Outcome> {
   // Each example bounds itself; this is the backstop. SIGTERM reaches only the example's own process.
   return spawnExample(file, args, { env: { REDIS_URL: redisUrl(), ...env }, timeoutMs, stopSignal: 'SIGTERM' });
 }
@@ -25,7 +30,10 @@ describe('examples/job-queue.js', () => {
     const { code, stdout, stderr } = await runExample('job-queue.js', ['--jobs', '30', '--consumers', '3']);
     expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
 
-    const handled = [...stdout.matchAll(/^consumer (\d) handled job (\d+)$/gm)].map(([, consumer, job]) => ({ consumer: Number(consumer), job: Number(job) }));
+    const handled = [...stdout.matchAll(/^consumer (\d) handled job (\d+)$/gm)].map(([, consumer, job]) => ({
+      consumer: Number(consumer),
+      job: Number(job),
+    }));
     expect(handled.map(({ job }) => job).sort((a, b) => a - b)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
     expect(new Set(handled.map(({ consumer }) => consumer)).size).toBeGreaterThanOrEqual(2); // shared out, not one consumer doing it all
     for (const { consumer } of handled) expect([1, 2, 3]).toContain(consumer);
@@ -42,7 +50,8 @@ describe('examples/http-limit.js', () => {
   test("one user's 3rd concurrent request gets 429, another user's gets 200, and the first user's next one 200", async () => {
     const { code, stdout, stderr } = await runExample('http-limit.js', []);
     expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
-    const status = (label: string) => Number(field(stdout, new RegExp(`^${label.replace(/[()#]/g, '\\$&')} +→ (\\d{3}) `, 'm'))[1]);
+    const status = (label: string) =>
+      Number(field(stdout, new RegExp(`^${label.replace(/[()#]/g, '\\$&')} +→ (\\d{3}) `, 'm'))[1]);
     expect(status('alice #3 (while #1 and #2 run)')).toBe(429);
     expect(status('bob #1 (while alice has 2)')).toBe(200);
     expect(status('alice #1 (600 ms)')).toBe(200);
@@ -55,12 +64,16 @@ describe('examples/http-limit.js', () => {
     expect(await keysMatching(`SEMAPHORE:${prefix}:*`)).toEqual([]);
   }, 60_000);
 
-  (hasRedisServer ? test : test.skip)('without REDIS_URL it starts a throwaway redis-server and stops it', async () => {
-    const { code, stdout, stderr } = await runExample('http-limit.js', [], { REDIS_URL: undefined });
-    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
-    const [, pid] = field(stdout, /\(a throwaway redis-server, pid (\d+)\)/);
-    expect(isRunning(Number(pid))).toBe(false);
-  }, 60_000);
+  (hasRedisServer ? test : test.skip)(
+    'without REDIS_URL it starts a throwaway redis-server and stops it',
+    async () => {
+      const { code, stdout, stderr } = await runExample('http-limit.js', [], { REDIS_URL: undefined });
+      expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+      const [, pid] = field(stdout, /\(a throwaway redis-server, pid (\d+)\)/);
+      expect(isRunning(Number(pid))).toBe(false);
+    },
+    60_000,
+  );
 });
 
 describe('examples/cron-once.js', () => {
@@ -68,7 +81,11 @@ describe('examples/cron-once.js', () => {
     const { code, stdout, stderr } = await runExample('cron-once.js', ['--instances', '4', '--ticks', '3']);
     expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
 
-    const events = [...stdout.matchAll(/^(\d\d:\d\d:\d\d) {2}instance (\d)(?: \(clock 500 ms late\))?: (ran the job|skipped: another instance holds the mutex|skipped: this tick already ran)/gm)];
+    const events = [
+      ...stdout.matchAll(
+        /^(\d\d:\d\d:\d\d) {2}instance (\d)(?: \(clock 500 ms late\))?: (ran the job|skipped: another instance holds the mutex|skipped: this tick already ran)/gm,
+      ),
+    ];
     const ticks = new Map<string, { ran: number[]; skipped: number[] }>();
     for (const [, tick, instance, what] of events) {
       const entry = ticks.get(tick!) ?? { ran: [], skipped: [] };

@@ -7,7 +7,11 @@ import { field, spawnExample, type Outcome } from '../support/examples';
  * Redis, as examples.spec.ts runs the others: its output is checked line by line, and Redis for leftovers.
  */
 function runExample(args: readonly string[], env: Record<string, string | undefined> = {}): Promise<Outcome> {
-  return spawnExample('hand-over.js', args, { env: { REDIS_URL: redisUrl(), ...env }, timeoutMs: 45_000, stopSignal: 'SIGTERM' });
+  return spawnExample('hand-over.js', args, {
+    env: { REDIS_URL: redisUrl(), ...env },
+    timeoutMs: 45_000,
+    stopSignal: 'SIGTERM',
+  });
 }
 
 afterAll(closeAll);
@@ -16,9 +20,17 @@ test('a scheduler hands 4 grants over to 2 worker processes, which keep them ali
   const { code, stdout, stderr } = await runExample(['--jobs', '4', '--workers', '2']);
   expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
 
-  const handed = [...stdout.matchAll(/^scheduler: job (\d) → token "(\d)" \(fence (\d+), waited (\d+) ms\), handed to worker (\d)$/gm)].map(
-    ([, job, token, fence, waited, worker]) => ({ job: Number(job), token, fence: Number(fence), waited: Number(waited), worker: Number(worker) }),
-  );
+  const handed = [
+    ...stdout.matchAll(
+      /^scheduler: job (\d) → token "(\d)" \(fence (\d+), waited (\d+) ms\), handed to worker (\d)$/gm,
+    ),
+  ].map(([, job, token, fence, waited, worker]) => ({
+    job: Number(job),
+    token,
+    fence: Number(fence),
+    waited: Number(waited),
+    worker: Number(worker),
+  }));
   expect(handed.map(({ job }) => job)).toEqual([1, 2, 3, 4]);
   expect(handed.map(({ worker }) => worker)).toEqual([1, 2, 1, 2]);
   for (const { token } of handed) expect(['0', '1']).toContain(token);
@@ -26,7 +38,11 @@ test('a scheduler hands 4 grants over to 2 worker processes, which keep them ali
   // Job 3 could only start once a worker released a grant: jobs take 1,500 ms.
   expect(handed[2]!.waited).toBeGreaterThanOrEqual(1000);
 
-  const done = [...stdout.matchAll(/^worker (\d): job (\d) done after 1500 ms \((\d+) refreshes\); release → (\w+), again → (\w+)$/gm)];
+  const done = [
+    ...stdout.matchAll(
+      /^worker (\d): job (\d) done after 1500 ms \((\d+) refreshes\); release → (\w+), again → (\w+)$/gm,
+    ),
+  ];
   expect(done.map(([, , job]) => Number(job)).sort()).toEqual([1, 2, 3, 4]);
   for (const [, worker, job, refreshes, released, again] of done) {
     expect(Number(worker)).toBe(handed[Number(job) - 1]!.worker);

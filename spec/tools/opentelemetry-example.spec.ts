@@ -7,7 +7,11 @@ import { field, spawnExample, type Outcome } from '../support/examples';
  * as examples.spec.ts runs the others. Its subscriber itself is tested in spec/api/tracing.spec.ts.
  */
 function runExample(env: Record<string, string | undefined> = {}): Promise<Outcome> {
-  return spawnExample('opentelemetry.js', [], { env: { REDIS_URL: redisUrl(), ...env }, timeoutMs: 30_000, stopSignal: 'SIGTERM' });
+  return spawnExample('opentelemetry.js', [], {
+    env: { REDIS_URL: redisUrl(), ...env },
+    timeoutMs: 30_000,
+    stopSignal: 'SIGTERM',
+  });
 }
 
 afterAll(closeAll);
@@ -15,9 +19,19 @@ afterAll(closeAll);
 test('prints one span per call: the contended one covers its wait and its hold, the timeout and the abort are errors', async () => {
   const { code, stdout, stderr } = await runExample();
   expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
-  const rows = [...stdout.matchAll(/^(\w): .+?\s{2,}(semaphore\.\w+)\s+(\d+) ms\s+(\d+) ms\s+(\w+)\s+(\d+) ms\s+(?:(\d+) ms)?\s+(.+)$/gm)].map(
-    ([, call, span, , lasts, outcome, waited, held, status]) => ({ call, span, lasts: Number(lasts), outcome, waited: Number(waited), held, status }),
-  );
+  const rows = [
+    ...stdout.matchAll(
+      /^(\w): .+?\s{2,}(semaphore\.\w+)\s+(\d+) ms\s+(\d+) ms\s+(\w+)\s+(\d+) ms\s+(?:(\d+) ms)?\s+(.+)$/gm,
+    ),
+  ].map(([, call, span, , lasts, outcome, waited, held, status]) => ({
+    call,
+    span,
+    lasts: Number(lasts),
+    outcome,
+    waited: Number(waited),
+    held,
+    status,
+  }));
   expect(rows.map(({ call, span, outcome, status }) => [call, span, outcome, status])).toEqual([
     ['A', 'semaphore.lock', 'granted', 'unset'],
     ['B', 'semaphore.lock', 'granted', 'unset'],

@@ -66,7 +66,16 @@ test('Cluster: status, list, release --owner and its audit entry (in the semapho
   const list = await runCli(['list', ...seeds, '--json']);
   expect(JSON.parse(list.stdout).semaphores).toContainEqual(expect.objectContaining({ name: `{${name}}`, held: 3 }));
 
-  const release = await runCli(['release', '--owner', 'cluster-pod:7', name, ...seeds, '--yes', '--reason', 'node drained']);
+  const release = await runCli([
+    'release',
+    '--owner',
+    'cluster-pod:7',
+    name,
+    ...seeds,
+    '--yes',
+    '--reason',
+    'node drained',
+  ]);
   expect(release).toMatchObject({ code: 0, stdout: 'Released 2 grants of owner "cluster-pod:7".\n' });
   for (const token of mine) await expect(sem.unlock(token)).resolves.toBe(false);
   await expect(other.isLocked(theirs)).resolves.toBe(true);
@@ -86,7 +95,9 @@ test('Cluster: status, list, release --owner and its audit entry (in the semapho
     expect((await fetch(`${dashboard.url}healthz`)).status).toBe(200);
     const metrics = await (await fetch(`${dashboard.url}metrics`)).text();
     expect(metrics).toContain(`redis_token_semaphore_held{semaphore="${name}"} 1`);
-    const api = (await (await fetch(`${dashboard.url}api/semaphores`)).json()) as { semaphores: Array<{ name: string; audit: unknown[] }> };
+    const api = (await (await fetch(`${dashboard.url}api/semaphores`)).json()) as {
+      semaphores: Array<{ name: string; audit: unknown[] }>;
+    };
     expect(api.semaphores.find((s) => s.name === `{${name}}`)?.audit).toHaveLength(2);
   } finally {
     await dashboard.stop();
@@ -98,7 +109,12 @@ test('Cluster: status, list, release --owner and its audit entry (in the semapho
 
 test('Sentinel: status and a release through the Sentinels; the dashboard follows the primary through a failover', async () => {
   const name = uniqueName('ops-sentinel');
-  const through = ['--sentinel', sentinel.sentinelRootNodes.map((n) => `${n.host}:${n.port}`).join(','), '--sentinel-name', sentinel.masterName];
+  const through = [
+    '--sentinel',
+    sentinel.sentinelRootNodes.map((n) => `${n.host}:${n.port}`).join(','),
+    '--sentinel-name',
+    sentinel.masterName,
+  ];
   const primary = await connectNode(await sentinel.primaryPort());
   const sem = semaphore(name, { redis: primary, resources: 2, owner: 'sentinel-pod:1' });
   const token = (await sem.lock(0)) as string;
@@ -132,10 +148,19 @@ test('Sentinel: status and a release through the Sentinels; the dashboard follow
       headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
       body: JSON.stringify({ token: held, reason: 'failover drill' }),
     });
-    expect([response.status, await response.json()]).toEqual([200, expect.objectContaining({ released: true, token: held })]);
+    expect([response.status, await response.json()]).toEqual([
+      200,
+      expect.objectContaining({ released: true, token: held }),
+    ]);
     await expect(holder.isLocked(held)).resolves.toBe(false);
     const audit = await newPrimary.xRevRange(semaphoreKeys(name).audit, '+', '-', { COUNT: 1 });
-    expect(audit[0]?.message).toMatchObject({ action: 'release', token: held, owner: 'after-failover', reason: 'failover drill', by: expect.stringMatching(/^dashboard /) });
+    expect(audit[0]?.message).toMatchObject({
+      action: 'release',
+      token: held,
+      owner: 'after-failover',
+      reason: 'failover drill',
+      by: expect.stringMatching(/^dashboard /),
+    });
     expect((await fetch(`${dashboard.url}healthz`)).status).toBe(200);
   } finally {
     await dashboard.stop();

@@ -45,17 +45,25 @@ async function held(resources = 4, name = uniqueName('ops')) {
   return { name, a, b, tokens };
 }
 
-const auditOf = async (name: string) => JSON.parse((await runCli(['status', name, '--json'])).stdout).audit as Array<Record<string, string>>;
+const auditOf = async (name: string) =>
+  JSON.parse((await runCli(['status', name, '--json'])).stdout).audit as Array<Record<string, string>>;
 
 test('--version prints the package version', async () => {
-  const { version } = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string };
+  const { version } = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
+    version: string;
+  };
   expect(await runCli(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
   expect(JSON.parse((await runCli(['-V', '--json'])).stdout)).toEqual({ version });
 });
 
 test('a change without --yes is refused when stdin is not a terminal (exit 2); --dry-run shows it and changes nothing', async () => {
   const { name, a, tokens } = await held();
-  for (const args of [['delete', name], ['release', name, '0'], ['release-stale', name, '--older-than', '1s'], ['release', '--owner', 'pod-a:1', name]]) {
+  for (const args of [
+    ['delete', name],
+    ['release', name, '0'],
+    ['release-stale', name, '--older-than', '1s'],
+    ['release', '--owner', 'pod-a:1', name],
+  ]) {
     const refused = await runCli(args);
     expect({ args, code: refused.code }).toEqual({ args, code: 2 });
     expect(refused.stderr).toContain('stdin is not a terminal to ask on: add --yes to go ahead, or --dry-run');
@@ -65,13 +73,21 @@ test('a change without --yes is refused when stdin is not a terminal (exit 2); -
   expect(JSON.parse(dry.stdout)).toEqual({
     owner: 'pod-a:*',
     dryRun: true,
-    semaphores: [{ name, release: tokens.a.map((token) => expect.objectContaining({ token, owner: 'pod-a:1' })), released: [] }],
+    semaphores: [
+      { name, release: tokens.a.map((token) => expect.objectContaining({ token, owner: 'pod-a:1' })), released: [] },
+    ],
   });
   const text = await runCli(['delete', name, '--dry-run']);
-  expect(text.stdout).toContain(`Would delete semaphore "${name}": 4 tokens (3 held, 1 free), 0 waiting (dry run: nothing changed).`);
+  expect(text.stdout).toContain(
+    `Would delete semaphore "${name}": 4 tokens (3 held, 1 free), 0 waiting (dry run: nothing changed).`,
+  );
   expect(text.stdout).toContain(semaphoreKeys(name).exists);
-  expect((await runCli(['release', name, tokens.b, '--dry-run'])).stdout).toMatch(/Would release token "\d" .*\n.*\n\s+\d\s.*pod-b:2/);
-  expect((await runCli(['release-stale', name, '--older-than', '1s', '--dry-run'])).stdout).toContain('Would release 0 tokens');
+  expect((await runCli(['release', name, tokens.b, '--dry-run'])).stdout).toMatch(
+    /Would release token "\d" .*\n.*\n\s+\d\s.*pod-b:2/,
+  );
+  expect((await runCli(['release-stale', name, '--older-than', '1s', '--dry-run'])).stdout).toContain(
+    'Would release 0 tokens',
+  );
   // Nothing changed, nothing logged.
   await expect(a.exists()).resolves.toBe(true);
   expect((await a.holders()).map((h) => h.token).sort()).toEqual([...tokens.a, tokens.b].sort());
@@ -99,7 +115,17 @@ test('release --owner frees only that owner’s grants, in every semaphore named
   const before = await blockedClients(fx.redis);
   const waiting = waiter.lock(20_000);
   await until(async () => (await blockedClients(fx.redis)) > before, 10_000, 'the waiter to block');
-  const result = await runCli(['release', '--owner', 'pod-a:*', first.name, second.name, '--yes', '--reason', 'pod-a died', '--json']);
+  const result = await runCli([
+    'release',
+    '--owner',
+    'pod-a:*',
+    first.name,
+    second.name,
+    '--yes',
+    '--reason',
+    'pod-a died',
+    '--json',
+  ]);
   expect(result.code).toBe(0);
   const { semaphores } = JSON.parse(result.stdout);
   expect(semaphores.map((s: { released: Array<{ status: string }> }) => s.released.map((r) => r.status))).toEqual([
@@ -127,9 +153,13 @@ test('release --owner frees only that owner’s grants, in every semaphore named
     ),
   );
   const status = await runCli(['status', second.name]);
-  expect(status.stdout).toMatch(/released {2}by operators, latest 2\n\s+AT \(UTC\)\s+ACTION\s+TOKEN\s+OWNER\s+BY\s+REASON\n.*release-owner\s+\d\s+pod-a:1\s+\S+\s+pod-a died/);
+  expect(status.stdout).toMatch(
+    /released {2}by operators, latest 2\n\s+AT \(UTC\)\s+ACTION\s+TOKEN\s+OWNER\s+BY\s+REASON\n.*release-owner\s+\d\s+pod-a:1\s+\S+\s+pod-a died/,
+  );
   // An owner with no grant: nothing to do, exit 0; an exact label matches only itself.
-  expect((await runCli(['release', '--owner', 'pod-a:', second.name, '--yes'])).stdout).toContain('Nothing to release: 0 grants');
+  expect((await runCli(['release', '--owner', 'pod-a:', second.name, '--yes'])).stdout).toContain(
+    'Nothing to release: 0 grants',
+  );
   // A missing semaphore fails the whole command before anything is released.
   const missing = await runCli(['release', '--owner', 'pod-b:2', second.name, uniqueName('nope'), '--yes']);
   expect(missing.code).toBe(3);
@@ -143,12 +173,19 @@ test('release and release-stale are logged too; the log is capped near 1000 entr
   const token = (await live.lock(0)) as string;
   const stale = (await lapsed.lock(0)) as string;
   await new Promise((resolve) => setTimeout(resolve, 600));
-  expect((await runCli(['release-stale', name, '--older-than', '10s', '--yes', '--json'])).stdout).toContain('"released":1');
+  expect((await runCli(['release-stale', name, '--older-than', '10s', '--yes', '--json'])).stdout).toContain(
+    '"released":1',
+  );
   const released = await runCli(['release', name, token, '--yes', '--json']);
   expect(JSON.parse(released.stdout)).toMatchObject({ released: true, token, owner: 'live' });
   expect(await auditOf(name)).toEqual([
     expect.objectContaining({ action: 'release', token, owner: 'live', by: ME, reason: '' }),
-    expect.objectContaining({ action: 'release-stale', token: stale, owner: 'lapsed', command: `redis-token-semaphore release-stale --older-than 10s ${name}` }),
+    expect.objectContaining({
+      action: 'release-stale',
+      token: stale,
+      owner: 'lapsed',
+      command: `redis-token-semaphore release-stale --older-than 10s ${name}`,
+    }),
   ]);
   const scope = { redis: fx.redis, keyPrefix: 'SEMAPHORE:' };
   const entry = { action: 'release', token: '0', grantId: 'g', owner: 'o', by: 'spec', command: 'spec', reason: '' };
@@ -176,17 +213,63 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'rts-tls-'));
     const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-    ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=spec CA', '-keyout', 'ca.key', '-out', 'ca.pem');
-    ssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', 'server.key', '-out', 'server.csr');
+    ssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=spec CA',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.pem',
+    );
+    ssl(
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-keyout',
+      'server.key',
+      '-out',
+      'server.csr',
+    );
     writeFileSync(join(dir, 'ext.cnf'), 'subjectAltName=IP:127.0.0.1\n');
-    ssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'ext.cnf', '-out', 'server.pem');
+    ssl(
+      'x509',
+      '-req',
+      '-in',
+      'server.csr',
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      'ext.cnf',
+      '-out',
+      'server.pem',
+    );
     tlsPort = await freePort();
     server = await startRedisServer([
-      '--tls-port', String(tlsPort),
-      '--tls-cert-file', join(dir, 'server.pem'),
-      '--tls-key-file', join(dir, 'server.key'),
-      '--tls-ca-cert-file', ca(),
-      '--tls-auth-clients', 'no',
+      '--tls-port',
+      String(tlsPort),
+      '--tls-cert-file',
+      join(dir, 'server.pem'),
+      '--tls-key-file',
+      join(dir, 'server.key'),
+      '--tls-ca-cert-file',
+      ca(),
+      '--tls-auth-clients',
+      'no',
     ]);
     const admin = await connect();
     await admin.sendCommand(['ACL', 'SETUSER', 'ops', 'on', '>ops-secret', '~*', '+@all']);
@@ -204,13 +287,38 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
     const sem = fx.semaphore({ redis: plain, owner: 'tls-holder' }, name);
     await sem.lock(0);
     const url = `rediss://127.0.0.1:${tlsPort}`;
-    const status = await runCli(['status', name, '--url', url, '--tls-ca', ca(), '--user', 'ops', '--password', 'ops-secret', '--json']);
+    const status = await runCli([
+      'status',
+      name,
+      '--url',
+      url,
+      '--tls-ca',
+      ca(),
+      '--user',
+      'ops',
+      '--password',
+      'ops-secret',
+      '--json',
+    ]);
     expect(status.code).toBe(0);
     expect(JSON.parse(status.stdout).holders[0].owner).toBe('tls-holder');
-    const fromEnv = await runCli(['release', name, '0', '--url', url, '--tls-ca', ca(), '--user', 'ops', '--yes'], { env: { REDIS_PASSWORD: 'ops-secret' } });
+    const fromEnv = await runCli(['release', name, '0', '--url', url, '--tls-ca', ca(), '--user', 'ops', '--yes'], {
+      env: { REDIS_PASSWORD: 'ops-secret' },
+    });
     expect(fromEnv.code).toBe(0);
     await expect(sem.isLocked('0')).resolves.toBe(false);
-    const wrong = await runCli(['status', name, '--url', url, '--tls-ca', ca(), '--user', 'ops', '--password', 'not-it']);
+    const wrong = await runCli([
+      'status',
+      name,
+      '--url',
+      url,
+      '--tls-ca',
+      ca(),
+      '--user',
+      'ops',
+      '--password',
+      'not-it',
+    ]);
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain(`cannot connect to ${url}`);
     expect(wrong.stderr).not.toContain('not-it');
@@ -227,7 +335,9 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
     const url = server.url.replace('redis://', 'redis://no-log:no-log-secret@');
     const release = await runCli(['release', name, '0', '--url', url, '--yes']);
     expect(release.code).toBe(0);
-    expect(release.stderr).toMatch(/^redis-token-semaphore: warning: released, but not recorded in the audit log: NOPERM/);
+    expect(release.stderr).toMatch(
+      /^redis-token-semaphore: warning: released, but not recorded in the audit log: NOPERM/,
+    );
     await expect(sem.isLocked('0')).resolves.toBe(false);
     const status = await runCli(['status', name, '--url', url]);
     expect(status.code).toBe(0);
@@ -242,8 +352,17 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
     await sem.lock(0);
     await fx.semaphore({ redis: plain }, other).existsOrCreate();
     const dashboard = await startDashboard(`rediss://127.0.0.1:${tlsPort}`, [
-      '--tls-ca', ca(), '--user', 'ops', '--password', 'ops-secret', '--read-only',
-      '--watch', watched, '--watch', 'never-made',
+      '--tls-ca',
+      ca(),
+      '--user',
+      'ops',
+      '--password',
+      'ops-secret',
+      '--read-only',
+      '--watch',
+      watched,
+      '--watch',
+      'never-made',
     ]);
     try {
       const health = await fetch(`${dashboard.url}healthz`);
@@ -257,7 +376,9 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
       expect(series).toContain(`redis_token_semaphore_held{semaphore="${watched}"} 1`);
       expect(series).toContain(`redis_token_semaphore_waiting{semaphore="${watched}"} 0`);
       expect(series).toContain('redis_token_semaphore_exists{semaphore="never-made"} 0');
-      expect(series.find((line) => line.startsWith(`redis_token_semaphore_oldest_hold_age_seconds{semaphore="${watched}"}`))).toMatch(/ \d+(\.\d+)?$/);
+      expect(
+        series.find((line) => line.startsWith(`redis_token_semaphore_oldest_hold_age_seconds{semaphore="${watched}"}`)),
+      ).toMatch(/ \d+(\.\d+)?$/);
       expect(text).not.toContain(other);
       expect(text).toContain('# TYPE redis_token_semaphore_held gauge');
       process.kill(server.pid, 'SIGSTOP'); // Redis stops answering

@@ -5,7 +5,16 @@ import { hasHashTag, semaphoreKeys } from '../../lib/redis/keys';
 import { keySlot as librarySlot } from '../../lib/redis/slot';
 import { adaptClient, topologyOf } from '../../lib/redis/client/adapt';
 import { isConnectionError, wasRefusedForNow } from '../../lib/redis/client/classify';
-import { blockedClients, closeAll, connectClient, redisClientPackage, redisUrl, uniqueName, until, type Client } from '../support/redis';
+import {
+  blockedClients,
+  closeAll,
+  connectClient,
+  redisClientPackage,
+  redisUrl,
+  uniqueName,
+  until,
+  type Client,
+} from '../support/redis';
 
 // jest.config.js maps `redis` to the package REDIS_CLIENT names, for the library and the specs.
 const major = { redis: 4, redis5: 5, redis6: 6 }[redisClientPackage()];
@@ -84,10 +93,19 @@ describe(`node-redis v${major} (REDIS_CLIENT=${redisClientPackage()})`, () => {
   });
 
   test('connection errors and cluster refusals are recognised by message, in every major', () => {
-    for (const message of ['Socket closed unexpectedly', 'The client is closed', 'The client is offline', 'Connection timeout']) {
+    for (const message of [
+      'Socket closed unexpectedly',
+      'The client is closed',
+      'The client is offline',
+      'Connection timeout',
+    ]) {
       expect(isConnectionError(new Error(message))).toBe(true);
     }
-    for (const message of ['TRYAGAIN Multiple keys request during rehashing of slot', 'CLUSTERDOWN The cluster is down', "READONLY You can't write against a read only replica."]) {
+    for (const message of [
+      'TRYAGAIN Multiple keys request during rehashing of slot',
+      'CLUSTERDOWN The cluster is down',
+      "READONLY You can't write against a read only replica.",
+    ]) {
       expect(wasRefusedForNow(new Error(message))).toBe(true);
     }
     expect(wasRefusedForNow(new Error('WRONGTYPE Operation against a key'))).toBe(false);
@@ -131,7 +149,15 @@ describe('cluster key names', () => {
   });
 
   test('the library computes the slot of a key as Redis does (for keyless commands routed to the slot owner)', () => {
-    for (const key of ['SEMAPHORE:{jobs}:AVAILABLE', 'plain', 'a{}b', '{}', 'émoji 🔒 {x}', 'SEMAPHORE:}abc:X', '123456789']) {
+    for (const key of [
+      'SEMAPHORE:{jobs}:AVAILABLE',
+      'plain',
+      'a{}b',
+      '{}',
+      'émoji 🔒 {x}',
+      'SEMAPHORE:}abc:X',
+      '123456789',
+    ]) {
       expect({ key, slot: librarySlot(key) }).toEqual({ key, slot: keySlot(key) });
     }
     expect(librarySlot('123456789')).toBe(0x31c3 % 16384); // CRC16/XMODEM's check value

@@ -166,7 +166,8 @@ describe('Redis Cluster, 3 masters', () => {
       await Promise.all(sems.map((sem) => sem.lock()));
       const node = await connectNode(cluster.nodes[0]!.port);
       const owners = new Set<number>();
-      for (const name of names) owners.add((await cluster.ownerOf(await slotOf(node, semaphoreKeys(name, { cluster: true }).available))).port);
+      for (const name of names)
+        owners.add((await cluster.ownerOf(await slotOf(node, semaphoreKeys(name, { cluster: true }).available))).port);
       expect(owners.size).toBe(3);
       expect(await Promise.all(sems.map((sem) => sem.unlock()))).toEqual(names.map(() => 1));
     } finally {
@@ -292,7 +293,13 @@ describeFailover('Redis Cluster, 3 masters + 3 replicas: failover under load', (
     const promotedAfter = Date.now() - killedAt;
     await loadGoesOnThenStop(load, 60_000, 'failover');
 
-    const report = await checkAfterFailover(client, name, load, { resources, staleClientTimeout, census: () => censusOn(cluster, name) });
-    console.log(`master ${master.port} killed, replica promoted after ${promotedAfter} ms: ${describeLoad(report, load, resources)}`);
+    const report = await checkAfterFailover(client, name, load, {
+      resources,
+      staleClientTimeout,
+      census: () => censusOn(cluster, name),
+    });
+    console.log(
+      `master ${master.port} killed, replica promoted after ${promotedAfter} ms: ${describeLoad(report, load, resources)}`,
+    );
   });
 });

@@ -50,7 +50,9 @@ function open(redis: SupportedRedisClient, name = uniqueName('ioredis'), resourc
 async function expectClean(name: string, resources = 1): Promise<void> {
   let problems: string[] = [];
   await until(
-    async () => (problems = censusProblems(await takeCensus(admin, name), resources, { idle: true, marksAllowed: true })).length === 0,
+    async () =>
+      (problems = censusProblems(await takeCensus(admin, name), resources, { idle: true, marksAllowed: true }))
+        .length === 0,
     10_000,
     'a clean census',
   ).catch(() => expect(problems).toEqual([]));
@@ -67,12 +69,18 @@ describe(`ioredis v${major}`, () => {
     test('anything that is neither a node-redis nor an ioredis client is a TypeError naming both', () => {
       for (const redis of [{}, { sendCommand: () => null }, { call: () => null }, new Map(), () => null, 'redis://x']) {
         expect(() => new Semaphore('x', { redis: redis as never })).toThrow(TypeError);
-        expect(() => new Semaphore('x', { redis: redis as never })).toThrow(/node-redis client .* or an ioredis client/);
+        expect(() => new Semaphore('x', { redis: redis as never })).toThrow(
+          /node-redis client .* or an ioredis client/,
+        );
       }
     });
 
     test('a keyPrefix is refused: the scripts build key names it would not reach', () => {
-      const client = new IoRedis(redisUrl(), { lazyConnect: true, keyPrefix: 'app:', autoResendUnfulfilledCommands: false });
+      const client = new IoRedis(redisUrl(), {
+        lazyConnect: true,
+        keyPrefix: 'app:',
+        autoResendUnfulfilledCommands: false,
+      });
       expect(() => new Semaphore('x', { redis: client })).toThrow(TypeError);
       expect(() => new Semaphore('x', { redis: client })).toThrow(/keyPrefix "app:"/);
       client.disconnect();
@@ -84,8 +92,12 @@ describe(`ioredis v${major}`, () => {
       client.disconnect();
     });
 
-    test("a Cluster must not resend a command whose connection closed (retryDelayOnFailover: 0)", () => {
-      const prefixed = new IoCluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true, retryDelayOnFailover: 0, keyPrefix: 'p:' });
+    test('a Cluster must not resend a command whose connection closed (retryDelayOnFailover: 0)', () => {
+      const prefixed = new IoCluster([{ host: '127.0.0.1', port: 1 }], {
+        lazyConnect: true,
+        retryDelayOnFailover: 0,
+        keyPrefix: 'p:',
+      });
       expect(() => new Semaphore('x', { redis: prefixed })).toThrow(/keyPrefix/);
       const resending = new IoCluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
       expect(() => new Semaphore('x', { redis: resending })).toThrow(/retryDelayOnFailover: 0/);
@@ -150,7 +162,7 @@ describe(`ioredis v${major}`, () => {
       await expectClean(holder.name);
     });
 
-    test("the main connection killed while a command waits for its reply: the call settles (ioredis would never settle it) and nothing is lost", async () => {
+    test('the main connection killed while a command waits for its reply: the call settles (ioredis would never settle it) and nothing is lost', async () => {
       const client = await connectIoRedis();
       const sem = open(client, uniqueName('ioredis'), 2);
       const token = await sem.lock(0);
@@ -166,7 +178,10 @@ describe(`ioredis v${major}`, () => {
         await admin.sendCommand(['CLIENT', 'KILL', 'ID', id]);
         await admin.sendCommand(['CLIENT', 'UNPAUSE']);
         let timer: NodeJS.Timeout | undefined;
-        const outcome = await Promise.race([unlocked, new Promise((resolve) => (timer = setTimeout(resolve, 8000, 'unsettled')))]);
+        const outcome = await Promise.race([
+          unlocked,
+          new Promise((resolve) => (timer = setTimeout(resolve, 8000, 'unsettled'))),
+        ]);
         clearTimeout(timer);
         expect(outcome).not.toBe('unsettled');
       } finally {

@@ -32,7 +32,11 @@ test('with a replica that keeps up, lock and unlock resolve once the replica has
   const redis = await connect(primary);
   const onReplica = await connect(replica);
   const name = uniqueName('wait');
-  const sem = new Semaphore(name, { redis: redis as never, resources: 2, waitReplicas: { replicas: 1, timeoutMs: 2000 } });
+  const sem = new Semaphore(name, {
+    redis: redis as never,
+    resources: 2,
+    waitReplicas: { replicas: 1, timeoutMs: 2000 },
+  });
   try {
     const token = await sem.lock();
     // No sleep: WAIT returned only once the replica had the grant.
@@ -120,12 +124,19 @@ test("onShortfall: 'warn' resolves as usual and emits a ReplicationError warning
 
 test('an unlock the replica does not acknowledge (replica frozen) rejects, with the token back on the primary', async () => {
   const redis = await connect(primary);
-  const strict = new Semaphore(uniqueName('frozen'), { redis: redis as never, waitReplicas: { replicas: 1, timeoutMs: 300 } });
+  const strict = new Semaphore(uniqueName('frozen'), {
+    redis: redis as never,
+    waitReplicas: { replicas: 1, timeoutMs: 300 },
+  });
   try {
     const token = await strict.lock();
     expect(token).toBe('0');
     process.kill(replica.pid, 'SIGSTOP');
-    await expect(strict.unlock(token!)).rejects.toMatchObject({ name: 'ReplicationError', operation: 'unlock', acknowledged: 0 });
+    await expect(strict.unlock(token!)).rejects.toMatchObject({
+      name: 'ReplicationError',
+      operation: 'unlock',
+      acknowledged: 0,
+    });
     expect(await strict.isLocked()).toBe(false);
     expect(await strict.isLocked('0')).toBe(false);
   } finally {

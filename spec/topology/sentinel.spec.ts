@@ -3,7 +3,14 @@ import { Semaphore } from '../../lib';
 import { takeCensus } from '../support/census';
 import { startSentinelSetup, type SentinelSetup } from '../support/redis-sentinel';
 import { redisClientPackage, sleep, uniqueName, until, type Client } from '../support/redis';
-import { checkAfterFailover, describeLoad, loadGoesOnThenStop, loadStarted, startLoad, stopLoads } from '../support/topology-load';
+import {
+  checkAfterFailover,
+  describeLoad,
+  loadGoesOnThenStop,
+  loadStarted,
+  startLoad,
+  stopLoads,
+} from '../support/topology-load';
 
 jest.setTimeout(120_000);
 
@@ -22,7 +29,11 @@ interface SentinelClient {
 const opened: SentinelClient[] = [];
 async function connectSentinel(setup: SentinelSetup): Promise<SentinelClient> {
   // v5 waiters borrow primary connections from this pool (v6 duplicates the client instead).
-  const client = createSentinel!({ name: setup.masterName, sentinelRootNodes: setup.sentinelRootNodes, masterPoolSize: 16 });
+  const client = createSentinel!({
+    name: setup.masterName,
+    sentinelRootNodes: setup.sentinelRootNodes,
+    masterPoolSize: 16,
+  });
   client.on('error', () => undefined);
   await client.connect();
   opened.push(client);
@@ -99,7 +110,10 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
    * A failover under load: `fault` happens while 6 workers contend for 2 tokens and tells the new
    * primary's port and what happened; then the load must go on and every check after a failover hold.
    */
-  async function failoverUnderLoad(prefix: string, fault: () => Promise<{ primary: number; what: string }>): Promise<void> {
+  async function failoverUnderLoad(
+    prefix: string,
+    fault: () => Promise<{ primary: number; what: string }>,
+  ): Promise<void> {
     const name = uniqueName(prefix);
     const resources = 2;
     const staleClientTimeout = 2000;
@@ -135,7 +149,9 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
       const released = await holder.unlock(token);
       const started = Date.now();
       expect(await waiting).toBe(token);
-      console.log(`holder's unlock after the failover resolved ${released}; the waiter got the token ${Date.now() - started} ms later`);
+      console.log(
+        `holder's unlock after the failover resolved ${released}; the waiter got the token ${Date.now() - started} ms later`,
+      );
     } finally {
       await Promise.all([holder.close(), waiter.close()]);
     }
@@ -148,7 +164,10 @@ describeSentinel('Sentinel: a primary, a replica and three Sentinels', () => {
       const killedAt = Date.now();
       await victim.kill('SIGKILL');
       const promoted = await setup.waitForNewPrimary(port, 60_000);
-      return { primary: promoted, what: `primary ${port} killed, ${promoted} promoted after ${Date.now() - killedAt} ms` };
+      return {
+        primary: promoted,
+        what: `primary ${port} killed, ${promoted} promoted after ${Date.now() - killedAt} ms`,
+      };
     });
   });
 });
@@ -206,7 +225,11 @@ describe('a standalone client on the primary (no Sentinel client) through a fail
       expect(error).toMatchObject({ name: 'SemaphoreRedisError' });
       expect(String((error as { cause?: unknown }).cause)).toMatch(/READONLY/);
       // Recreated on the new primary (SENTINEL GET-MASTER-ADDR-BY-NAME), it works.
-      const fresh = new Semaphore(name, { redis: (await connectNode(to)) as never, resources: 2, staleClientTimeout: 1000 });
+      const fresh = new Semaphore(name, {
+        redis: (await connectNode(to)) as never,
+        resources: 2,
+        staleClientTimeout: 1000,
+      });
       await sleep(1100);
       expect(await fresh.releaseStaleLocks()).toBeGreaterThanOrEqual(0);
       expect(await fresh.lock(0)).not.toBeNull();

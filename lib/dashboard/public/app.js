@@ -74,7 +74,9 @@
   }
 
   function apiUrl(name, verb) {
-    return base + '/api/semaphores' + (name === undefined ? '' : '/' + encodeURIComponent(name)) + (verb ? '/' + verb : '');
+    return (
+      base + '/api/semaphores' + (name === undefined ? '' : '/' + encodeURIComponent(name)) + (verb ? '/' + verb : '')
+    );
   }
 
   function renderAuth() {
@@ -94,7 +96,10 @@
       auth.replaceChildren(el('span', 'badge ok', 'token set'), forget);
       return;
     }
-    const input = field('password', 'bearer token', { placeholder: 'bearer token for release buttons', autocomplete: 'off' });
+    const input = field('password', 'bearer token', {
+      placeholder: 'bearer token for release buttons',
+      autocomplete: 'off',
+    });
     const form = inputForm('token-form', [input, submitButton('', 'use token')], () => {
       if (input.value) sessionStorage.setItem('rts-token', input.value);
       renderAuth();
@@ -124,7 +129,10 @@
       } else if (verb === 'release') {
         say('Released token "' + payload.token + '" of "' + name + '".', false);
       } else {
-        say('Released ' + result.released + ' stale token' + (result.released === 1 ? '' : 's') + ' of "' + name + '".', false);
+        say(
+          'Released ' + result.released + ' stale token' + (result.released === 1 ? '' : 's') + ' of "' + name + '".',
+          false,
+        );
       }
     } catch (error) {
       say('Request failed: ' + error.message, true);
@@ -157,9 +165,18 @@
         button.textContent = 'confirm release';
         button.classList.add('armed');
         say(
-          'Click "confirm release" within ' + ARM_MS / 1000 + ' s to release token "' + holder.token + '" of "' + name + '", held ' +
-            duration(holder.heldMs) + ' by ' + (holder.owner === null ? 'a holder that recorded no owner' : '"' + holder.owner + '"') +
-            (holder.grantId ? ' (grant ' + holder.grantId + ')' : '') + '. Its holder\'s unlock will find nothing.',
+          'Click "confirm release" within ' +
+            ARM_MS / 1000 +
+            ' s to release token "' +
+            holder.token +
+            '" of "' +
+            name +
+            '", held ' +
+            duration(holder.heldMs) +
+            ' by ' +
+            (holder.owner === null ? 'a holder that recorded no owner' : '"' + holder.owner + '"') +
+            (holder.grantId ? ' (grant ' + holder.grantId + ')' : '') +
+            ". Its holder's unlock will find nothing.",
           false,
         );
       }
@@ -191,7 +208,12 @@
       rect.setAttribute('class', h.seenWaiting ? 'waited' : 'immediate');
       const title = document.createElementNS(SVG, 'title');
       title.textContent =
-        'token ' + h.token + ': ' + (h.seenWaiting ? 'waited ≥ ' + duration(h.waitedMs) : 'not seen waiting') + ', ' + h.at;
+        'token ' +
+        h.token +
+        ': ' +
+        (h.seenWaiting ? 'waited ≥ ' + duration(h.waitedMs) : 'not seen waiting') +
+        ', ' +
+        h.at;
       rect.append(title);
       svg.append(rect);
     });
@@ -265,8 +287,13 @@
         button.classList.add('armed');
         setTimeout(() => armedUntil <= Date.now() && disarm(), ARM_MS + 50);
         say(
-          'Click "confirm release stale" within ' + ARM_MS / 1000 + ' s to release every token of "' + name +
-            '" whose holder\'s lease is over, and Ruby gem holders\' held longer than ' + seconds + ' s.',
+          'Click "confirm release stale" within ' +
+            ARM_MS / 1000 +
+            ' s to release every token of "' +
+            name +
+            "\" whose holder's lease is over, and Ruby gem holders' held longer than " +
+            seconds +
+            ' s.',
           false,
         );
       });
@@ -306,7 +333,8 @@
     } else {
       const table = el('table');
       const head = el('tr');
-      for (const heading of ['token', 'held for', 'refreshed ago', 'since (UTC)', 'fence', 'owner', '']) head.append(el('th', '', heading));
+      for (const heading of ['token', 'held for', 'refreshed ago', 'since (UTC)', 'fence', 'owner', ''])
+        head.append(el('th', '', heading));
       table.append(el('thead'), el('tbody'));
       table.tHead.append(head);
       for (const holder of semaphore.holders) {
@@ -331,8 +359,11 @@
       '',
       semaphore.handOffs.length === 0
         ? 'Hand-offs: none seen yet.'
-        : 'Hand-offs (last ' + semaphore.handOffs.length + '): how long each new holder waited, as sampled; latest ' +
-          latest(semaphore.handOffs[semaphore.handOffs.length - 1]) + '.',
+        : 'Hand-offs (last ' +
+            semaphore.handOffs.length +
+            '): how long each new holder waited, as sampled; latest ' +
+            latest(semaphore.handOffs[semaphore.handOffs.length - 1]) +
+            '.',
     );
     c.figure.replaceChildren(chart(semaphore.handOffs), caption);
     c.audit.replaceChildren(...auditLog(semaphore.audit || []));

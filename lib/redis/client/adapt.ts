@@ -25,10 +25,17 @@ export function libraryOf(client: unknown): ClientLibrary | undefined {
   const probe = client as Record<string, unknown>;
   const has = (...names: string[]) => names.every((name) => typeof probe[name] === 'function');
   // ioredis' `Redis` and `Cluster`: `call`, a `status` string and their `options`.
-  if (has('call', 'duplicate', 'connect', 'on') && typeof probe['status'] === 'string' && typeof probe['options'] === 'object') {
+  if (
+    has('call', 'duplicate', 'connect', 'on') &&
+    typeof probe['status'] === 'string' &&
+    typeof probe['options'] === 'object'
+  ) {
     return 'ioredis';
   }
-  if (has('sendCommand', 'connect', 'on') && (has('duplicate') || has('getSlotMaster') || has('getMasterNode') || has('getSentinelNode'))) {
+  if (
+    has('sendCommand', 'connect', 'on') &&
+    (has('duplicate') || has('getSlotMaster') || has('getMasterNode') || has('getSentinelNode'))
+  ) {
     return 'node-redis';
   }
   return undefined;
@@ -47,12 +54,18 @@ export function assertSupportedClient(client: unknown): asserts client is Suppor
         describe(client),
     );
   }
-  if (library === 'ioredis') checkIoRedisOptions(client as IoRedisLike, topologyOf(client as SupportedRedisClient) === 'cluster');
+  if (library === 'ioredis')
+    checkIoRedisOptions(client as IoRedisLike, topologyOf(client as SupportedRedisClient) === 'cluster');
 }
 
 /** Which kind of client this is, by shape (clients may come from another copy of node-redis or ioredis). */
 export function topologyOf(client: SupportedRedisClient): Topology {
-  const probe = client as { getSlotMaster?: unknown; getSentinelNode?: unknown; getMasterNode?: unknown; nodes?: unknown };
+  const probe = client as {
+    getSlotMaster?: unknown;
+    getSentinelNode?: unknown;
+    getMasterNode?: unknown;
+    nodes?: unknown;
+  };
   if (typeof probe.getSlotMaster === 'function') return 'cluster';
   if (typeof probe.getSentinelNode === 'function' || typeof probe.getMasterNode === 'function') return 'sentinel';
   // ioredis: a `Cluster` has `nodes()`; a `Redis` in Sentinel mode is one connection to the master.

@@ -74,7 +74,10 @@ export function isMisattributedReply(error: unknown): boolean {
 // node-redis: offline or closed; ioredis: offline with no offline queue, or closed for good; the
 // ioredis Cluster adapter: no connection to the slot's master. ("Connection is closed." is not here:
 // ioredis also fails written commands with it.)
-const NEVER_SENT = new RegExp(`client is offline|client is closed|Stream isn't writeable|Cluster is ended|${NO_SLOT_MASTER}`, 'i');
+const NEVER_SENT = new RegExp(
+  `client is offline|client is closed|Stream isn't writeable|Cluster is ended|${NO_SLOT_MASTER}`,
+  'i',
+);
 
 /** A command the client rejected before sending it (offline, or closed): it did not run. */
 export function wasNeverSent(error: unknown): boolean {

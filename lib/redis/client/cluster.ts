@@ -40,7 +40,8 @@ export class ClusterAdapter implements Connection {
 
   /** One routing key, so one node client: the commands go out in order on its connection. */
   sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {
-    const send = () => Promise.all(commands.map((command) => this.#cluster.sendCommand(this.#routingKey, false, command)));
+    const send = () =>
+      Promise.all(commands.map((command) => this.#cluster.sendCommand(this.#routingKey, false, command)));
     return this.#retries ? retryRefused(send) : send();
   }
 

@@ -63,7 +63,10 @@ export function checkIoRedisOptions(client: IoRedisLike | IoRedisClusterLike, cl
 }
 
 /** `args` as ioredis' `call` takes them. */
-function send(client: { call(command: string, ...args: string[]): Promise<unknown> }, args: Array<string>): Promise<unknown> {
+function send(
+  client: { call(command: string, ...args: string[]): Promise<unknown> },
+  args: Array<string>,
+): Promise<unknown> {
   const [command, ...rest] = args;
   if (command === undefined) return Promise.reject(new TypeError('Expected a command'));
   return client.call(command, ...rest);
@@ -87,7 +90,8 @@ function owedBy(client: IoRedisLike): Set<(error: Error) => void> {
     client.on('close', () => {
       const failures = [...created];
       created.clear();
-      for (const fail of failures) fail(new Error(`${IOREDIS_CONNECTION_CLOSED} The reply was lost with the connection`));
+      for (const fail of failures)
+        fail(new Error(`${IOREDIS_CONNECTION_CLOSED} The reply was lost with the connection`));
     });
   }
   return pending;
@@ -176,7 +180,6 @@ export class IoRedisAdapter extends IoRedisLifecycle implements Connection {
   duplicate(): Connection {
     return new IoRedisAdapter(this.#client.duplicate(BLOCKING_OVERRIDES));
   }
-
 }
 
 /** `close` is a passing state (ioredis goes on to `reconnecting` or `end`); `wait`: never connected. */
@@ -239,7 +242,6 @@ export class IoRedisClusterAdapter extends IoRedisLifecycle implements Connectio
     // A node's connection is made lazily, and it has the cluster's `redisOptions` and the node's address.
     return new IoRedisAdapter(this.#slotMaster().duplicate(BLOCKING_OVERRIDES));
   }
-
 }
 
 /** Commands with no key, which ioredis' cluster would send to any node. */

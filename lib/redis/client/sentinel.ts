@@ -33,10 +33,13 @@ export class SentinelAdapter implements Connection {
   /** The client's pool may hold several primary connections: `use()` lends one for all the commands. */
   sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {
     const sentinel = this.#sentinel as unknown as {
-      use?<T>(fn: (client: { sendCommand(isReadonly: boolean, args: string[]): Promise<unknown> }) => Promise<T>): Promise<T>;
+      use?<T>(
+        fn: (client: { sendCommand(isReadonly: boolean, args: string[]): Promise<unknown> }) => Promise<T>,
+      ): Promise<T>;
     };
     if (typeof sentinel.use !== 'function') return Promise.all(commands.map((command) => this.sendCommand(command)));
-    const send = () => sentinel.use!((client) => Promise.all(commands.map((command) => client.sendCommand(false, command))));
+    const send = () =>
+      sentinel.use!((client) => Promise.all(commands.map((command) => client.sendCommand(false, command))));
     return this.#retries ? retryRefused(send) : send();
   }
 
@@ -51,7 +54,10 @@ export class SentinelAdapter implements Connection {
       acquire(): Promise<SentinelPoolConnection>;
     };
     if (typeof sentinel.duplicate === 'function') {
-      return new SentinelAdapter(sentinel.duplicate({ masterPoolSize: 1, replicaPoolSize: 0, reserveClient: true }), false);
+      return new SentinelAdapter(
+        sentinel.duplicate({ masterPoolSize: 1, replicaPoolSize: 0, reserveClient: true }),
+        false,
+      );
     }
     return new BorrowedSentinelConnection(sentinel);
   }

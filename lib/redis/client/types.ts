@@ -137,4 +137,5 @@ export interface IoRedisClusterLike {
 }
 
 /** Any client the `redis` option accepts. */
-export type SupportedRedisClient = RedisClientLike | RedisClusterLike | RedisSentinelLike | IoRedisLike | IoRedisClusterLike;
+export type SupportedRedisClient =
+  RedisClientLike | RedisClusterLike | RedisSentinelLike | IoRedisLike | IoRedisClusterLike;
