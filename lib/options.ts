@@ -1,3 +1,4 @@
+// The options of a semaphore: each one a documented field, a default in DEFAULTS and a check in CHECKS.
 import { hostname } from 'node:os';
 import type { BlockingPool } from './pool/blocking-pool';
 import { assertSupportedClient } from './redis/client/adapt';
@@ -45,7 +46,7 @@ export interface SemaphoreOptions {
   readonly redis?: SupportedRedisClient;
   /**
    * Where to connect when `redis` is absent.
-   * @default process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+   * @default process.env.REDIS_URL || 'redis://127.0.0.1:6379'
    */
   readonly url?: string;
   /**
@@ -108,8 +109,9 @@ export interface SemaphoreOptions {
   readonly owner?: string;
   /**
    * While a token is held, refresh it every third of `staleClientTimeout` so it is never reclaimed
-   * from a live holder; stops when the token is released. Needs `staleClientTimeout`.
-   * @default true when `staleClientTimeout` is set
+   * from a live holder; stops when the token is released. Needs `staleClientTimeout`: left out with
+   * `staleClientTimeout: null`, it is `false`.
+   * @default true
    */
   readonly autoRefresh?: boolean;
   /**
@@ -136,33 +138,46 @@ export interface SemaphoreOptions {
   readonly keyPrefix?: string;
 }
 
+type OptionName = keyof SemaphoreOptions;
+
+/**
+ * Every option's default, written once: the option names, `resolveOptions` and the docs' check
+ * (spec/package/docs.spec.ts) derive from it. `undefined`: the option has none.
+ */
+export const DEFAULTS = {
+  redis: undefined,
+  get url(): string {
+    return process.env['REDIS_URL'] || 'redis://127.0.0.1:6379';
+  },
+  resources: 1,
+  staleClientTimeout: 30_000,
+  useLocalTime: false,
+  functions: true,
+  expiration: null,
+  waitSlice: 10_000,
+  maxBlockingConnections: 10,
+  get owner(): string {
+    return `${hostname()}:${process.pid}`;
+  },
+  autoRefresh: true,
+  onLockLost: undefined,
+  waitReplicas: null,
+  keyPrefix: DEFAULT_KEY_PREFIX,
+} satisfies Record<OptionName, unknown> & SemaphoreOptions;
+
+const OPTION_NAMES = Object.keys(DEFAULTS) as OptionName[];
+
 /**
  * How a lock manager (lib/locks.ts) hands its semaphores the pool they share: a symbol-keyed option,
  * invisible to `SemaphoreOptions` and to the unknown-option check.
  */
 export const SHARED_POOL = Symbol('redis-token-semaphore.sharedPool');
 
-export interface ResolvedOptions {
-  readonly redis: SupportedRedisClient | undefined;
+/** The options as a semaphore reads them: defaults applied, each checked by its entry in CHECKS. */
+export type ResolvedOptions = { readonly [K in OptionName]: ReturnType<(typeof CHECKS)[K]> } & {
   /** The lock manager's pool of blocking connections, when the semaphore is one of a manager's. */
   readonly sharedPool: BlockingPool | undefined;
-  readonly url: string;
-  readonly resources: number;
-  readonly staleClientTimeout: number | null;
-  readonly useLocalTime: boolean;
-  readonly functions: boolean;
-  readonly expiration: number | null;
-  readonly waitSlice: number;
-  readonly maxBlockingConnections: number;
-  readonly owner: string;
-  readonly autoRefresh: boolean;
-  readonly onLockLost: ((token: string, reason: LockLostReason) => void) | undefined;
-  readonly waitReplicas: Required<WaitReplicasOptions> | null;
-  readonly keyPrefix: string;
-}
-
-/** The default lease: long enough for GC pauses and slow event loops, short enough for a crash. */
-export const DEFAULT_STALE_CLIENT_TIMEOUT = 30_000;
+};
 
 /**
  * Most tokens a semaphore may have (`resources`, and the CLI's `resize`): created in batches of
@@ -190,146 +205,131 @@ export function assertName(name: unknown): asserts name is string {
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/** Every option `SemaphoreOptions` has: a key outside it is a typo (`resource`, `staleClientTimout`). */
-const OPTION_NAMES: ReadonlySet<string> = new Set<keyof SemaphoreOptions>([
-  'redis',
-  'url',
-  'resources',
-  'staleClientTimeout',
-  'useLocalTime',
-  'functions',
-  'expiration',
-  'waitSlice',
-  'maxBlockingConnections',
-  'owner',
-  'autoRefresh',
-  'onLockLost',
-  'waitReplicas',
-  'keyPrefix',
-]);
+/**
+ * One check per option (the compiler asks for one), run in this order: throws a `TypeError` or `RangeError` naming the option,
+ * or returns the value to use. `value` is the caller's, or the default when `defaulted`; `resolved`
+ * holds the options checked before it.
+ */
+type Check = (value: unknown, resolved: Readonly<Partial<Record<OptionName, unknown>>>, defaulted: boolean) => unknown;
+
+const CHECKS = {
+  redis(value) {
+    if (value !== undefined) assertSupportedClient(value);
+    return value as SupportedRedisClient | undefined;
+  },
+  url(value, resolved) {
+    if (resolved.redis === undefined && (typeof value !== 'string' || value.length === 0)) {
+      throw new TypeError(`Expected \`url\` to be a Redis URL string, got ${describe(value)}`);
+    }
+    return value as string;
+  },
+  resources(value) {
+    const resources = positiveInteger('resources', value);
+    if (resources > MAX_RESOURCES) {
+      throw new RangeError(`Expected \`resources\` to be at most ${MAX_RESOURCES}, got ${resources}`);
+    }
+    return resources;
+  },
+  // The holder's lease runs on a timer, whose range is 2^31-1 ms (about 24.8 days).
+  staleClientTimeout: (value) => wholeMsOrNull('staleClientTimeout', value, MAX_TIMER_MS),
+  useLocalTime: (value) => boolean('useLocalTime', value),
+  functions: (value) => boolean('functions', value),
+  expiration: (value) => wholeMsOrNull('expiration', value, Infinity),
+  waitSlice(value) {
+    assertDuration('waitSlice', value, true);
+    if (value < 10 || value > MAX_WAIT_SLICE) {
+      throw new RangeError(`Expected \`waitSlice\` to be from 10 ms to one hour, got ${value}`);
+    }
+    return value;
+  },
+  maxBlockingConnections: (value) => positiveInteger('maxBlockingConnections', value),
+  owner(value) {
+    if (typeof value !== 'string') throw new TypeError(`Expected \`owner\` to be a string, got ${describe(value)}`);
+    if (value.length > MAX_OWNER_LENGTH) {
+      throw new RangeError(`Expected \`owner\` to be at most ${MAX_OWNER_LENGTH} characters, got ${value.length}`);
+    }
+    return value;
+  },
+  autoRefresh(value, resolved, defaulted) {
+    const autoRefresh = boolean('autoRefresh', value);
+    if (!autoRefresh || resolved.staleClientTimeout !== null) return autoRefresh;
+    // Without a lease nothing goes stale: the default gives way, a caller's `true` is a mistake.
+    if (defaulted) return false;
+    throw new TypeError('`autoRefresh` needs the `staleClientTimeout` option: without it nothing goes stale');
+  },
+  onLockLost(value) {
+    if (value !== undefined && typeof value !== 'function') {
+      throw new TypeError(`Expected \`onLockLost\` to be a function, got ${describe(value)}`);
+    }
+    return value as SemaphoreOptions['onLockLost'];
+  },
+  keyPrefix(value) {
+    assertKeyPrefix('`keyPrefix`', value);
+    return value;
+  },
+  waitReplicas(value): Required<WaitReplicasOptions> | null {
+    if (value === null) return null;
+    if (typeof value !== 'object') {
+      throw new TypeError(`Expected \`waitReplicas\` to be { replicas, timeoutMs } or null, got ${describe(value)}`);
+    }
+    const { replicas, timeoutMs, onShortfall = 'reject' } = value as WaitReplicasOptions;
+    positiveInteger('waitReplicas.replicas', replicas);
+    // WAIT reads 0 as "wait forever".
+    assertDuration('waitReplicas.timeoutMs', timeoutMs, true);
+    if (timeoutMs < 1) {
+      throw new RangeError(`Expected \`waitReplicas.timeoutMs\` to be at least 1 ms, got ${timeoutMs}`);
+    }
+    if (onShortfall !== 'reject' && onShortfall !== 'warn') {
+      throw new TypeError(
+        `Expected \`waitReplicas.onShortfall\` to be 'reject' or 'warn', got ${describe(onShortfall)}`,
+      );
+    }
+    return { replicas, timeoutMs: Math.max(1, Math.ceil(timeoutMs)), onShortfall };
+  },
+} satisfies Record<OptionName, Check>;
 
 export function resolveOptions(options: SemaphoreOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`Expected options to be an object, got ${describe(options)}`);
   }
-  const unknown = Object.keys(options).filter((key) => !OPTION_NAMES.has(key));
+  const unknown = Object.keys(options).filter((key) => !Object.hasOwn(DEFAULTS, key));
   if (unknown.length > 0) {
     throw new TypeError(
       `Unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((key) => `\`${key}\``).join(', ')}; ` +
-        `the options are ${[...OPTION_NAMES].map((key) => `\`${key}\``).join(', ')}`,
+        `the options are ${OPTION_NAMES.map((key) => `\`${key}\``).join(', ')}`,
     );
   }
-  const {
-    redis,
-    url = process.env['REDIS_URL'] || 'redis://127.0.0.1:6379',
-    resources = 1,
-    staleClientTimeout = DEFAULT_STALE_CLIENT_TIMEOUT,
-    useLocalTime = false,
-    functions = true,
-    expiration = null,
-    waitSlice = 10_000,
-    maxBlockingConnections = 10,
-    owner = `${hostname()}:${process.pid}`,
-    autoRefresh = staleClientTimeout !== null,
-    onLockLost,
-    waitReplicas = null,
-    keyPrefix = DEFAULT_KEY_PREFIX,
-  } = options;
-  if (redis !== undefined) assertSupportedClient(redis);
-  if (redis === undefined && (typeof url !== 'string' || url.length === 0)) {
-    throw new TypeError(`Expected \`url\` to be a Redis URL string, got ${describe(url)}`);
+  const resolved: Partial<Record<OptionName, unknown>> = {};
+  for (const name of Object.keys(CHECKS) as OptionName[]) {
+    const value = options[name];
+    resolved[name] = CHECKS[name](value === undefined ? DEFAULTS[name] : value, resolved, value === undefined);
   }
-  assertPositiveInteger('resources', resources);
-  if (resources > MAX_RESOURCES) {
-    throw new RangeError(`Expected \`resources\` to be at most ${MAX_RESOURCES}, got ${resources}`);
-  }
-  if (staleClientTimeout !== null) {
-    assertDuration('staleClientTimeout', staleClientTimeout, true);
-    // Leases are recorded in whole milliseconds.
-    if (staleClientTimeout < 1) {
-      throw new RangeError(`Expected \`staleClientTimeout\` to be at least 1 ms, got ${staleClientTimeout}`);
-    }
-    // The holder's lease runs on a timer, whose range is 2^31-1 ms (about 24.8 days).
-    if (staleClientTimeout > MAX_TIMER_MS) {
-      throw new RangeError(
-        `Expected \`staleClientTimeout\` to be at most ${MAX_TIMER_MS} ms, got ${staleClientTimeout}`,
-      );
-    }
-  }
-  if (typeof useLocalTime !== 'boolean') {
-    throw new TypeError(`Expected \`useLocalTime\` to be a boolean, got ${describe(useLocalTime)}`);
-  }
-  if (typeof functions !== 'boolean') {
-    throw new TypeError(`Expected \`functions\` to be a boolean, got ${describe(functions)}`);
-  }
-  if (expiration !== null) {
-    assertDuration('expiration', expiration, true);
-    // Keys expire with PEXPIREAT, in whole milliseconds.
-    if (expiration < 1) throw new RangeError(`Expected \`expiration\` to be at least 1 ms, got ${expiration}`);
-  }
-  assertDuration('waitSlice', waitSlice, true);
-  if (waitSlice < 10 || waitSlice > MAX_WAIT_SLICE) {
-    throw new RangeError(`Expected \`waitSlice\` to be from 10 ms to one hour, got ${waitSlice}`);
-  }
-  assertPositiveInteger('maxBlockingConnections', maxBlockingConnections);
-  if (typeof owner !== 'string') {
-    throw new TypeError(`Expected \`owner\` to be a string, got ${describe(owner)}`);
-  }
-  if (owner.length > MAX_OWNER_LENGTH) {
-    throw new RangeError(`Expected \`owner\` to be at most ${MAX_OWNER_LENGTH} characters, got ${owner.length}`);
-  }
-  if (typeof autoRefresh !== 'boolean') {
-    throw new TypeError(`Expected \`autoRefresh\` to be a boolean, got ${describe(autoRefresh)}`);
-  }
-  if (autoRefresh && staleClientTimeout === null) {
-    throw new TypeError('`autoRefresh` needs the `staleClientTimeout` option: without it nothing goes stale');
-  }
-  if (onLockLost !== undefined && typeof onLockLost !== 'function') {
-    throw new TypeError(`Expected \`onLockLost\` to be a function, got ${describe(onLockLost)}`);
-  }
-  assertKeyPrefix('`keyPrefix`', keyPrefix);
   return {
-    redis,
+    ...(resolved as Omit<ResolvedOptions, 'sharedPool'>),
     sharedPool: (options as { [SHARED_POOL]?: BlockingPool })[SHARED_POOL],
-    url,
-    resources,
-    staleClientTimeout,
-    useLocalTime,
-    functions,
-    expiration,
-    waitSlice,
-    maxBlockingConnections,
-    owner,
-    autoRefresh,
-    onLockLost,
-    waitReplicas: resolveWaitReplicas(waitReplicas),
-    keyPrefix,
   };
 }
 
-function resolveWaitReplicas(waitReplicas: unknown): Required<WaitReplicasOptions> | null {
-  if (waitReplicas === null) return null;
-  if (typeof waitReplicas !== 'object') {
-    throw new TypeError(
-      `Expected \`waitReplicas\` to be { replicas, timeoutMs } or null, got ${describe(waitReplicas)}`,
-    );
-  }
-  const { replicas, timeoutMs, onShortfall = 'reject' } = waitReplicas as WaitReplicasOptions;
-  assertPositiveInteger('waitReplicas.replicas', replicas);
-  // WAIT reads 0 as "wait forever".
-  assertDuration('waitReplicas.timeoutMs', timeoutMs, true);
-  if (timeoutMs < 1) throw new RangeError(`Expected \`waitReplicas.timeoutMs\` to be at least 1 ms, got ${timeoutMs}`);
-  if (onShortfall !== 'reject' && onShortfall !== 'warn') {
-    throw new TypeError(`Expected \`waitReplicas.onShortfall\` to be 'reject' or 'warn', got ${describe(onShortfall)}`);
-  }
-  return { replicas, timeoutMs: Math.max(1, Math.ceil(timeoutMs)), onShortfall };
+function boolean(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(`Expected \`${name}\` to be a boolean, got ${describe(value)}`);
+  return value;
 }
 
-function assertPositiveInteger(name: string, value: unknown): asserts value is number {
+function positiveInteger(name: string, value: unknown): number {
   if (typeof value !== 'number') {
     throw new TypeError(`Expected \`${name}\` to be a positive integer, got ${describe(value)}`);
   }
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new RangeError(`Expected \`${name}\` to be a positive safe integer, got ${value}`);
   }
+  return value;
+}
+
+/** A duration Redis keeps in whole milliseconds (a lease, a key's expiry), at most `max`; or null. */
+function wholeMsOrNull(name: string, value: unknown, max: number): number | null {
+  if (value === null) return null;
+  assertDuration(name, value, true);
+  if (value < 1) throw new RangeError(`Expected \`${name}\` to be at least 1 ms, got ${value}`);
+  if (value > max) throw new RangeError(`Expected \`${name}\` to be at most ${max} ms, got ${value}`);
+  return value;
 }

@@ -2,8 +2,12 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
+import * as os from 'node:os';
 import { promisify } from 'node:util';
+import { runInNewContext } from 'node:vm';
+import * as ts from 'typescript';
 import * as api from '../../lib';
+import { DEFAULTS } from '../../lib/options';
 
 /**
  * The documentation: the README stays a first hour's read, every link in it and in docs/ resolves,
@@ -183,6 +187,88 @@ describe('the README and the docs pages', () => {
     const acl = (file: string) => read(file).match(/^ACL SETUSER semaphore .+$/gm);
     expect(acl(README)).toHaveLength(1);
     expect(acl(join(DOCS, 'OPERATIONS.md'))).toEqual(acl(README));
+  });
+});
+
+/** Each `SemaphoreOptions` field's `@default` text, as lib/options.ts writes it. */
+function jsdocDefaults(): Map<string, string | undefined> {
+  const file = join(ROOT, 'lib', 'options.ts');
+  const source = ts.createSourceFile(file, read(file), ts.ScriptTarget.Latest, true);
+  const options = source.statements.find(
+    (node): node is ts.InterfaceDeclaration => ts.isInterfaceDeclaration(node) && node.name.text === 'SemaphoreOptions',
+  );
+  const found = new Map<string, string | undefined>();
+  for (const member of options?.members ?? []) {
+    const tag = ts.getJSDocTags(member).find((t) => t.tagName.text === 'default');
+    found.set(member.name!.getText(), typeof tag?.comment === 'string' ? tag.comment.trim() : undefined);
+  }
+  return found;
+}
+
+/** The rows of the Markdown table under `heading` whose first column is a code span: name → cells. */
+function tableRows(markdown: string, heading: string): Map<string, string[]> {
+  const section = markdown.slice(markdown.indexOf(`\n${heading}\n`) + 1);
+  const table = section.slice(section.indexOf('\n|') + 1).split('\n\n')[0]!;
+  const rows = new Map<string, string[]>();
+  for (const line of table.split('\n').slice(2)) {
+    const cells = line
+      .slice(1, -1)
+      .split(/(?<!\\)\|/)
+      .map((cell) => cell.trim().replace(/\\\|/g, '|'));
+    const name = /^`(\w+)`$/.exec(cells[0]!)?.[1];
+    if (name) rows.set(name, cells.slice(1));
+  }
+  return rows;
+}
+
+/** The content of the code span a Markdown cell starts with, or undefined. */
+const leadingCode = (cell: string): string | undefined => /^(`+) ?(.*?) ?\1(?!`)/.exec(cell)?.[2];
+
+describe('the options the docs give are the options DEFAULTS has, with its defaults', () => {
+  const names = Object.keys(DEFAULTS);
+  const jsdoc = jsdocDefaults();
+  /** A `@default` read as the expression it is (`30000`, `'SEMAPHORE:'`, `process.env.REDIS_URL || …`). */
+  const evaluate = (text: string): unknown => runInNewContext(`(${text})`, { process, os });
+
+  test('every SemaphoreOptions field with a default has a @default equal to its DEFAULTS entry', () => {
+    expect([...jsdoc.keys()]).toEqual(names);
+    const url = process.env['REDIS_URL'];
+    // With and without the environment a default reads (`url`'s REDIS_URL).
+    for (const env of [url, undefined]) {
+      if (env === undefined) delete process.env['REDIS_URL'];
+      try {
+        for (const name of names) {
+          const text = jsdoc.get(name); // none where the default is `undefined`
+          const documented = text === undefined ? undefined : evaluate(text);
+          expect({ name, default: documented }).toEqual({ name, default: DEFAULTS[name as keyof typeof DEFAULTS] });
+        }
+      } finally {
+        if (url !== undefined) process.env['REDIS_URL'] = url;
+      }
+    }
+  });
+
+  test('USAGE.md lists every option, in order, each with the same default', () => {
+    const rows = tableRows(read(join(DOCS, 'USAGE.md')), '## Options');
+    expect([...rows.keys()]).toEqual(names);
+    for (const name of names) {
+      const cell = rows.get(name)![1]!; // option | type | default | meaning
+      const expected = DEFAULTS[name as keyof typeof DEFAULTS] === undefined ? '—' : jsdoc.get(name);
+      // A default may be followed by when it differs: `true` unless `staleClientTimeout` is `null`.
+      expect({ name, default: cell === '—' ? cell : leadingCode(cell) }).toEqual({ name, default: expected });
+    }
+  });
+
+  test("the README's short list names options with their defaults", () => {
+    const readme = read(README).replace(/\s+/g, ' ');
+    const list = /The options you are likely to set: (.*?)\. Every option/.exec(readme)?.[1] ?? '';
+    const named = [...list.matchAll(/(?:^|, )`(\w+)`(?: \((\S+?)[ ),])?/g)];
+    expect(named.length).toBeGreaterThanOrEqual(5);
+    for (const [, name, value] of named) {
+      expect({ name, option: Object.hasOwn(DEFAULTS, name!) }).toEqual({ name, option: true });
+      if (value !== undefined)
+        expect({ name, value }).toEqual({ name, value: String(DEFAULTS[name as keyof typeof DEFAULTS]) });
+    }
   });
 });
 
