@@ -62,7 +62,8 @@ export interface SemaphoreOptions {
    * an operator's tool) honours the holder's own. With `autoRefresh` (the default) a live holder
    * keeps its token for as long as it holds it. Also the age after which this semaphore reclaims a
    * Ruby gem holder's token. `null` opts out: tokens taken by this semaphore never go stale (the
-   * gem's default, where a crashed holder keeps its token for good).
+   * gem's default, where a crashed holder keeps its token for good). At least 100 (else a
+   * `RangeError`): refreshes cannot reliably keep a shorter lease, which is most likely seconds meant.
    * @default 30000
    */
   readonly staleClientTimeout?: number | null;
@@ -185,6 +186,12 @@ export type ResolvedOptions = { readonly [K in OptionName]: ReturnType<(typeof C
  */
 export const MAX_RESOURCES = 1_000_000;
 
+/**
+ * Shortest lease (`staleClientTimeout`): it is refreshed every third of it, and below 100 ms that third
+ * (33 ms) no longer covers a round trip plus a late timer or a GC pause, so one slow refresh loses it.
+ */
+export const MIN_LEASE_MS = 100;
+
 /** Longest `owner` label: it is stored with every grant. */
 const MAX_OWNER_LENGTH = 1024;
 
@@ -230,8 +237,16 @@ const CHECKS = {
     }
     return resources;
   },
-  // The holder's lease runs on a timer, whose range is 2^31-1 ms (about 24.8 days).
-  staleClientTimeout: (value) => wholeMsOrNull('staleClientTimeout', value, MAX_TIMER_MS),
+  staleClientTimeout(value) {
+    // Seconds taken for milliseconds (the Ruby gem's unit): `30` would be a lease of 30 ms.
+    if (typeof value === 'number' && value > 0 && value < MIN_LEASE_MS) {
+      throw new RangeError(
+        `Expected \`staleClientTimeout\` to be at least ${MIN_LEASE_MS} milliseconds (30 seconds is 30000), got ${value}`,
+      );
+    }
+    // The holder's lease runs on a timer, whose range is 2^31-1 ms (about 24.8 days).
+    return wholeMsOrNull('staleClientTimeout', value, MAX_TIMER_MS);
+  },
   useLocalTime: (value) => boolean('useLocalTime', value),
   functions: (value) => boolean('functions', value),
   expiration: (value) => wholeMsOrNull('expiration', value, Infinity),

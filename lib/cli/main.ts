@@ -14,7 +14,7 @@ import {
   type Scope,
 } from '../admin/operations';
 import { assertKeyPrefix, DEFAULT_KEY_PREFIX, existsKeyPattern, semaphoreKeys } from '../redis/keys';
-import { MAX_RESOURCES } from '../options';
+import { MAX_RESOURCES, MIN_LEASE_MS } from '../options';
 import { assertConfirmable } from './confirm';
 import { connect, connectOptions, type ConnectValues } from './connect';
 import { CliError, EXIT, missing, usage } from './failures';
@@ -280,7 +280,7 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       if (values['older-than'] === undefined)
         throw usage('release-stale needs --older-than <duration>, e.g. --older-than 30s');
       const olderThan = durationOption('older-than', values['older-than']);
-      if (olderThan <= 0) throw usage('--older-than must be more than 0');
+      if (olderThan < MIN_LEASE_MS) throw usage(`--older-than must be at least ${MIN_LEASE_MS}ms`);
       const change = changeOf(command, args, values);
       return (scope, io) => releaseStaleCommand(scope, name, olderThan, { ...change, io });
     }

@@ -17,6 +17,7 @@ import { adaptClient, topologyOf } from '../redis/client/adapt';
 import type { SupportedRedisClient } from '../redis/client/types';
 import { describe } from '../util/describe';
 import { assertKeyPrefix, DEFAULT_KEY_PREFIX } from '../redis/keys';
+import { MIN_LEASE_MS } from '../options';
 import { metricsText, METRICS_TYPE } from './metrics';
 import { notFoundPage, page } from './page';
 import { Sampler, type HandOff } from './sampler';
@@ -271,8 +272,12 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       }
     }
     const { olderThanMs } = body as { olderThanMs?: unknown };
-    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs <= 0) {
-      throw new HttpError(400, 'bad_request', 'Expected {"olderThanMs": a number > 0, "reason"?: string}');
+    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < MIN_LEASE_MS) {
+      throw new HttpError(
+        400,
+        'bad_request',
+        `Expected {"olderThanMs": a number ≥ ${MIN_LEASE_MS}, "reason"?: string}`,
+      );
     }
     const before = await readStatus(scope, semaphore, 0);
     if (!before.exists) throw semaphoreNotFound(semaphore);

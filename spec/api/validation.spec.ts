@@ -1,4 +1,4 @@
-import { Mutex, Semaphore } from '../../lib';
+import { createLocks, Mutex, Semaphore } from '../../lib';
 import { useFixture } from '../support/fixture';
 
 const fixture = useFixture();
@@ -39,6 +39,18 @@ describe('bad input is rejected before anything touches Redis', () => {
     ['staleClientTimeout: 0', { staleClientTimeout: 0 }, RangeError, /staleClientTimeout/],
     ['staleClientTimeout below 1 ms', { staleClientTimeout: 0.4 }, RangeError, /staleClientTimeout/],
     ['staleClientTimeout beyond a timer', { staleClientTimeout: 2 ** 31 }, RangeError, /staleClientTimeout/],
+    [
+      'staleClientTimeout in seconds (30, as the Ruby gem takes it)',
+      { staleClientTimeout: 30 },
+      RangeError,
+      /^Expected `staleClientTimeout` to be at least 100 milliseconds \(30 seconds is 30000\), got 30$/,
+    ],
+    [
+      'staleClientTimeout just below the shortest lease',
+      { staleClientTimeout: 99.9 },
+      RangeError,
+      /at least 100 milli/,
+    ],
     ['expiration: Infinity', { expiration: Infinity }, RangeError, /expiration/],
     ['expiration: -1', { expiration: -1 }, RangeError, /expiration/],
     ['useLocalTime: "yes"', { useLocalTime: 'yes' }, TypeError, /useLocalTime/],
@@ -84,6 +96,13 @@ describe('bad input is rejected before anything touches Redis', () => {
       expect(new Mutex('valid', { keyPrefix }).name).toBe('valid');
     }
     expect(() => new Mutex('valid', { keyPrefix: 'APP1' })).toThrow(TypeError);
+  });
+
+  test('the shortest lease is 100 ms, for a Semaphore, a Mutex and a lock manager alike', () => {
+    expect(new Semaphore('valid', { staleClientTimeout: 100 }).name).toBe('valid');
+    expect(new Semaphore('valid', { staleClientTimeout: null }).name).toBe('valid');
+    expect(() => new Mutex('valid', { staleClientTimeout: 60 })).toThrow(/at least 100 milliseconds/);
+    expect(() => createLocks({ redis: fixture.redis, staleClientTimeout: 5 })).toThrow(/at least 100 milliseconds/);
   });
 
   test('options must be an object', () => {

@@ -268,6 +268,7 @@ describe('createDashboard', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     const path = `/api/semaphores/${encodeURIComponent(name)}/release-stale`;
     expect((await post(path, { olderThanMs: -1 })).status).toBe(400);
+    expect((await post(path, { olderThanMs: 50 })).status).toBe(400); // below the shortest lease
     expect(await (await post(path, { olderThanMs: 60_000 })).json()).toEqual({ released: 0 });
     expect(await (await post(path, { olderThanMs: 100 })).json()).toEqual({ released: 1 });
     await expect(sem.availableCount()).resolves.toBe(1);

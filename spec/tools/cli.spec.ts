@@ -158,6 +158,7 @@ test('release-stale frees holders whose own lease is over and Ruby holders older
   expect(usage.code).toBe(2);
   expect(usage.stderr).toContain('--older-than');
   expect((await runCli(['release-stale', name, '--older-than', '30', '--yes'])).code).toBe(2);
+  expect((await runCli(['release-stale', name, '--older-than', '50ms', '--yes'])).stderr).toContain('at least 100ms');
 });
 
 describe('resize', () => {
