@@ -1,0 +1,122 @@
+// Promises and timers the library creates per lock + unlock cycle, counted with async_hooks (a count, not a timing).
+
+import { createHook } from 'node:async_hooks';
+import { useFixture } from '../support/fixture';
+import { ioredisPackage, uniqueName } from '../support/redis';
+
+const fixture = useFixture();
+
+/** Whether the first frame outside Node's internals and this file is the library's (not its client's). */
+function startedByLibrary(stack: string): boolean {
+  const frame = stack
+    .split('\n')
+    .slice(1)
+    .find((line) => !line.includes('node:') && !line.includes('hot-path-counts.spec'));
+  return frame !== undefined && !frame.includes('node_modules');
+}
+
+interface Counts {
+  promises: number;
+  timers: number;
+}
+
+/** What `run` creates, per cycle: promises, and timers (setTimeout/setInterval) the library itself starts. */
+async function countPerCycle(cycles: number, run: () => Promise<void>): Promise<Counts> {
+  const counts = { promises: 0, timers: 0 };
+  const hook = createHook({
+    init(_id, type) {
+      if (type === 'PROMISE') counts.promises++;
+      else if (type === 'Timeout' && startedByLibrary(new Error().stack ?? '')) counts.timers++;
+    },
+  });
+  hook.enable();
+  try {
+    await run();
+  } finally {
+    hook.disable();
+  }
+  return { promises: counts.promises / cycles, timers: counts.timers / cycles };
+}
+
+/**
+ * What the library adds per cycle to what its client creates for two bare round trips, at most: the
+ * counts of 3d4c384 (node-redis 21 / 0 and 27 / 1, ioredis 25 / 0 and 33 / 1) with slack for the
+ * contended loop, whose count grows a little on a loaded machine; a change that adds work on the hot
+ * path fails here. The targets of issue 31 are 8 / 0 and 10 / 0.
+ */
+const BOUNDS = { uncontended: { promises: 26, timers: 0.1 }, contended: { promises: 38, timers: 2 } };
+
+const CYCLES = 200;
+
+/** Two bare round trips on the semaphores' own client: what any lock + unlock costs at least. */
+async function bare(): Promise<Counts> {
+  const client = fixture.semaphoreRedis as unknown as {
+    ping(): Promise<unknown>;
+    sendCommand(args: string[]): Promise<unknown>;
+  };
+  const ping = ioredisPackage() ? () => client.ping() : () => client.sendCommand(['PING']);
+  for (let i = 0; i < 50; i++) await ping();
+  return countPerCycle(CYCLES, async () => {
+    for (let i = 0; i < CYCLES; i++) {
+      await ping();
+      await ping();
+    }
+  });
+}
+
+const excess = (library: Counts, lean: Counts): Counts => ({
+  promises: library.promises - lean.promises,
+  timers: library.timers - lean.timers,
+});
+
+test.each([
+  ['lock(0)', 0],
+  ['lock()', undefined],
+] as const)(
+  'an uncontended %s + unlock: promises and timers per cycle beyond two bare round trips',
+  async (form, timeout) => {
+    const sem = fixture.semaphore({ resources: 1 });
+    for (let i = 0; i < 50; i++) {
+      await sem.lock(timeout);
+      await sem.unlock();
+    }
+    const lean = await bare();
+    const library = await countPerCycle(CYCLES, async () => {
+      for (let i = 0; i < CYCLES; i++) {
+        await sem.lock(timeout);
+        await sem.unlock();
+      }
+    });
+    console.log(
+      `uncontended ${form}, per cycle: library ${JSON.stringify(library)}, two bare round trips ${JSON.stringify(lean)}`,
+    );
+    expect(lean.promises).toBeGreaterThan(0);
+    const own = excess(library, lean);
+    expect(own.timers).toBeLessThanOrEqual(BOUNDS.uncontended.timers);
+    expect(own.promises).toBeLessThanOrEqual(BOUNDS.uncontended.promises);
+  },
+);
+
+test('a contended mutex, 8 instances looping lock + unlock: promises and timers per grant beyond two bare round trips', async () => {
+  const name = uniqueName();
+  const instances = Array.from({ length: 8 }, () => fixture.semaphore({ resources: 1 }, name));
+  const loop = async (cycles: number) => {
+    await Promise.all(
+      instances.map(async (sem) => {
+        for (let i = 0; i < cycles; i++) {
+          await sem.lock(10_000);
+          await sem.unlock();
+        }
+      }),
+    );
+  };
+  await loop(20);
+  const lean = await bare();
+  const perGrant = await countPerCycle(CYCLES, () => loop(CYCLES / 8));
+  console.log(
+    `contended (mutex, 8 instances), per grant: ${JSON.stringify(perGrant)}, two bare round trips ${JSON.stringify(lean)}`,
+  );
+  const own = excess(perGrant, lean);
+  expect(own.timers).toBeLessThanOrEqual(BOUNDS.contended.timers);
+  expect(own.promises).toBeLessThanOrEqual(BOUNDS.contended.promises);
+});
