@@ -5,7 +5,7 @@ import { SemaphoreError, SemaphoreRedisError } from '../errors';
 import type { Grant, Holdings } from '../hold/holdings';
 import type { Reclaim } from '../hold/reclaim';
 import { isConnectionError, isMisattributedReply } from '../redis/client/classify';
-import { callScript, recover as recoverCall } from '../redis/scripts';
+import { recover as recoverCall } from '../redis/commands';
 import { debug } from '../telemetry';
 
 /**
@@ -50,10 +50,8 @@ export async function recover(
     try {
       const client = await ctx.ready(true);
       const sent = performance.now();
-      const running = callScript(
-        client,
-        recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs()),
-      );
+      const call = recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs());
+      const running = ctx.call('recover', call, { via: client, raw: true });
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
         if (late) void holdings.giveBack({ token: late.token, id });

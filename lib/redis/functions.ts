@@ -2,22 +2,8 @@
 import { createHash } from 'node:crypto';
 import type { Connection } from './client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode } from './client/classify';
-import {
-  readInclude,
-  readScriptFile,
-  scriptNameOf,
-  withIncludes,
-  withoutComments,
-  withoutUnusedFunctions,
-} from './lua-source';
-
-/**
- * The scripts that every lock and unlock runs. An `EVALSHA` runs a script's whole text on every
- * call, so each `local function` of its includes makes a closure every time: about 15k of a
- * tryLock's 106k Redis instructions (npm run bench:scripts). In a library those helpers are made
- * once, when the library loads, and each call runs its own code alone.
- */
-const FUNCTION_SCRIPTS = ['tryLock-9.lua', 'claim-10.lua', 'release-9.lua', 'refresh-9.lua'];
+import { readInclude, readScriptFile, withIncludes, withoutComments, withoutUnusedFunctions } from './lua-source';
+import { LIBRARY_SCRIPTS } from './registry';
 
 /** Redis 7.0 brought functions. */
 export const MINIMUM_FUNCTIONS_VERSION = '7.0.0';
@@ -94,7 +80,10 @@ function hoist(code: string): HoistedInclude {
   return hoisted;
 }
 
-/** Builds the library from FUNCTION_SCRIPTS: their leading includes hoisted (each once), their own code as functions. */
+/**
+ * Builds the library from LIBRARY_SCRIPTS: their leading includes hoisted (each once), their own code
+ * as functions. A script run by EVALSHA defines its helpers on every call; the library, once.
+ */
 export function buildFunctionLibrary(): FunctionLibrary {
   const hoisted = new Map<string, HoistedInclude>();
   /** Hoists `include` after the includes it starts with; returns them all, in order. */
@@ -108,10 +97,7 @@ export function buildFunctionLibrary(): FunctionLibrary {
     }
     return [...order, include];
   };
-  const scripts = FUNCTION_SCRIPTS.map((file) => ({
-    name: scriptNameOf(file),
-    ...leadingIncludes(readScriptFile(file)),
-  }));
+  const scripts = LIBRARY_SCRIPTS.map(({ name, file }) => ({ name, ...leadingIncludes(readScriptFile(file)) }));
   for (const { includes } of scripts) includes.forEach(hoistWithDependencies);
   const defined = new Set(hoisted.keys());
   /** The includes `code` names further down, with those they name in turn, that the library defines. */

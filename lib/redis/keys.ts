@@ -50,7 +50,7 @@ export interface SemaphoreKeys {
   readonly holderKeys: readonly string[];
   /** The list a blocked waiter's BLMOVE moves its token into: its registration's inbox. */
   inbox(registrationId: string): string;
-  /** The inbox of a WAITING entry: `<registration id>`, or `~<registration id>` once abandoned (see recover-10.lua). */
+  /** The inbox of a WAITING entry: `<registration id>`, or `~<registration id>` once abandoned (see recover.lua). */
   inboxOfRegistration(registration: string): string;
 }
 

@@ -1,15 +1,8 @@
 import { semaphoreKeys } from '../../lib/redis/keys';
-import {
-  callScript,
-  claim,
-  prepareWait,
-  recover,
-  refresh,
-  release,
-  scripts,
-  tryLock,
-  withoutUnusedFunctions,
-} from '../../lib/redis/scripts';
+import { claim, prepareWait, recover, refresh, release, tryLock } from '../../lib/redis/commands';
+import { withoutUnusedFunctions } from '../../lib/redis/lua-source';
+import { scripts } from '../../lib/redis/registry';
+import { runScript } from '../../lib/redis/send';
 import { snapshot, useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
 import { scriptRunner } from '../support/script-calls';
@@ -610,21 +603,21 @@ describe('the keys a hot-path call passes', () => {
     async (cluster) => {
       const name = `{${uniqueName('keys')}}`; // a hash tag: the same key names either way
       const t = target(name, cluster);
-      const client = redis as unknown as Parameters<typeof callScript>[0];
-      expect((await callScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
-      expect((await callScript(client, tryLock(t, 'g2', 10_000))).token).toBeNull(); // registers g2
-      expect(await callScript(client, refresh(t, '0', 'g1'))).toBe(true);
+      const client = redis as unknown as Parameters<typeof runScript>[0];
+      expect((await runScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
+      expect((await runScript(client, tryLock(t, 'g2', 10_000))).token).toBeNull(); // registers g2
+      expect(await runScript(client, refresh(t, '0', 'g1'))).toBe(true);
       expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual(['0']); // the refresh indexes the grant
-      expect((await callScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
+      expect((await runScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
       await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g2'), 'LEFT', 'RIGHT']); // as BLMOVE would
-      const claimed = await callScript(client, claim(t, 'g2', { grantId: 'g2', nextLifetimeMs: 10_000, keep: false }));
+      const claimed = await runScript(client, claim(t, 'g2', { grantId: 'g2', nextLifetimeMs: 10_000, keep: false }));
       expect(claimed).toMatchObject({ token: '0', renewed: false });
       const held = await snapshot(redis, name);
       expect(grantIds(held.grabbed)).toEqual({ '0': 'g2' });
       expect(held.waiting).toEqual([]);
       // The unlock left the token's entry; g2's grant, not indexed (one holder), dropped it.
       expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual([]);
-      expect((await callScript(client, release(t, '0', 'g2', true))).ended).toBe(true);
+      expect((await runScript(client, release(t, '0', 'g2', true))).ended).toBe(true);
       const after = await snapshot(redis, name);
       expect(after.available).toEqual(['0']);
       expect(after.grabbed).toEqual({});

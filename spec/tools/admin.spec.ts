@@ -24,7 +24,8 @@ import {
   semaphoreKeys,
 } from '../../lib/redis/keys';
 import type { RedisClientLike, SupportedRedisClient } from '../../lib/redis/client/types';
-import { runScript, scripts } from '../../lib/redis/scripts';
+import { scripts } from '../../lib/redis/registry';
+import { runScript, scriptCall } from '../../lib/redis/send';
 import { snapshot, useFixture } from '../support/fixture';
 import { blockedClients, connectClient, uniqueName, until } from '../support/redis';
 import { startRedisServer } from '../support/redis-server';
@@ -43,7 +44,7 @@ function setup() {
   const name = uniqueName('admin');
   const keys = semaphoreKeys(name);
   const run = (script: 'status' | 'forceRelease' | 'resize', args: string[]) =>
-    runScript(client(), scripts[script], keys.scriptKeys, args);
+    runScript(client(), scriptCall(scripts[script], keys.scriptKeys, args));
   return { name, keys, run };
 }
 

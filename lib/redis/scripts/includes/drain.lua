@@ -1,4 +1,4 @@
--- Emptying an inbox. Needs includes/present.lua before it. (An include of its own: claim-10.lua
+-- Emptying an inbox. Needs includes/present.lua before it. (An include of its own: claim.lua
 -- defines it only when an inbox holds more than the token it claims, see lib/redis/scripts.ts.)
 
 -- Moves every token left in `inbox` onto AVAILABLE's head, marking each; returns how many.

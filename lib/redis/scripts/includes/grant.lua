@@ -30,7 +30,7 @@ end
 -- whole microseconds on the stamp's clock; +inf for no lease), so reclaim finds the due ones without
 -- reading every holder. A grant is indexed at once only where that matters: when GRABBED then holds
 -- more than SMALL_HOLDERS entries, or when it has no lease (it would outlive any scan); any other is
--- indexed by its first refresh (refresh-9.lua), and until then has no entry (any the token kept
+-- indexed by its first refresh (refresh.lua), and until then has no entry (any the token kept
 -- goes), and reclaim finds it by reading GRABBED: whole while GRABBED is that small, and past that
 -- when GRABBED holds more entries than the index, which that read then indexes (see reclaim.lua).
 -- Indexing costs a grant about 17k Redis instructions (the ZADD and its score); the HLEN that decides

@@ -65,7 +65,7 @@ elseif target < before then
   table.sort(candidates, function(a, b) return a[2] > b[2] end)
   for i = 1, before - target do
     redis.call('LREM', K_AVAILABLE, 1, candidates[i][1])
-    -- The index entry an unlock may have left for the token's next grant (see release-9.lua).
+    -- The index entry an unlock may have left for the token's next grant (see release.lua).
     redis.call('ZREM', K_LEASES, candidates[i][1])
   end
 end

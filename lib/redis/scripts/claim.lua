@@ -3,7 +3,7 @@
   the moment BLMOVE returns. With a token in the inbox: records it as this grant's and, when no token
   is left free and the caller asked, keeps the registration for the caller's next wait (an advance
   registration: see DESIGN "Contended mode"), else ends it; but a token that reaches an inbox whose
-  registration is gone (reaped, or abandoned by recover-10.lua after a lost reply) goes back to
+  registration is gone (reaped, or abandoned by recover.lua after a lost reply) goes back to
   AVAILABLE instead. With an empty inbox (the slice ended): creates the semaphore if it vanished and
   reclaims stale holders, then renews the registration for the next slice, or ends it on the last slice.
   Input:

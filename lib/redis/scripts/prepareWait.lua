@@ -3,8 +3,8 @@
   belongs to a known waiter from that instant, and comes back (reapWaiters.lua) if the registration
   expires unclaimed. Sent in the same pipeline, before BLMOVE, when the waiter has no live registration:
   a waiter that skipped tryLock (the semaphore is contended, or others of its process queue for a
-  connection) or whose registration may have lapsed (tryLock-9.lua registers on a miss, and
-  claim-10.lua renews after an empty slice). So that a waiter that skips tryLock loses nothing by it,
+  connection) or whose registration may have lapsed (tryLock.lua registers on a miss, and
+  claim.lua renews after an empty slice). So that a waiter that skips tryLock loses nothing by it,
   it also does tryLock's other duties before BLMOVE: creates the semaphore if needed and reclaims
   stale holders (whose tokens go to waiters already blocked, who Redis serves first). Always sent as
   EVAL, so it cannot fail with NOSCRIPT and leave BLMOVE unregistered.
@@ -17,7 +17,7 @@
     ARGV[4] resources
     ARGV[5] the caller's lease in ms ('0' for none): Ruby holders' stale timeout
     ARGV[6] local time in decimal seconds, or '' for Redis TIME
-  Output: 1 when registered; 0 for a grant id recover-10.lua abandoned (a pipeline that arrives after
+  Output: 1 when registered; 0 for a grant id recover.lua abandoned (a pipeline that arrives after
   its client gave up on it), which registers nothing
 ]]
 --- @include keys

@@ -2,7 +2,7 @@
   An operator frees a held token (CLI `release`, the dashboard's release button): forgets its holder
   and puts it back on AVAILABLE, where Redis hands it to the longest-blocked waiter right after this
   script. The old holder's unlock and refresh then find their grant gone and change nothing (as
-  after a stale reclaim, see release-9.lua), so the token is never pushed twice. A token that is not
+  after a stale reclaim, see release.lua), so the token is never pushed twice. A token that is not
   held is refused: pushing it would add a token. No expiry is touched (the operator does not know
   the clients' `expiration`); the next client call sets it.
   Input:

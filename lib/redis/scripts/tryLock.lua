@@ -1,6 +1,6 @@
 --[[
   lock's first step: takes a free token at once and records its holder. On a miss, registers the
-  caller as a waiter (with an expiry, as prepareWait-9.lua does) so that its BLMOVE can follow at once.
+  caller as a waiter (with an expiry, as prepareWait.lua does) so that its BLMOVE can follow at once.
   Creates the semaphore if needed (a batch of it, see includes/ensure.lua) and, when no token is
   free, first reclaims holders whose lease is over.
   Never jumps ahead of a waiter blocked in BLMOVE: a free token means nobody is blocked (Redis

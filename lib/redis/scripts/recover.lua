@@ -3,8 +3,8 @@
   client-side deadline): adopts the grant if the claim ran (and ends the registration the claim may
   have kept), claims the token if it sits in the registration's inbox, and otherwise marks the
   registration abandoned ('~' .. registration id) until a long expiry: a blocked command still alive
-  on the server then hands any token it moves back to AVAILABLE (claim-10.lua), a prepareWait of
-  this id arriving late registers nothing (prepareWait-9.lua), and reapWaiters.lua returns whatever
+  on the server then hands any token it moves back to AVAILABLE (claim.lua), a prepareWait of
+  this id arriving late registers nothing (prepareWait.lua), and reapWaiters.lua returns whatever
   reaches the inbox.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
