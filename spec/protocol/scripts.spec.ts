@@ -27,7 +27,7 @@ function grantIds(grabbed: Record<string, string>): Record<string, string> {
 
 const setup = () => scriptRunner(redis, 'lua');
 
-describe('tryLock-9.lua', () => {
+describe('tryLock.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {
     const { name, run } = setup();
     expect(await run('tryLock', ['2', 'g1', '', '', 'me'])).toEqual(['0', expect.any(Number), 'g1']);
@@ -85,7 +85,7 @@ describe('tryLock-9.lua', () => {
   });
 });
 
-describe('claim-10.lua', () => {
+describe('claim.lua', () => {
   test('turns the token in a registered inbox into a grant', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['w', '', '10', '1', '', '']);
@@ -284,7 +284,7 @@ describe('claim-10.lua', () => {
   });
 });
 
-describe('recover-10.lua', () => {
+describe('recover.lua', () => {
   test('adopts a grant whose claim ran but whose reply was lost', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['2', 'lost-reply', '', '', 'me']);
@@ -353,7 +353,7 @@ describe('recover-10.lua', () => {
   });
 });
 
-describe('prepareWait-9.lua', () => {
+describe('prepareWait.lua', () => {
   test('does what tryLock does before a wait: creates the semaphore and reclaims stale holders', async () => {
     const { name, keys, run } = setup();
     expect(await run('prepareWait', ['w', '', '10', '2', '', ''])).toBe(1);
@@ -456,7 +456,7 @@ describe('reapWaiters.lua', () => {
   });
 });
 
-describe('release-9.lua and refresh-9.lua', () => {
+describe('release.lua and refresh.lua', () => {
   test('only the owning grant releases, refreshes or consumes', async () => {
     const { name, run } = setup();
     await run('tryLock', ['1', 'g1', '', '', 'me', '100.000000']);
@@ -476,7 +476,7 @@ describe('release-9.lua and refresh-9.lua', () => {
   });
 });
 
-describe('releaseStale-9.lua', () => {
+describe('releaseStale.lua', () => {
   test("reclaims by each holder's own lease, Ruby holders and unreadable stamps by the caller's, and forgets their records", async () => {
     const { name, keys, run } = setup();
     await run('create', ['5', '']);

@@ -48,7 +48,7 @@ function setup() {
   return { name, keys, run };
 }
 
-describe('forceRelease-9.lua', () => {
+describe('forceRelease.lua', () => {
   test('frees a held token (its GRABBED record gone, token pushed); refuses one that is not held', async () => {
     const { name, run } = setup();
     const sem = fx.semaphore({ resources: 2 }, name);
@@ -83,7 +83,7 @@ describe('forceRelease-9.lua', () => {
   });
 });
 
-describe('resize-9.lua', () => {
+describe('resize.lua', () => {
   test('grows with the lowest free integer names, shrinks retiring non-canonical and highest free tokens first', async () => {
     const { name, run } = setup();
     const sem = fx.semaphore({ resources: 3 }, name);
@@ -105,7 +105,7 @@ describe('resize-9.lua', () => {
   });
 });
 
-describe('status-9.lua', () => {
+describe('status.lua', () => {
   test('exists, free tokens, live waiters (not abandoned marks) and every holder with its grant record', async () => {
     const { name, keys, run } = setup();
     const sem = fx.semaphore({ resources: 1, owner: 'me on host' }, name);

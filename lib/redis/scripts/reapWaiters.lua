@@ -4,9 +4,10 @@
   expiry again here, so a registration renewed since it was reported is left alone. An abandoned
   mark's inbox ('~<grant id>', see recover.lua) is drained whenever asked; the mark itself stays
   until it expires.
+  Keys: 9, then one inbox per registration in ARGV[2..].
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[8] CREATING  KEYS[9] OWNERS
     KEYS[10..] INBOX:<grant id> of each registration in ARGV[2..], in the same order
     ARGV[1] expiration in milliseconds, or '' for none
     ARGV[2..] registrations ('<grant id>' or '~<grant id>'); expiries are checked on Redis TIME
