@@ -36,7 +36,7 @@ export function target(scope: Scope, name: string): { keys: SemaphoreKeys; redis
   return { keys, redis: adaptClient(scope.redis, keys.available) };
 }
 
-/** One semaphore at one instant, as `status-9.lua` reads it. */
+/** One semaphore at one instant, as `status.lua` reads it. */
 export interface SemaphoreStatus {
   readonly name: string;
   /** Whether its `exists` key is set. */

@@ -92,7 +92,7 @@ export async function blockOnce(
     // Renewed by the claim after an empty slice, or by this slice's prepareWait: from `sent` on.
     if (token === null) return { grant: null, registration: renewed ? { id, until: sent + lifetime } : null };
     parts.contention.contended = others;
-    // Kept for this caller's next wait (claim-10.lua), when no token was left free and others are registered.
+    // Kept for this caller's next wait (claim.lua), when no token was left free and others are registered.
     if (renewed) {
       parts.contention.keepAdvanceRegistration({
         id,
