@@ -175,15 +175,10 @@ export function mayFcall(client: Connection): boolean {
 const messageOf = (error: unknown) => String((error as { message?: unknown } | null)?.message ?? '');
 
 /**
- * Whether Redis refused an FCALL on `client` with `error` before running any of it, where the same
- * script by EVAL would run: the library is missing (a restart that lost it, FUNCTION FLUSH: it is
- * loaded again); the server is out of memory, cannot persist (MISCONF) or lacks the replicas
- * `min-replicas-to-write` asks for (NOREPLICAS), which refuse a function that may write as a whole
- * and a script only at its first write (so a call that writes nothing, such as an unlock of a grant
- * already lost, or under OOM one whose first write frees memory, still answers); an ACL refuses
- * FCALL itself; or the server does not know FCALL (renamed, or an older Redis behind the same
- * address). The last two, and a library that cannot be loaded again, make `client` call by EVALSHA
- * from then on.
+ * Whether Redis refused an FCALL on `client` before running any of it, where EVAL would run: the
+ * library is missing (it is loaded again); OOM, MISCONF or NOREPLICAS, which refuse a function that
+ * may write as a whole but a script only at its first write; an ACL refuses FCALL, or the server does
+ * not know it (those two make `client` call by EVALSHA from then on).
  */
 export function refusedBeforeRunning(client: Connection, error: unknown): boolean {
   const code = replyErrorCode(error);
