@@ -67,11 +67,12 @@ export async function blockOnce(
   // advance registration); not with `expiration`, whose deadlines it would stretch to its expiry.
   const grantId = newId();
   const keep = ctx.options.expiration === null;
-  const claimCall = () => claimScript(ctx, id, { grantId, nextLifetimeMs: lastSlice ? null : lifetime, keep });
+  const nextLifetimeMs = lastSlice ? null : lifetime;
+  const claimCall = (pipelined: boolean) => claimScript(ctx, id, { grantId, nextLifetimeMs, keep, pipelined });
   // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
   const claimed = ctx.options.useLocalTime
-    ? moved.then(() => ctx.call('lock', claimCall(), onConnection))
-    : ctx.call('lock', claimCall(), onConnection);
+    ? moved.then(() => ctx.call('lock', claimCall(false), onConnection))
+    : ctx.call('lock', claimCall(true), onConnection);
   // (A test's hook: its rejection is handled at once, like every promise here.)
   const hooked = checkpoint('lock:waiting')?.then(undefined, () => undefined);
   const results = settleAll(prepared, moved, claimed, hooked);

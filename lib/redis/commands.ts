@@ -169,14 +169,18 @@ export interface ClaimReply {
  * claim.lua, right behind the BLMOVE into `registrationId`'s inbox; a token it finds is recorded as
  * grant `grantId`. `nextLifetimeMs`: how long the registration lasts into the next slice, or null on
  * the last one; `keep`: after a grant while others wait (no token free, other registrations), the
- * registration stays for the caller's next wait. Pipelined behind BLMOVE it goes by function or SHA1
- * alone ('stored': a NOSCRIPT is settled by recover, not by a round trip more on the hand-off); with
- * `useLocalTime` it is sent once BLMOVE answers, so it may fall back to EVAL.
+ * registration stays for the caller's next wait. `pipelined`: sent right behind BLMOVE, by function
+ * or SHA1 alone ('stored': a NOSCRIPT is settled by recover, not by a round trip more on the hand-off).
  */
 export function claim(
   t: ScriptTarget,
   registrationId: string,
-  { grantId, nextLifetimeMs, keep }: { grantId: string; nextLifetimeMs: number | null; keep: boolean },
+  {
+    grantId,
+    nextLifetimeMs,
+    keep,
+    pipelined = false,
+  }: { grantId: string; nextLifetimeMs: number | null; keep: boolean; pipelined?: boolean },
 ): ScriptCall<ClaimReply> {
   return scriptCall(
     scripts.claim,
@@ -206,7 +210,7 @@ export function claim(
       };
     },
     t.functions,
-    t.options.useLocalTime ? undefined : 'stored',
+    pipelined ? 'stored' : undefined,
   );
 }
 
