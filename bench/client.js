@@ -11,7 +11,7 @@
  *   - bare:  a BLPOP/LPUSH token list (the floor: two commands, no records);
  *   - lean:  the library's protocol with no library around it: each caller's own connection sends
  *            BLMOVE + claim in one pipeline, and the release goes on a shared connection, both built
- *            by the library's script layer (dist/scripts.js), so the commands and arguments are
+ *            by the library's script layer (dist/redis/), so the commands and arguments are
  *            exactly a semaphore's;
  *   - lib:   `Semaphore.lock()` / `unlock()`.
  * lean − bare is what the protocol costs the client (a third command, its arguments, its replies);
@@ -36,7 +36,7 @@ const { startRedisServer } = require('../tools/redis-server');
 const { num, ratioRange, range, table } = require('./lib/format');
 const { summary } = require('./lib/metrics');
 const { gitCommit } = require('./lib/provenance');
-const { option } = require('./lib/report');
+const { option, scriptLayer } = require('./lib/report');
 
 const KINDS = ['bare', 'lean', 'lib'];
 const NAMES = {
@@ -94,7 +94,7 @@ async function child({ kind, url, dist, clients, seconds, cycles, allocations })
       await main.sendCommand(['LPUSH', key, token]);
     };
   } else if (kind === 'lean') {
-    const scripts = require(path.join(dist, 'redis', 'scripts.js'));
+    const scripts = scriptLayer(dist);
     const { semaphoreKeys } = require(path.join(dist, 'redis', 'keys.js'));
     const keys = semaphoreKeys(name);
     const target = {

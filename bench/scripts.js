@@ -6,7 +6,7 @@
 // costs what, so a change to a script can be judged on its own. Each case sets up the keys it needs
 // (the same commands before every call), runs the script N times by SHA1, and reports the counted
 // instructions minus those of the set-up alone. Calls are built by the library's own script layer
-// (dist/scripts.js), so KEYS and ARGV are exactly what a semaphore sends.
+// (dist/redis/commands.js), so KEYS and ARGV are exactly what a semaphore sends.
 //
 //   npm run bench:scripts                      # this build (dist/)
 //   node bench/scripts.js --dist /other/dist   # another build, to compare
@@ -16,11 +16,11 @@ const path = require('node:path');
 const { createClient } = require('redis');
 const { dumpCounters, hasCallgrind, lastDumpTotal, startUnderCallgrind, zeroCounters } = require('./lib/callgrind');
 const { gitCommit } = require('./lib/provenance');
-const { option } = require('./lib/report');
+const { option, scriptLayer } = require('./lib/report');
 
 const dist = path.resolve(option('dist', path.join(__dirname, '..', 'dist')));
 const calls = Number(option('calls', '500'));
-const lib = require(path.join(dist, 'redis', 'scripts.js'));
+const lib = scriptLayer(dist);
 const { semaphoreKeys } = require(path.join(dist, 'redis', 'keys.js'));
 
 const keys = semaphoreKeys('bench');
@@ -81,7 +81,7 @@ const UNITS = [
 ];
 
 async function main() {
-  if (statSync(path.join(dist, 'redis', 'scripts.js'), { throwIfNoEntry: false }) === undefined) {
+  if (lib === null) {
     throw new Error(`no build in ${dist}: run npm run build first`);
   }
   if (!hasCallgrind()) throw new Error('bench/scripts.js needs valgrind (apt-get install valgrind)');

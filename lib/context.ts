@@ -7,13 +7,23 @@ import { semaphoreKeys, type SemaphoreKeys } from './redis/keys';
 import type { ResolvedOptions } from './options';
 import { adaptClient, topologyOf } from './redis/client/adapt';
 import { createOwnClient } from './redis/client/standalone';
-import { callScript, type ScriptCall } from './redis/scripts';
+import { runScript, type ScriptCall } from './redis/send';
 import { checkServer } from './redis/server-checks';
 import { PoolShare } from './pool/pool-share';
 import { keySlot } from './redis/slot';
 import { Telemetry, type Emit, type Hears } from './telemetry';
 
 export type { Emit, Hears } from './telemetry';
+
+/** How `SemaphoreContext.call` runs a script. */
+export interface CallOptions {
+  /** Also once close() has started (a release, a refresh, settling a wait). */
+  readonly whileClosing?: boolean;
+  /** A waiter's own connection, which can settle its wait when the main client is gone. */
+  readonly via?: Connection | undefined;
+  /** Reject with the client's own error rather than a SemaphoreRedisError. */
+  readonly raw?: boolean;
+}
 
 export class SemaphoreContext {
   readonly name: string;
@@ -125,20 +135,24 @@ export class SemaphoreContext {
     return this.client;
   }
 
-  /** Runs a script call on the main client (or `via`: a waiter's own connection, which can settle its wait when the main client is gone). */
-  call<R>(
-    operation: string,
-    call: ScriptCall<R>,
-    options?: { whileClosing?: boolean; via?: Connection | undefined },
-  ): Promise<R> {
+  /**
+   * The one way the library runs a script (a call built in lib/redis/commands.ts): on the main client,
+   * or `via` a waiter's own connection. Rejects with a SemaphoreRedisError naming `operation`, or
+   * with `raw` with the client's own error, for a caller that tells connection failures apart.
+   */
+  call<R>(operation: string, call: ScriptCall<R>, options?: CallOptions): Promise<R> {
     // Without an async frame when the client is ready (every hot-path call).
     const client = options?.via ?? this.readyNow();
-    if (client !== undefined) return this.#run(client, operation, call);
-    return this.#connect(options?.whileClosing ?? false).then((ready) => this.#run(ready, operation, call));
+    if (client !== undefined) return this.#run(client, operation, call, options?.raw);
+    return this.#connect(options?.whileClosing ?? false).then((ready) =>
+      this.#run(ready, operation, call, options?.raw),
+    );
   }
 
-  #run<R>(client: Connection, operation: string, call: ScriptCall<R>): Promise<R> {
-    return callScript(client, call).catch((error: unknown) => {
+  #run<R>(client: Connection, operation: string, call: ScriptCall<R>, raw = false): Promise<R> {
+    const running = runScript(client, call);
+    if (raw) return running;
+    return running.catch((error: unknown) => {
       throw new SemaphoreRedisError(this.name, operation, error);
     });
   }

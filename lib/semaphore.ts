@@ -27,7 +27,7 @@ import { assertName, resolveOptions, type SemaphoreOptions } from './options';
 import { Reclaim, type Watchdog, type WatchdogOptions } from './hold/reclaim';
 import { disconnectQuietly } from './redis/client/connection';
 import { endRegistrations } from './lock/registration';
-import { create, CREATE_RESULT, signal } from './redis/scripts';
+import { create, signal } from './redis/commands';
 import { prepareConnection } from './lock/slice';
 import { holdTraced, traceHold, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
 import { Interrupts, UNBLOCK_ANSWER_MS } from './lock/interrupts';
@@ -318,7 +318,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   async existsOrCreate(): Promise<void> {
     // A large semaphore is created in batches (see includes/ensure.lua).
-    while ((await this.#ctx.call('existsOrCreate', create(this.#ctx))) === CREATE_RESULT.BATCHES_REMAIN);
+    while ((await this.#ctx.call('existsOrCreate', create(this.#ctx))) === 'batches-remain');
   }
 
   /** Every token, free ones first, then held ones. */

@@ -1,5 +1,5 @@
 'use strict';
-// What the standalone benchmark scripts (limits.js, locks.js, instructions.js, scripts.js, client.js) share: a private copy of dist/, a `--name value` option, the report's footer and --save, and the exit on a crash.
+// What the standalone benchmark scripts (limits.js, locks.js, instructions.js, scripts.js, client.js) share: a private copy of dist/, a build's script layer, a `--name value` option, the report's footer and --save, and the exit on a crash.
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -49,4 +49,21 @@ function runMain(main, started) {
   });
 }
 
-module.exports = { privateDist, option, finish, runMain };
+/**
+ * The script layer of the build in `dist`: the registry, builders and sender of dist/redis/, or
+ * dist/redis/scripts.js in builds before they were split. `null` when `dist` has neither.
+ */
+function scriptLayer(dist) {
+  const redis = path.join(dist, 'redis');
+  if (fs.existsSync(path.join(redis, 'send.js'))) {
+    return {
+      ...require(path.join(redis, 'registry.js')),
+      ...require(path.join(redis, 'commands.js')),
+      ...require(path.join(redis, 'send.js')),
+      scriptLoadCommand: (script) => ['SCRIPT', 'LOAD', script.source],
+    };
+  }
+  return fs.existsSync(path.join(redis, 'scripts.js')) ? require(path.join(redis, 'scripts.js')) : null;
+}
+
+module.exports = { privateDist, scriptLayer, option, finish, runMain };

@@ -3,14 +3,15 @@ import { existsKeyPattern, nameOfExistsKey, semaphoreKeys, type SemaphoreKeys } 
 import { adaptClient, topologyOf } from '../redis/client/adapt';
 import { isConnectionError } from '../redis/client/classify';
 import type { RedisClientLike, SupportedRedisClient } from '../redis/client/types';
-import { callScript, FORCE_RELEASE_RESULT, forceRelease, resize, RESIZE_STATUS, status } from '../redis/scripts';
+import { forceRelease, resize, status } from '../redis/operator-commands';
+import { runScript } from '../redis/send';
 import { snapshotOf, type HolderInfo } from '../redis/status';
 import { Semaphore } from '../semaphore';
 import { MAX_RESOURCES } from '../options';
 
 /*
  * It needs no `Semaphore` options: everything is read from Redis, and every change is one script
- * (see lib/redis/scripts/status-9.lua, forceRelease-9.lua, resize-9.lua). Given a cluster client
+ * (see lib/redis/scripts/status.lua, forceRelease.lua, resize.lua). Given a cluster client
  * (`createCluster()`), it addresses the keys a `Semaphore` on that client uses: a name without a
  * hash tag gets one (see lib/redis/keys.ts), and every command goes to the node that owns their slot.
  */
@@ -35,7 +36,7 @@ export function target(scope: Scope, name: string): { keys: SemaphoreKeys; redis
   return { keys, redis: adaptClient(scope.redis, keys.available) };
 }
 
-/** One semaphore at one instant, as `status-9.lua` reads it. */
+/** One semaphore at one instant, as `status.lua` reads it. */
 export interface SemaphoreStatus {
   readonly name: string;
   /** Whether its `exists` key is set. */
@@ -69,7 +70,7 @@ export async function readStatus(scope: Scope, name: string, waiterIds = WAITER_
     waiting,
     waiterIds: ids,
     holders,
-  } = snapshotOf(await callScript(redis, status({ keys }, waiterIds)));
+  } = snapshotOf(await runScript(redis, status({ keys }, waiterIds)));
   return {
     name,
     exists,
@@ -174,9 +175,8 @@ export type ReleaseOutcome =
  */
 export async function releaseToken(scope: Scope, name: string, token: string, grantId = ''): Promise<ReleaseOutcome> {
   const { keys, redis } = target(scope, name);
-  const result = await callScript(redis, forceRelease({ keys }, token, grantId));
-  if (result >= 0) return { status: 'released', available: result };
-  if (result === FORCE_RELEASE_RESULT.OTHER_GRANT) return { status: 'holder-changed' };
+  const result = await runScript(redis, forceRelease({ keys }, token, grantId));
+  if (result.status !== 'not-held') return result;
   return { status: (await redis.sendCommand(['EXISTS', keys.exists])) === 1 ? 'not-held' : 'not-found' };
 }
 
@@ -267,9 +267,5 @@ export async function resizeSemaphore(scope: Scope, name: string, tokens: number
     throw new RangeError(`Expected the number of tokens to be an integer from 1 to ${MAX_RESOURCES}, got ${tokens}`);
   }
   const { keys, redis } = target(scope, name);
-  const outcome = await callScript(redis, resize({ keys }, tokens));
-  if (outcome.status === RESIZE_STATUS.MISSING) return { status: 'not-found' };
-  if (outcome.status === RESIZE_STATUS.BELOW_HELD)
-    return { status: 'below-held', before: outcome.before, held: outcome.held };
-  return { status: 'resized', before: outcome.before, held: outcome.held, after: outcome.after };
+  return runScript(redis, resize({ keys }, tokens));
 }

@@ -10,8 +10,9 @@ import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holdin
 import type { LockLostReason } from '../options';
 import { replyErrorCode, wasNeverSent } from '../redis/client/classify';
 import { ANSWER_MS } from '../lock/recover';
-import { callAndWait, checkReplicated, type Replied } from './replication';
-import { refresh, release, type ReleaseReply } from '../redis/scripts';
+import { checkReplicated, withReplicaWait } from './replication';
+import { refresh, release, type ReleaseReply } from '../redis/commands';
+import type { Replied } from '../redis/send';
 import { debug } from '../telemetry';
 import { warn } from '../util/warn';
 
@@ -274,9 +275,8 @@ export class Holdings {
     // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
     // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
     return releaseDeadlines.watch(
-      callAndWait(ctx, operation, release(ctx, grant.token, grant.id, putBack), {
+      ctx.call(operation, withReplicaWait(ctx, release(ctx, grant.token, grant.id, putBack), replicated && !via), {
         whileClosing: true,
-        wait: replicated,
         via,
       }),
       operation,

@@ -1,7 +1,7 @@
 // Returning tokens nobody will give back: stale holders (releaseStaleLocks, the watchdog), dead waiters' inboxes, and abandoned inboxes.
 import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
-import { reapWaiters, releaseStale } from '../redis/scripts';
+import { reapWaiters, releaseStale } from '../redis/commands';
 
 /** What `startWatchdog` returns. */
 export interface Watchdog {

@@ -1,56 +1,16 @@
 // waitReplicas: a WAIT right behind a write on its connection, and what a shortfall of replicas does.
 import type { SemaphoreContext } from '../context';
 import { ReplicationError, SemaphoreRedisError } from '../errors';
-import { sendPinned, type Connection } from '../redis/client/connection';
+import type { Connection } from '../redis/client/connection';
 import type { ResolvedOptions } from '../options';
-import { evalCommand, needsText, storedCommand, type ScriptCall } from '../redis/scripts';
-
-/** A script's reply, and how many replicas acknowledged it (null: no WAIT was sent). */
-export interface Replied<R> {
-  readonly reply: R;
-  readonly acknowledged: number | null;
-}
+import { withWait, type Replied, type ScriptCall } from '../redis/send';
 
 /**
- * `ctx.call`, and with `waitReplicas` (unless `wait` is false) a `WAIT` right behind the script on the
- * same connection: resolves the script's reply and how many replicas acknowledged.
+ * `call` with a `WAIT` for `waitReplicas` right behind it on the same connection (unless `wait` is
+ * false): resolves the script's reply and how many replicas acknowledged.
  */
-export function callAndWait<R>(
-  ctx: SemaphoreContext,
-  operation: string,
-  call: ScriptCall<R>,
-  options: { whileClosing?: boolean; wait?: boolean; via?: Connection | undefined } = {},
-): Promise<Replied<R>> {
-  const replicas = ctx.options.waitReplicas;
-  if (!replicas || options.wait === false || options.via)
-    return ctx.call(operation, call, options).then(unacknowledged);
-  return callThenWait(ctx, operation, call, replicas, options.whileClosing ?? false);
-}
-
-function unacknowledged<R>(reply: R): Replied<R> {
-  return { reply, acknowledged: null };
-}
-
-async function callThenWait<R>(
-  ctx: SemaphoreContext,
-  operation: string,
-  call: ScriptCall<R>,
-  replicas: NonNullable<ResolvedOptions['waitReplicas']>,
-  whileClosing: boolean,
-): Promise<Replied<R>> {
-  const client = await ctx.ready(whileClosing);
-  const waitCommand = ['WAIT', String(replicas.replicas), String(replicas.timeoutMs)];
-  try {
-    const [reply, acknowledged] = await sendPinned(client, [storedCommand(call, client), waitCommand]).catch(
-      (error: unknown) => {
-        if (!needsText(client, call, error)) throw error;
-        return sendPinned(client, [evalCommand(call), waitCommand]);
-      },
-    );
-    return { reply: call.decode(reply), acknowledged: Number(acknowledged) };
-  } catch (error) {
-    throw new SemaphoreRedisError(ctx.name, operation, error);
-  }
+export function withReplicaWait<R>(ctx: SemaphoreContext, call: ScriptCall<R>, wait = true): ScriptCall<Replied<R>> {
+  return withWait(call, wait ? ctx.options.waitReplicas : null);
 }
 
 /** WAIT on `connection` (with `waitReplicas`): how many replicas have its writes. */

@@ -23,7 +23,7 @@ export class Contention {
   unanswered = 0;
   /**
    * Advance registrations: registrations kept by a claim for this instance's next waits while no token
-   * was left free (claim-10.lua; DESIGN "Contended mode"), so that a contended lock skips tryLock and
+   * was left free (claim.lua; DESIGN "Contended mode"), so that a contended lock skips tryLock and
    * prepareWait: newest last, each with when it was kept (`#now()`).
    */
   readonly #advance: { registration: Registration; keptAt: number }[] = [];

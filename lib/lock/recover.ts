@@ -1,15 +1,15 @@
-// Settling an attempt whose reply was lost (recover-10.lua): adopt its grant, claim its inbox, or mark it abandoned; and the bound on waiting for Redis' answer.
+// Settling an attempt whose reply was lost (recover.lua): adopt its grant, claim its inbox, or mark it abandoned; and the bound on waiting for Redis' answer.
 import type { SemaphoreContext } from '../context';
 import { backoffMs, DeadlineExceeded, raceAbort, sleep, withDeadline } from '../util/deadline';
 import { SemaphoreError, SemaphoreRedisError } from '../errors';
 import type { Grant, Holdings } from '../hold/holdings';
 import type { Reclaim } from '../hold/reclaim';
 import { isConnectionError, isMisattributedReply } from '../redis/client/classify';
-import { callScript, recover as recoverCall } from '../redis/scripts';
+import { recover as recoverCall } from '../redis/commands';
 import { debug } from '../telemetry';
 
 /**
- * How many registration lifetimes an abandoned grant id stays marked (recover-10.lua): long enough for a
+ * How many registration lifetimes an abandoned grant id stays marked (recover.lua): long enough for a
  * pipeline delayed in the network (TCP retransmits after a healed partition) to arrive and be refused.
  */
 const ABANDONED_LIFETIMES = 4;
@@ -32,7 +32,7 @@ export interface RecoverParts {
 
 /**
  * Adopts grant `id` of an attempt whose reply was lost, or the token in `registration`'s inbox, or
- * marks that registration abandoned (recover-10.lua). After a blocking slice (`blockedUntil`: when
+ * marks that registration abandoned (recover.lua). After a blocking slice (`blockedUntil`: when
  * its BLMOVE times out at the latest), a BLMOVE the server still runs for the closed connection may
  * yet deliver into the abandoned inbox: that inbox is drained soon and again once the slice is
  * surely over (Reclaim.drainAbandoned).
@@ -50,10 +50,8 @@ export async function recover(
     try {
       const client = await ctx.ready(true);
       const sent = performance.now();
-      const running = callScript(
-        client,
-        recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs()),
-      );
+      const call = recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs());
+      const running = ctx.call('recover', call, { via: client, raw: true });
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
         if (late) void holdings.giveBack({ token: late.token, id });

@@ -3,7 +3,7 @@ import type { Connection } from '../redis/client/connection';
 import type { SemaphoreContext } from '../context';
 
 /**
- * A waiter's registration in WAITING (see tryLock-9.lua, claim-10.lua): the grant id its inbox is
+ * A waiter's registration in WAITING (see tryLock.lua, claim.lua): the grant id its inbox is
  * named after, and until when it surely lasts by this process's clock (`performance.now()`; its
  * expiry is counted from when the request was sent, before Redis ran it, so this errs early).
  */

@@ -10,16 +10,8 @@ import { disconnectQuietly, type Connection } from '../redis/client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForNow } from '../redis/client/classify';
 import { newId } from '../util/ids';
 import { endRegistrations, type Registration } from './registration';
-import {
-  callScript,
-  callStored,
-  claim as claimScript,
-  evalCommand,
-  prepareWait,
-  scriptLoadCommand,
-  scripts,
-  type ClaimReply,
-} from '../redis/scripts';
+import { claim as claimScript, prepareWait, type ClaimReply } from '../redis/commands';
+import { preload } from '../redis/send';
 import { debug, debugEnabled } from '../telemetry';
 import type { Interrupts } from './interrupts';
 
@@ -58,11 +50,11 @@ export async function blockOnce(
   const lifetime = ctx.registrationLifetimeMs();
   const grace = ctx.graceMs();
   const sent = performance.now();
-  // Sent as EVAL: a NOSCRIPT here would leave the BLMOVE behind it unregistered.
+  const onConnection = { via: connection, raw: true };
   const prepared =
     registration.until - sent >= sliceMs + grace / 2
       ? undefined
-      : connection.sendCommand(evalCommand(prepareWait(ctx, id, lifetime)));
+      : ctx.call('lock', prepareWait(ctx, id, lifetime), onConnection);
   const moved = connection.sendCommand([
     'BLMOVE',
     ctx.keys.available,
@@ -75,11 +67,12 @@ export async function blockOnce(
   // advance registration); not with `expiration`, whose deadlines it would stretch to its expiry.
   const grantId = newId();
   const keep = ctx.options.expiration === null;
-  const claimCall = () => claimScript(ctx, id, { grantId, nextLifetimeMs: lastSlice ? null : lifetime, keep });
+  const nextLifetimeMs = lastSlice ? null : lifetime;
+  const claimCall = (pipelined: boolean) => claimScript(ctx, id, { grantId, nextLifetimeMs, keep, pipelined });
   // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
   const claimed = ctx.options.useLocalTime
-    ? moved.then(() => callScript(connection, claimCall()))
-    : callStored(connection, claimCall());
+    ? moved.then(() => ctx.call('lock', claimCall(false), onConnection))
+    : ctx.call('lock', claimCall(true), onConnection);
   // (A test's hook: its rejection is handled at once, like every promise here.)
   const hooked = checkpoint('lock:waiting')?.then(undefined, () => undefined);
   const results = settleAll(prepared, moved, claimed, hooked);
@@ -100,7 +93,7 @@ export async function blockOnce(
     // Renewed by the claim after an empty slice, or by this slice's prepareWait: from `sent` on.
     if (token === null) return { grant: null, registration: renewed ? { id, until: sent + lifetime } : null };
     parts.contention.contended = others;
-    // Kept for this caller's next wait (claim-10.lua), when no token was left free and others are registered.
+    // Kept for this caller's next wait (claim.lua), when no token was left free and others are registered.
     if (renewed) {
       parts.contention.keepAdvanceRegistration({
         id,
@@ -232,7 +225,7 @@ async function settleAll(
  * Best effort: where an ACL forbids SCRIPT, the claim fails with NOSCRIPT and `recover` claims instead.
  */
 function loadClaimScript(connection: Connection): Promise<unknown> {
-  return connection.sendCommand(scriptLoadCommand(scripts.claim)).catch(() => undefined);
+  return preload(connection, 'claim').catch(() => undefined);
 }
 
 /**

@@ -8,8 +8,9 @@ import { SemaphoreClosedError } from '../errors';
 import { isConnectionError, isMisattributedReply, wasNeverSent } from '../redis/client/classify';
 import { newId } from '../util/ids';
 import { endRegistrations, type Registration } from './registration';
-import { callAndWait, checkReplicated, type Replied } from '../hold/replication';
-import { tryLock, type TryLockReply } from '../redis/scripts';
+import { checkReplicated, withReplicaWait } from '../hold/replication';
+import { tryLock, type TryLockReply } from '../redis/commands';
+import type { Replied } from '../redis/send';
 import type { WaitParts } from './slice';
 import { acquireTraced, debug, debugEnabled, traceAcquire, type AcquireForm, type AcquireTrace } from '../telemetry';
 import type { BlockingWait } from './blocking-wait';
@@ -81,7 +82,10 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
     const id = newId();
     const sent = performance.now();
     let answered: Replied<TryLockReply> | null;
-    const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs()));
+    const trying = ctx.call(
+      'lock',
+      withReplicaWait(ctx, tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs())),
+    );
     try {
       answered = await raceAbort(answerInTime(ctx, trying), attempt.signal);
     } catch (error) {

@@ -2,22 +2,8 @@
 import { createHash } from 'node:crypto';
 import type { Connection } from './client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode } from './client/classify';
-import {
-  readInclude,
-  readScriptFile,
-  scriptNameOf,
-  withIncludes,
-  withoutComments,
-  withoutUnusedFunctions,
-} from './lua-source';
-
-/**
- * The scripts that every lock and unlock runs. An `EVALSHA` runs a script's whole text on every
- * call, so each `local function` of its includes makes a closure every time: about 15k of a
- * tryLock's 106k Redis instructions (npm run bench:scripts). In a library those helpers are made
- * once, when the library loads, and each call runs its own code alone.
- */
-const FUNCTION_SCRIPTS = ['tryLock-9.lua', 'claim-10.lua', 'release-9.lua', 'refresh-9.lua'];
+import { readInclude, readScriptFile, withIncludes, withoutComments, withoutUnusedFunctions } from './lua-source';
+import { LIBRARY_SCRIPTS } from './registry';
 
 /** Redis 7.0 brought functions. */
 export const MINIMUM_FUNCTIONS_VERSION = '7.0.0';
@@ -94,7 +80,10 @@ function hoist(code: string): HoistedInclude {
   return hoisted;
 }
 
-/** Builds the library from FUNCTION_SCRIPTS: their leading includes hoisted (each once), their own code as functions. */
+/**
+ * Builds the library from LIBRARY_SCRIPTS: their leading includes hoisted (each once), their own code
+ * as functions. A script run by EVALSHA defines its helpers on every call; the library, once.
+ */
 export function buildFunctionLibrary(): FunctionLibrary {
   const hoisted = new Map<string, HoistedInclude>();
   /** Hoists `include` after the includes it starts with; returns them all, in order. */
@@ -108,10 +97,7 @@ export function buildFunctionLibrary(): FunctionLibrary {
     }
     return [...order, include];
   };
-  const scripts = FUNCTION_SCRIPTS.map((file) => ({
-    name: scriptNameOf(file),
-    ...leadingIncludes(readScriptFile(file)),
-  }));
+  const scripts = LIBRARY_SCRIPTS.map(({ name, file }) => ({ name, ...leadingIncludes(readScriptFile(file)) }));
   for (const { includes } of scripts) includes.forEach(hoistWithDependencies);
   const defined = new Set(hoisted.keys());
   /** The includes `code` names further down, with those they name in turn, that the library defines. */
@@ -189,15 +175,10 @@ export function mayFcall(client: Connection): boolean {
 const messageOf = (error: unknown) => String((error as { message?: unknown } | null)?.message ?? '');
 
 /**
- * Whether Redis refused an FCALL on `client` with `error` before running any of it, where the same
- * script by EVAL would run: the library is missing (a restart that lost it, FUNCTION FLUSH: it is
- * loaded again); the server is out of memory, cannot persist (MISCONF) or lacks the replicas
- * `min-replicas-to-write` asks for (NOREPLICAS), which refuse a function that may write as a whole
- * and a script only at its first write (so a call that writes nothing, such as an unlock of a grant
- * already lost, or under OOM one whose first write frees memory, still answers); an ACL refuses
- * FCALL itself; or the server does not know FCALL (renamed, or an older Redis behind the same
- * address). The last two, and a library that cannot be loaded again, make `client` call by EVALSHA
- * from then on.
+ * Whether Redis refused an FCALL on `client` before running any of it, where EVAL would run: the
+ * library is missing (it is loaded again); OOM, MISCONF or NOREPLICAS, which refuse a function that
+ * may write as a whole but a script only at its first write; an ACL refuses FCALL, or the server does
+ * not know it (those two make `client` call by EVALSHA from then on).
  */
 export function refusedBeforeRunning(client: Connection, error: unknown): boolean {
   const code = replyErrorCode(error);

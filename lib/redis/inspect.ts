@@ -3,7 +3,8 @@ import type { Contention } from '../lock/contention';
 import type { SemaphoreContext } from '../context';
 import { grantIdOf, snapshotOf, type HolderInfo } from './status';
 import type { Holdings } from '../hold/holdings';
-import { inspect, status } from './scripts';
+import { inspect } from './commands';
+import { status } from './operator-commands';
 import { withDeadline } from '../util/deadline';
 import { SemaphoreRedisError } from '../errors';
 

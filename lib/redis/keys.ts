@@ -2,42 +2,26 @@
 import { describe } from '../util/describe';
 
 /**
- * Key names. The first four are the Ruby gem's (redis-semaphore 0.3.x), so Ruby and Node processes
- * can share a semaphore by name; the others are this library's, under the same prefix, so a hash tag
- * in the name (`{jobs}`) keeps every key of a semaphore in one cluster slot.
+ * A semaphore's key names. What each key holds and which scripts write it: docs/DESIGN.md "Keys"
+ * (the first four are the Ruby gem's, so Ruby and Node processes can share a semaphore by name).
  */
 export interface SemaphoreKeys {
-  /** List of free tokens (and signalled jobs). */
   readonly available: string;
-  /** Hash token → its holder's record (see includes/grant.lua; a Ruby holder's: the gem's stamp in decimal seconds). */
   readonly grabbed: string;
-  /** `"1"` once the semaphore has been created. */
   readonly exists: string;
-  /** `"1"`, the gem's format version. */
   readonly version: string;
-  /** Written by versions before the one grant record (see includes/grant.lua); now only deleted, and given the keys' expiry. */
   readonly owners: string;
-  /** Sorted set of waiter registrations, scored by expiry (seconds of Redis TIME). */
   readonly waiting: string;
-  /** Counter of fencing numbers, INCRed by every grant. */
   readonly fence: string;
-  /** Sorted set token → when its holder's lease ends (microseconds), for this library's grants (see includes/grant.lua). */
   readonly leases: string;
-  /** `"<next token> <target> <partial>"` while a creation is under way in batches (see includes/ensure.lua). */
   readonly creating: string;
-  /** The gem's guard key for `release_stale_locks!`; only ever deleted here. */
+  /** The gem's guard key for `release_stale_locks!`. */
   readonly gemReleaseGuard: string;
-  /**
-   * Stream of the operators' releases (CLI and dashboard: who, which grant, why), capped at about
-   * 1000 entries (lib/admin/audit.ts). No script touches it; `delete()` removes it.
-   */
+  /** The operators' audit stream (lib/admin/audit.ts). */
   readonly audit: string;
-  /** The nine keys scripts receive first, in the order `lib/redis/scripts/includes/keys.lua` names them. */
+  /** The nine keys scripts receive first, in the order `lib/redis/scripts/includes/holder_keys.lua` names them. */
   readonly scriptKeys: readonly string[];
-  /**
-   * The first eight of them, without OWNERS: all a script touches when the semaphore has no
-   * `expiration` (only touch_expiry touches OWNERS). Fewer keys cost less to send and to run.
-   */
+  /** The first eight of them, without OWNERS: all a script touches without `expiration` (only touch_expiry touches OWNERS). */
   readonly liveKeys: readonly string[];
   /**
    * What the hot-path scripts (tryLock, prepareWait, claim, recover, refresh, and without `expiration`
@@ -50,7 +34,7 @@ export interface SemaphoreKeys {
   readonly holderKeys: readonly string[];
   /** The list a blocked waiter's BLMOVE moves its token into: its registration's inbox. */
   inbox(registrationId: string): string;
-  /** The inbox of a WAITING entry: `<registration id>`, or `~<registration id>` once abandoned (see recover-10.lua). */
+  /** The inbox of a WAITING entry: `<registration id>`, or `~<registration id>` once abandoned (see recover.lua). */
   inboxOfRegistration(registration: string): string;
 }
 

@@ -6,13 +6,12 @@ import { join } from 'node:path';
 /** A Lua script from `lib/redis/scripts/`, with its includes expanded, loaded once per process. */
 export interface Script {
   readonly name: string;
+  /** Its file in lib/redis/scripts/. */
+  readonly file: string;
   readonly source: string;
   readonly sha1: string;
-  /**
-   * The most KEYS it takes, from its file name (`tryLock-9.lua`: 9; a call passes fewer when the
-   * script touches fewer, see `liveKeys`); null when it varies (`reapWaiters.lua`).
-   */
-  readonly keyCount: number | null;
+  /** The most KEYS a call passes it (its header says which); null when it varies (reapWaiters.lua). */
+  readonly maxKeys: number | null;
 }
 
 const SCRIPTS_DIR = join(__dirname, 'scripts');
@@ -39,7 +38,7 @@ export function readInclude(name: string): string {
   return readFileSync(join(SCRIPTS_DIR, 'includes', `${name}.lua`), 'utf8');
 }
 
-/** A script's name, from its file name (`tryLock-9.lua`: tryLock). */
+/** A script's name, from its file name (`tryLock.lua`: tryLock). */
 export function scriptNameOf(file: string): string {
   return /^(.*?)(?:-\d+)?\.lua$/.exec(file)?.[1] ?? file;
 }
@@ -49,8 +48,7 @@ const FUNCTION = /^local function (\w+)\([^)]*\)\n[\s\S]*?^end\n/gm;
 
 /**
  * `source` without the include functions it never calls, repeated until none is left: Redis runs a
- * script's every `local function` statement on every call (a closure, and its upvalues, each time),
- * so a helper a script does not use would cost it on every call (npm run bench:instructions).
+ * script's every `local function` statement on every call, used or not.
  */
 export function withoutUnusedFunctions(source: string): string {
   for (;;) {
@@ -83,13 +81,8 @@ export function withIncludes(source: string, defined: ReadonlySet<string> = new 
   return expanded === source ? source : withIncludes(expanded, defined);
 }
 
-export function loadScript(file: string): Script {
+/** lib/redis/scripts/`file` as Redis gets it, taking at most `maxKeys` KEYS. */
+export function loadScript(file: string, maxKeys: number | null): Script {
   const source = withoutUnusedFunctions(withoutComments(withIncludes(readScriptFile(file))));
-  const keys = /-(\d+)\.lua$/.exec(file)?.[1];
-  return {
-    name: scriptNameOf(file),
-    source,
-    sha1: createHash('sha1').update(source).digest('hex'),
-    keyCount: keys === undefined ? null : Number(keys),
-  };
+  return { name: scriptNameOf(file), file, source, sha1: createHash('sha1').update(source).digest('hex'), maxKeys };
 }

@@ -1,3 +1,4 @@
+// The server checks of a first use (one INFO): version, eviction policy, connection limit, and loading the function library.
 import type { Connection } from './client/connection';
 import { isConnectionError, isMisattributedReply } from './client/classify';
 import { UnsupportedServerError } from '../errors';

@@ -1,3 +1,4 @@
+// The Redis Cluster hash slot of a key, for keyless commands that must reach a semaphore's node.
 import { hashTag } from './keys';
 
 /**

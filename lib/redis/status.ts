@@ -1,9 +1,9 @@
 /**
- * The state `status-9.lua` reads in one snapshot, shared by `Semaphore.holders()` /
+ * The state `status.lua` reads in one snapshot, shared by `Semaphore.holders()` /
  * `Semaphore.waiting()` and the operator's tools (lib/admin).
  */
 
-import type { StatusReply } from './scripts';
+import type { StatusReply } from './operator-commands';
 
 /** A held token as `holders()` reports it. */
 export interface HolderInfo {
@@ -30,7 +30,7 @@ export interface HolderInfo {
   readonly grantId: string | undefined;
 }
 
-/** `status-9.lua`'s reply, decoded. */
+/** `status.lua`'s reply, decoded. */
 export interface StatusSnapshot {
   readonly exists: boolean;
   /** Redis' clock, in seconds. */
@@ -44,7 +44,7 @@ export interface StatusSnapshot {
   readonly holders: readonly HolderInfo[];
 }
 
-/** `status-9.lua`'s reply (see lib/redis/scripts.ts), with each holder read. */
+/** `status.lua`'s reply (see lib/redis/operator-commands.ts), with each holder read. */
 export function snapshotOf({ exists, now, available, waiting, waiterIds, held }: StatusReply): StatusSnapshot {
   const nowSeconds = Number(now);
   const holders = held.map(({ token, record }) => decodeHolder(token, record, nowSeconds));

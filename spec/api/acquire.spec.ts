@@ -114,7 +114,7 @@ describe('cancelling a wait with an AbortSignal', () => {
     await until(async () => (await blockedClients(fixture.redis)) === 0, 5000, 'the BLMOVE to end');
     expect(await held.release()).toBe(true);
     await until(async () => (await waiter.availableCount()) === 1, 5000, 'the token back');
-    // recover-10.lua marks the aborted grant id abandoned, so that a late pipeline is refused.
+    // recover.lua marks the aborted grant id abandoned, so that a late pipeline is refused.
     const problems = censusProblems(await takeCensus(fixture.redis, holder.name), 1, {
       idle: true,
       marksAllowed: true,

@@ -1,4 +1,4 @@
-import { scripts } from '../../lib/redis/scripts';
+import { scripts } from '../../lib/redis/registry';
 import { useFixture } from '../support/fixture';
 import { blockedClients, sleep, until } from '../support/redis';
 import { callsScript } from '../support/script-calls';

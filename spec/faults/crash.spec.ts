@@ -9,7 +9,8 @@ import { createClient } from 'redis';
 import { Semaphore, type SemaphoreOptions } from '../../lib';
 import type { CheckpointStep } from '../../lib/util/checkpoint';
 import { semaphoreKeys } from '../../lib/redis/keys';
-import { evalArguments, scripts } from '../../lib/redis/scripts';
+import { scripts } from '../../lib/redis/registry';
+import { evalCommand, scriptCall } from '../../lib/redis/send';
 import { useCrashWorkers, type Child } from '../support/crash-workers';
 import { censusProblems, describeCensus, takeCensus, tally, type CensusExpectation } from '../support/census';
 import { useFixture } from '../support/fixture';
@@ -520,7 +521,7 @@ describe('a zombie waiter after a lost reply', () => {
       // Its owner lost the reply and settles on another connection: nothing to adopt, so abandoned
       // (for no longer than the registration's own expiry: a mark of 0 s).
       const recovered = await target.redis.sendCommand(
-        evalArguments(scripts.recover, [...keys.scriptKeys, keys.inbox(grantId)], [grantId, '', '', '0']),
+        evalCommand(scriptCall(scripts.recover, [...keys.scriptKeys, keys.inbox(grantId)], [grantId, '', '', '0'])),
       );
       expect(recovered).toEqual([null, grantId]);
       expect((await takeCensus(target.redis, holder.name)).waiting).toEqual([{ registration: `~${grantId}`, expiry }]);

@@ -5,7 +5,7 @@
  */
 import { releaseToken } from '../../lib/admin/operations';
 import { functionLibrary } from '../../lib/redis/functions';
-import { scripts } from '../../lib/redis/scripts';
+import { scripts } from '../../lib/redis/registry';
 import { censusProblems, takeCensus } from '../support/census';
 import { PrivateServers } from '../support/private-servers';
 import { blockedClients, uniqueName, until, type Client } from '../support/redis';

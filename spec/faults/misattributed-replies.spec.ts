@@ -11,17 +11,9 @@
  */
 import { MisattributedReplyError } from '../../lib/redis/client/classify';
 import { semaphoreKeys } from '../../lib/redis/keys';
-import {
-  claim,
-  recover,
-  refresh,
-  release,
-  runScript,
-  scripts,
-  signal,
-  tryLock,
-  type ScriptCall,
-} from '../../lib/redis/scripts';
+import { claim, recover, refresh, release, signal, tryLock } from '../../lib/redis/commands';
+import { scripts } from '../../lib/redis/registry';
+import { runScript, scriptCall, type ScriptCall } from '../../lib/redis/send';
 import { PrivateServers } from '../support/private-servers';
 import type { RedisServer } from '../support/redis-server';
 import { uniqueName, type Client } from '../support/redis';
@@ -198,20 +190,20 @@ describe('each script’s decoder, fed the real replies of the others', () => {
     };
     const replies: Record<string, unknown> = {};
     for (const [label, call] of Object.entries(made))
-      replies[label] = await runScript(connection, call.script, call.keys, call.args);
+      replies[label] = await runScript(connection, scriptCall(call.script, call.keys, call.args));
     // Each decodes its own reply…
-    expect(made.hit!.decode(replies.hit)).toEqual({ token: '0', fence: expect.any(Number), expired: [] });
-    expect(made.miss!.decode(replies.miss)).toEqual({ token: null, fence: 0, expired: [] });
-    expect(made.refresh!.decode(replies.refresh)).toBe(true);
-    expect(made.claim!.decode(replies.claim)).toEqual({
+    expect(made.hit!.decode!(replies.hit)).toEqual({ token: '0', fence: expect.any(Number), expired: [] });
+    expect(made.miss!.decode!(replies.miss)).toEqual({ token: null, fence: 0, expired: [] });
+    expect(made.refresh!.decode!(replies.refresh)).toBe(true);
+    expect(made.claim!.decode!(replies.claim)).toEqual({
       token: null,
       renewed: true,
       fence: 0,
       others: false,
       expired: [],
     });
-    expect(made.recover!.decode(replies.recover)).toBeNull();
-    expect(made.release!.decode(replies.release)).toEqual({ ended: true, available: 1 });
+    expect(made.recover!.decode!(replies.recover)).toBeNull();
+    expect(made.release!.decode!(replies.release)).toEqual({ ended: true, available: 1 });
     // …and refuses every other one, even its own script's reply to another grant (signal's reply
     // decides nothing: it is not checked).
     const accepted: string[] = [];
@@ -220,7 +212,7 @@ describe('each script’s decoder, fed the real replies of the others', () => {
       for (const [other, reply] of Object.entries(replies)) {
         if (other === label) continue;
         try {
-          accepted.push(`${label} took ${other}'s reply as ${JSON.stringify(call.decode(reply))}`);
+          accepted.push(`${label} took ${other}'s reply as ${JSON.stringify(call.decode!(reply))}`);
         } catch (error) {
           if (!(error instanceof MisattributedReplyError))
             accepted.push(`${label} on ${other}'s reply threw ${String(error)}`);

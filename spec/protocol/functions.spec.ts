@@ -1,14 +1,7 @@
 import { buildFunctionLibrary, functionLibrary, loadFunctionLibrary } from '../../lib/redis/functions';
 import { semaphoreKeys } from '../../lib/redis/keys';
-import {
-  callScript,
-  claim,
-  refresh,
-  release,
-  storedCommand,
-  tryLock,
-  type ScriptTarget,
-} from '../../lib/redis/scripts';
+import { claim, refresh, release, tryLock, type ScriptTarget } from '../../lib/redis/commands';
+import { runScript, storedCommand } from '../../lib/redis/send';
 import { useFixture } from '../support/fixture';
 import { replyField } from '../support/script-calls';
 import { uniqueName, type Client } from '../support/redis';
@@ -16,7 +9,7 @@ import { uniqueName, type Client } from '../support/redis';
 /** The hot-path scripts as a Redis function library: built from the same files, answering as the scripts do. */
 const fixture = useFixture();
 let redis: Client;
-let client: Parameters<typeof callScript>[0];
+let client: Parameters<typeof runScript>[0];
 beforeAll(async () => {
   redis = fixture.redis;
   client = redis as unknown as typeof client;
@@ -71,17 +64,17 @@ async function cycle(t: ScriptTarget, between: () => Promise<void>): Promise<unk
     replies.push(reply);
     await between();
   };
-  await step(fence(await callScript(client, tryLock(t, 'g1', 10_000))));
-  await step(fence(await callScript(client, tryLock(t, 'g2', 10_000))));
-  await step(fence(await callScript(client, tryLock(t, 'g3', 10_000)))); // a miss: registers g3
-  await step(await callScript(client, refresh(t, '0', 'g1')));
-  await step(await callScript(client, release(t, '0', 'g1', true)));
+  await step(fence(await runScript(client, tryLock(t, 'g1', 10_000))));
+  await step(fence(await runScript(client, tryLock(t, 'g2', 10_000))));
+  await step(fence(await runScript(client, tryLock(t, 'g3', 10_000)))); // a miss: registers g3
+  await step(await runScript(client, refresh(t, '0', 'g1')));
+  await step(await runScript(client, release(t, '0', 'g1', true)));
   await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g3'), 'LEFT', 'RIGHT']);
-  await step(fence(await callScript(client, claim(t, 'g3', { grantId: 'g3', nextLifetimeMs: 10_000, keep: true }))));
-  await step(fence(await callScript(client, claim(t, 'g3', { grantId: 'g4', nextLifetimeMs: 10_000, keep: false }))));
-  await step(await callScript(client, release(t, '1', 'g2', false)));
-  await step(await callScript(client, release(t, '0', 'g1', true))); // over: changes nothing
-  await step(await callScript(client, refresh(t, '1', 'g2')));
+  await step(fence(await runScript(client, claim(t, 'g3', { grantId: 'g3', nextLifetimeMs: 10_000, keep: true }))));
+  await step(fence(await runScript(client, claim(t, 'g3', { grantId: 'g4', nextLifetimeMs: 10_000, keep: false }))));
+  await step(await runScript(client, release(t, '1', 'g2', false)));
+  await step(await runScript(client, release(t, '0', 'g1', true))); // over: changes nothing
+  await step(await runScript(client, refresh(t, '1', 'g2')));
   return replies;
 }
 
@@ -150,14 +143,14 @@ describe('the function library (lib/redis/functions.ts)', () => {
       await step();
       expect(await stampOf(token)).toBeGreaterThanOrEqual(before);
     };
-    expect((await callScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
-    await stampsNow('0', () => callScript(client, refresh(t, '0', 'g1')));
-    await stampsNow('1', () => callScript(client, tryLock(t, 'g2', 10_000)));
-    expect((await callScript(client, tryLock(t, 'g3', 10_000))).token).toBeNull(); // registers g3
-    expect((await callScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
+    expect((await runScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
+    await stampsNow('0', () => runScript(client, refresh(t, '0', 'g1')));
+    await stampsNow('1', () => runScript(client, tryLock(t, 'g2', 10_000)));
+    expect((await runScript(client, tryLock(t, 'g3', 10_000))).token).toBeNull(); // registers g3
+    expect((await runScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
     await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g3'), 'LEFT', 'RIGHT']);
     await stampsNow('0', () =>
-      callScript(client, claim(t, 'g3', { grantId: 'g3', nextLifetimeMs: 10_000, keep: false })),
+      runScript(client, claim(t, 'g3', { grantId: 'g3', nextLifetimeMs: 10_000, keep: false })),
     );
   });
 
@@ -175,8 +168,8 @@ describe('the function library (lib/redis/functions.ts)', () => {
     const noise = (functions: boolean) => async () => {
       for (const [i, other] of others.entries()) {
         const t = target(other, { functions, cluster: (i === 0) !== 'cluster' in settings });
-        const { token } = await callScript(client, tryLock(t, 'n', null));
-        if (token !== null) await callScript(client, release(t, token, 'n', true));
+        const { token } = await runScript(client, tryLock(t, 'n', null));
+        if (token !== null) await runScript(client, release(t, token, 'n', true));
       }
     };
     const byEvalsha = await cycle(target(name, settings), noise(false));

@@ -11,7 +11,7 @@ import { fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { createClient } from 'redis';
 import { Semaphore, type LostEvent, type SemaphoreOptions } from '../../lib';
-import { scripts } from '../../lib/redis/scripts';
+import { scripts } from '../../lib/redis/registry';
 import { censusProblems, describeCensus, takeCensus } from '../support/census';
 import { checkHistory, type HistoryEvent } from '../support/history';
 import { PrivateServers } from '../support/private-servers';

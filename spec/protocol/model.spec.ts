@@ -91,7 +91,7 @@ class Lock implements Command {
   async run(model: Model, real: Real): Promise<void> {
     const expected = model.available[0] ?? null;
     // An instance whose last lock(0) missed skips tryLock: its lock with a timeout registers in the
-    // pipeline of its first slice, whose prepareWait reclaims first (prepareWait-9.lua).
+    // pipeline of its first slice, whose prepareWait reclaims first (prepareWait.lua).
     const waitsAtOnce = this.timeout !== 0 && model.contended[this.client]!;
     if (waitsAtOnce) model.heal();
     // A free token comes at once, but a wait that skips tryLock (contended) may first open a blocking
@@ -117,7 +117,7 @@ class Lock implements Command {
       // Indexed at once past 16 holders; else not at all (an entry the token kept goes).
       if (CROWD + model.held.size > SMALL_HOLDERS) model.indexed.add(expected);
       else model.indexed.delete(expected);
-      // (A grant by claim also reclaims, once in 16 grants (claim-10.lua), but through the index only:
+      // (A grant by claim also reclaims, once in 16 grants (claim.lua), but through the index only:
       // it reads GRABBED only while that holds 16 entries or fewer, and then indexes nothing.)
     }
   }
@@ -139,7 +139,7 @@ class Release implements Command {
     if (grant.valid) {
       model.held.delete(token);
       if (this.putBack) model.available.unshift(token);
-      // An unlock leaves the entry of a token it leaves as the only free one (release-9.lua).
+      // An unlock leaves the entry of a token it leaves as the only free one (release.lua).
       if (!this.putBack || model.available.length > 1) model.indexed.delete(token);
       expect(result).toBe(this.putBack ? model.available.length : true);
     } else {

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { semaphoreKeys } from '../../lib/redis/keys';
-import { runScript, scripts } from '../../lib/redis/scripts';
+import { scripts } from '../../lib/redis/registry';
+import { runScript, scriptCall } from '../../lib/redis/send';
 import { useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
 
@@ -21,7 +22,7 @@ function setup(resources: number) {
   const keys = semaphoreKeys(name);
   const client = redis as unknown as Parameters<typeof runScript>[0];
   const run = (script: keyof typeof scripts, args: string[], extraKeys: string[] = []) =>
-    runScript(client, scripts[script], [...keys.scriptKeys, ...extraKeys], args);
+    runScript(client, scriptCall(scripts[script], [...keys.scriptKeys, ...extraKeys], args));
   const size = String(resources);
   return {
     keys,

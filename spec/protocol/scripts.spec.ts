@@ -1,15 +1,8 @@
 import { semaphoreKeys } from '../../lib/redis/keys';
-import {
-  callScript,
-  claim,
-  prepareWait,
-  recover,
-  refresh,
-  release,
-  scripts,
-  tryLock,
-  withoutUnusedFunctions,
-} from '../../lib/redis/scripts';
+import { claim, prepareWait, recover, refresh, release, tryLock } from '../../lib/redis/commands';
+import { withoutUnusedFunctions } from '../../lib/redis/lua-source';
+import { scripts } from '../../lib/redis/registry';
+import { runScript } from '../../lib/redis/send';
 import { snapshot, useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
 import { scriptRunner } from '../support/script-calls';
@@ -34,7 +27,7 @@ function grantIds(grabbed: Record<string, string>): Record<string, string> {
 
 const setup = () => scriptRunner(redis, 'lua');
 
-describe('tryLock-9.lua', () => {
+describe('tryLock.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {
     const { name, run } = setup();
     expect(await run('tryLock', ['2', 'g1', '', '', 'me'])).toEqual(['0', expect.any(Number), 'g1']);
@@ -92,7 +85,7 @@ describe('tryLock-9.lua', () => {
   });
 });
 
-describe('claim-10.lua', () => {
+describe('claim.lua', () => {
   test('turns the token in a registered inbox into a grant', async () => {
     const { keys, run } = setup();
     await run('prepareWait', ['w', '', '10', '1', '', '']);
@@ -291,7 +284,7 @@ describe('claim-10.lua', () => {
   });
 });
 
-describe('recover-10.lua', () => {
+describe('recover.lua', () => {
   test('adopts a grant whose claim ran but whose reply was lost', async () => {
     const { keys, run } = setup();
     await run('tryLock', ['2', 'lost-reply', '', '', 'me']);
@@ -360,7 +353,7 @@ describe('recover-10.lua', () => {
   });
 });
 
-describe('prepareWait-9.lua', () => {
+describe('prepareWait.lua', () => {
   test('does what tryLock does before a wait: creates the semaphore and reclaims stale holders', async () => {
     const { name, keys, run } = setup();
     expect(await run('prepareWait', ['w', '', '10', '2', '', ''])).toBe(1);
@@ -463,7 +456,7 @@ describe('reapWaiters.lua', () => {
   });
 });
 
-describe('release-9.lua and refresh-9.lua', () => {
+describe('release.lua and refresh.lua', () => {
   test('only the owning grant releases, refreshes or consumes', async () => {
     const { name, run } = setup();
     await run('tryLock', ['1', 'g1', '', '', 'me', '100.000000']);
@@ -483,7 +476,7 @@ describe('release-9.lua and refresh-9.lua', () => {
   });
 });
 
-describe('releaseStale-9.lua', () => {
+describe('releaseStale.lua', () => {
   test("reclaims by each holder's own lease, Ruby holders and unreadable stamps by the caller's, and forgets their records", async () => {
     const { name, keys, run } = setup();
     await run('create', ['5', '']);
@@ -610,21 +603,21 @@ describe('the keys a hot-path call passes', () => {
     async (cluster) => {
       const name = `{${uniqueName('keys')}}`; // a hash tag: the same key names either way
       const t = target(name, cluster);
-      const client = redis as unknown as Parameters<typeof callScript>[0];
-      expect((await callScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
-      expect((await callScript(client, tryLock(t, 'g2', 10_000))).token).toBeNull(); // registers g2
-      expect(await callScript(client, refresh(t, '0', 'g1'))).toBe(true);
+      const client = redis as unknown as Parameters<typeof runScript>[0];
+      expect((await runScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
+      expect((await runScript(client, tryLock(t, 'g2', 10_000))).token).toBeNull(); // registers g2
+      expect(await runScript(client, refresh(t, '0', 'g1'))).toBe(true);
       expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual(['0']); // the refresh indexes the grant
-      expect((await callScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
+      expect((await runScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
       await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g2'), 'LEFT', 'RIGHT']); // as BLMOVE would
-      const claimed = await callScript(client, claim(t, 'g2', { grantId: 'g2', nextLifetimeMs: 10_000, keep: false }));
+      const claimed = await runScript(client, claim(t, 'g2', { grantId: 'g2', nextLifetimeMs: 10_000, keep: false }));
       expect(claimed).toMatchObject({ token: '0', renewed: false });
       const held = await snapshot(redis, name);
       expect(grantIds(held.grabbed)).toEqual({ '0': 'g2' });
       expect(held.waiting).toEqual([]);
       // The unlock left the token's entry; g2's grant, not indexed (one holder), dropped it.
       expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual([]);
-      expect((await callScript(client, release(t, '0', 'g2', true))).ended).toBe(true);
+      expect((await runScript(client, release(t, '0', 'g2', true))).ended).toBe(true);
       const after = await snapshot(redis, name);
       expect(after.available).toEqual(['0']);
       expect(after.grabbed).toEqual({});

@@ -146,7 +146,7 @@ export interface CensusExpectation {
   readonly inboxesAllowed?: boolean;
   /** Also require every token free: nothing held, nobody registered as waiting. */
   readonly idle?: boolean;
-  /** With `idle`, accept abandoned marks (`~<grant id>`, left by recover-10.lua until they expire). */
+  /** With `idle`, accept abandoned marks (`~<grant id>`, left by recover.lua until they expire). */
   readonly marksAllowed?: boolean;
 }
 

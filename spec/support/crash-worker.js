@@ -37,7 +37,8 @@ const { createClient } = require('redis');
 const dist = process.env.CRASH_WORKER_DIST || join(__dirname, '../../dist');
 const { Semaphore } = require(dist);
 const { setCheckpointHook } = require(join(dist, 'util', 'checkpoint'));
-const { scripts, evalArguments } = require(join(dist, 'redis', 'scripts'));
+const { scripts } = require(join(dist, 'redis', 'registry'));
+const { evalCommand, scriptCall } = require(join(dist, 'redis', 'send'));
 const { semaphoreKeys } = require(join(dist, 'redis', 'keys'));
 
 const config = JSON.parse(process.env.CRASH_WORKER || '{}');
@@ -174,19 +175,23 @@ async function rawClient() {
   await client.connect();
   const keys = semaphoreKeys(config.name);
   const inbox = keys.inbox(config.grantId);
-  const prepare = evalArguments(scripts.prepareWait, keys.scriptKeys, [
-    config.grantId,
-    '',
-    String(config.leaseSeconds),
-    String(config.resources),
-    '',
-    '',
-  ]);
+  const prepare = evalCommand(
+    scriptCall(scripts.prepareWait, keys.scriptKeys, [
+      config.grantId,
+      '',
+      String(config.leaseSeconds),
+      String(config.resources),
+      '',
+      '',
+    ]),
+  );
   const move = ['BLMOVE', keys.available, inbox, 'LEFT', 'RIGHT', String(config.blockSeconds)];
-  const claim = evalArguments(
-    scripts.claim,
-    [...keys.scriptKeys, inbox],
-    [config.grantId, String(config.resources), '', String(config.leaseSeconds), 'crash-worker'],
+  const claim = evalCommand(
+    scriptCall(
+      scripts.claim,
+      [...keys.scriptKeys, inbox],
+      [config.grantId, String(config.resources), '', String(config.leaseSeconds), 'crash-worker'],
+    ),
   );
   await send({ ready: true });
   return { client, prepare, move, claim };

@@ -100,9 +100,10 @@ export function useCrashWorkers(): { spawn(config: Record<string, unknown>): Chi
     for (const file of [
       'index.js',
       'util/checkpoint.js',
-      'redis/scripts.js',
+      'redis/registry.js',
+      'redis/send.js',
       'redis/keys.js',
-      'redis/scripts/claim-10.lua',
+      'redis/scripts/claim.lua',
     ]) {
       if (!existsSync(join(built, file))) throw new Error(`dist/${file} is missing: run \`npm run build\` first`);
     }

@@ -1,5 +1,5 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
-import type { Script } from '../../lib/redis/scripts';
+import type { Script } from '../../lib/redis/registry';
 import { wireNames } from './script-calls';
 
 /**

@@ -1,7 +1,8 @@
 // How a test recognises a call of one of the library's scripts on the wire: EVALSHA of its SHA1, or FCALL of its function where the server has the library (lib/redis/functions.ts).
 import { functionLibrary } from '../../lib/redis/functions';
 import { semaphoreKeys } from '../../lib/redis/keys';
-import { runScript, scripts, type Script } from '../../lib/redis/scripts';
+import { scripts, type Script } from '../../lib/redis/registry';
+import { runScript, scriptCall } from '../../lib/redis/send';
 import { uniqueName, type Client } from './redis';
 
 /** The names a call of `script` goes by: its SHA1 (EVALSHA) and, for a script of the library, its function (FCALL). */
@@ -38,6 +39,6 @@ export function scriptRunner(redis: Client, prefix: string) {
   const keys = semaphoreKeys(name);
   const client = redis as unknown as Parameters<typeof runScript>[0];
   const run = (script: keyof typeof scripts, args: string[], extraKeys: string[] = []) =>
-    runScript(client, scripts[script], [...keys.scriptKeys, ...extraKeys], args);
+    runScript(client, scriptCall(scripts[script], [...keys.scriptKeys, ...extraKeys], args));
   return { name, keys, run };
 }

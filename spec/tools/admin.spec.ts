@@ -24,7 +24,8 @@ import {
   semaphoreKeys,
 } from '../../lib/redis/keys';
 import type { RedisClientLike, SupportedRedisClient } from '../../lib/redis/client/types';
-import { runScript, scripts } from '../../lib/redis/scripts';
+import { scripts } from '../../lib/redis/registry';
+import { runScript, scriptCall } from '../../lib/redis/send';
 import { snapshot, useFixture } from '../support/fixture';
 import { blockedClients, connectClient, uniqueName, until } from '../support/redis';
 import { startRedisServer } from '../support/redis-server';
@@ -43,11 +44,11 @@ function setup() {
   const name = uniqueName('admin');
   const keys = semaphoreKeys(name);
   const run = (script: 'status' | 'forceRelease' | 'resize', args: string[]) =>
-    runScript(client(), scripts[script], keys.scriptKeys, args);
+    runScript(client(), scriptCall(scripts[script], keys.scriptKeys, args));
   return { name, keys, run };
 }
 
-describe('forceRelease-9.lua', () => {
+describe('forceRelease.lua', () => {
   test('frees a held token (its GRABBED record gone, token pushed); refuses one that is not held', async () => {
     const { name, run } = setup();
     const sem = fx.semaphore({ resources: 2 }, name);
@@ -82,7 +83,7 @@ describe('forceRelease-9.lua', () => {
   });
 });
 
-describe('resize-9.lua', () => {
+describe('resize.lua', () => {
   test('grows with the lowest free integer names, shrinks retiring non-canonical and highest free tokens first', async () => {
     const { name, run } = setup();
     const sem = fx.semaphore({ resources: 3 }, name);
@@ -104,7 +105,7 @@ describe('resize-9.lua', () => {
   });
 });
 
-describe('status-9.lua', () => {
+describe('status.lua', () => {
   test('exists, free tokens, live waiters (not abandoned marks) and every holder with its grant record', async () => {
     const { name, keys, run } = setup();
     const sem = fx.semaphore({ resources: 1, owner: 'me on host' }, name);

@@ -2,11 +2,12 @@
   Returns to AVAILABLE the tokens left in the inboxes of waiter registrations that have expired
   (a waiter that died between BLMOVE and its claim), and removes those registrations. Checks each
   expiry again here, so a registration renewed since it was reported is left alone. An abandoned
-  mark's inbox ('~<grant id>', see recover-10.lua) is drained whenever asked; the mark itself stays
+  mark's inbox ('~<grant id>', see recover.lua) is drained whenever asked; the mark itself stays
   until it expires.
+  Keys: 9, then one inbox per registration in ARGV[2..].
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[8] CREATING  KEYS[9] OWNERS
     KEYS[10..] INBOX:<grant id> of each registration in ARGV[2..], in the same order
     ARGV[1] expiration in milliseconds, or '' for none
     ARGV[2..] registrations ('<grant id>' or '~<grant id>'); expiries are checked on Redis TIME
@@ -22,8 +23,8 @@ local returned = 0
 for i = 2, #ARGV do
   local expiry = tonumber(redis.call('ZSCORE', K_WAITING, ARGV[i]))
   local over = expiry ~= nil and expiry <= now
-  -- Nothing ever claims from an abandoned inbox (claim-10.lua bounces, recover-10.lua adopts by
-  -- GRABBED only, prepareWait-9.lua refuses the id), so its tokens may go back at any time.
+  -- Nothing ever claims from an abandoned inbox (claim.lua bounces, recover.lua adopts by
+  -- GRABBED only, prepareWait.lua refuses the id), so its tokens may go back at any time.
   if over or (expiry ~= nil and string.sub(ARGV[i], 1, 1) == '~') then
     local inbox = KEYS[8 + i]
     returned = returned + drain_inbox(inbox)

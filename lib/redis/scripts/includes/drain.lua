@@ -1,5 +1,5 @@
--- Emptying an inbox. Needs includes/present.lua before it. (An include of its own: claim-10.lua
--- defines it only when an inbox holds more than the token it claims, see lib/redis/scripts.ts.)
+-- Emptying an inbox. Needs includes/present.lua before it. (An include of its own: claim.lua
+-- defines it only when an inbox holds more than the token it claims, see lib/redis/lua-source.ts.)
 
 -- Moves every token left in `inbox` onto AVAILABLE's head, marking each; returns how many.
 local function drain_inbox(inbox)

@@ -28,8 +28,7 @@
 --   * inboxes are read in the script that ends the scan.
 -- A small semaphore goes through all steps in one script. Needs includes/present.lua before it.
 -- The batched creation is defined only when a script needs it (inside ensure): most runs find EXISTS
--- set, and defining these functions on every run cost about 9k Redis instructions (npm run
--- bench:instructions).
+-- set, and would define these functions for nothing.
 local function ensure(resources)
   if redis.call('EXISTS', K_EXISTS) == 1 then
     known_to_exist = true

@@ -30,15 +30,14 @@ end
 -- whole microseconds on the stamp's clock; +inf for no lease), so reclaim finds the due ones without
 -- reading every holder. A grant is indexed at once only where that matters: when GRABBED then holds
 -- more than SMALL_HOLDERS entries, or when it has no lease (it would outlive any scan); any other is
--- indexed by its first refresh (refresh-9.lua), and until then has no entry (any the token kept
+-- indexed by its first refresh (refresh.lua), and until then has no entry (any the token kept
 -- goes), and reclaim finds it by reading GRABBED: whole while GRABBED is that small, and past that
 -- when GRABBED holds more entries than the index, which that read then indexes (see reclaim.lua).
--- Indexing costs a grant about 17k Redis instructions (the ZADD and its score); the HLEN that decides
--- it and the ZREM instead about 3k each. Ruby holders are not in it (see reclaim.lua). An unlock that
+-- Indexing costs a grant a ZADD, so only those that need it are indexed. Ruby holders are not in it (see reclaim.lua). An unlock that
 -- leaves its token the only free one leaves the token's entry for its next grant to overwrite or
 -- remove, so the index may also name a free token, or one a Ruby client took since.
--- (An integer score, sent as digits, is the cheapest Redis can take: a fractional one, or a Lua
--- number, costs it a printf to store and one to receive, about 8k instructions per grant.) A lease
+-- (An integer score, sent as digits, spares Redis the printf a fractional one or a Lua number costs
+-- to store and to receive.) A lease
 -- past MAX_INDEXED_LEASE_MS (the library's are at most 2^31 - 1 ms; a longer one was written by
 -- someone else) is indexed at +inf, as '%d' of a larger score would overflow into a due one.
 local MAX_INDEXED_LEASE_MS = 1e12
@@ -53,7 +52,7 @@ local function index_lease(token, stamp, lease)
 end
 
 -- Records TOKEN as held by GRANT since STAMP with a lease of LEASE_MS (whole milliseconds in digits,
--- as lib/redis/scripts.ts sends it; '' or nil for none) for the owner LABEL; returns its fencing number.
+-- as lib/redis/commands.ts sends it; '' or nil for none) for the owner LABEL; returns its fencing number.
 local function record_grant(token, grant, stamp, lease_ms, label)
   if (lease_ms or '') == '' then
     lease_ms = '0'

@@ -1,19 +1,17 @@
--- The keys a script is given, in this order (see lib/redis/keys.ts): the first three are all a release
--- touches; OWNERS, last, only `expiration` touches (touch_expiry), so without it calls leave it out;
--- a script's own keys (an inbox) come after the ones it is given, last of all.
+-- The keys a script is given, in this order (lib/redis/keys.ts `scriptKeys`): the first three are
+-- all a release touches; OWNERS, last, only `expiration` touches (touch_expiry), so without it
+-- calls leave it out; a script's own keys (an inbox) come after the ones it is given, last of all.
 -- On a single Redis (not Cluster) the hot-path scripts are given AVAILABLE alone, and name the
--- others after its prefix (K_PREFIX: `<key prefix><name>:`), inboxes included: each key passed
--- costs Redis about 0.9k instructions and the client an argument to encode, more than a name made
--- here. On Cluster every key is passed, as Redis requires there (a slot migration moves keys one by
--- one, and only the keys a call declares are checked before it runs).
+-- others after its prefix (K_PREFIX: `<key prefix><name>:`), inboxes included: a name made here
+-- costs less than a key passed. On Cluster every key is passed, as Redis requires there (a slot
+-- migration moves keys one by one, and only the keys a call declares are checked before it runs).
 -- This include names the keys a holder's scripts (release, refresh) touch; keys.lua the rest.
 local K_AVAILABLE, K_GRABBED, K_LEASES, K_EXISTS, K_VERSION, K_WAITING, K_FENCE, K_CREATING, K_OWNERS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 -- The names made from a prefix are kept for the next call by the function library, which makes
 -- LIBRARY_NAMES a table that lives as long as the library (lib/redis/functions.ts): [1] the AVAILABLE they
 -- were made from, [2] its prefix, [3] GRABBED, [4] LEASES, [5..9] keys.lua's. A script run by
--- EVALSHA has none and makes its names on every call. (Making them costs a call about 3.6k Redis
--- instructions: `npm run bench:scripts`.)
+-- EVALSHA has none and makes its names on every call.
 local LIBRARY_NAMES
 local K_PREFIX
 if not K_GRABBED then

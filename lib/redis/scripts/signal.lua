@@ -3,9 +3,10 @@
   waiter right after this script. Creates the semaphore first if needed, so a later creation can
   never wipe it. If the token was held, its holder record goes, and that holder's unlock then
   changes nothing (no token is ever pushed twice by one grant).
+  Keys: 9.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[8] CREATING  KEYS[9] OWNERS
     ARGV[1] token
     ARGV[2] resources
     ARGV[3] expiration in milliseconds, or '' for none

@@ -1,23 +1,25 @@
 --[[
-  Registers a waiter with an expiry, so that a token its BLMOVE AVAILABLE -> INBOX:<grant id> moves
+  Registers a waiter with an expiry, so that a token its BLMOVE AVAILABLE -> INBOX:<registration id> moves
   belongs to a known waiter from that instant, and comes back (reapWaiters.lua) if the registration
   expires unclaimed. Sent in the same pipeline, before BLMOVE, when the waiter has no live registration:
   a waiter that skipped tryLock (the semaphore is contended, or others of its process queue for a
-  connection) or whose registration may have lapsed (tryLock-9.lua registers on a miss, and
-  claim-10.lua renews after an empty slice). So that a waiter that skips tryLock loses nothing by it,
+  connection) or whose registration may have lapsed (tryLock.lua registers on a miss, and
+  claim.lua renews after an empty slice). So that a waiter that skips tryLock loses nothing by it,
   it also does tryLock's other duties before BLMOVE: creates the semaphore if needed and reclaims
   stale holders (whose tokens go to waiters already blocked, who Redis serves first). Always sent as
   EVAL, so it cannot fail with NOSCRIPT and leave BLMOVE unregistered.
+  Keys: at most 9. A call passes AVAILABLE alone on a single Redis (the script names the
+    others after its prefix: includes/holder_keys.lua); on Cluster the first 8, all 9 with `expiration`.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
-    ARGV[1] grant id
+    KEYS[8] CREATING  KEYS[9] OWNERS
+    ARGV[1] registration id (a tryLock's registers under its grant id)
     ARGV[2] expiration in milliseconds, or '' for none
     ARGV[3] the registration's expiry, in seconds from now (on Redis TIME)
     ARGV[4] resources
     ARGV[5] the caller's lease in ms ('0' for none): Ruby holders' stale timeout
     ARGV[6] local time in decimal seconds, or '' for Redis TIME
-  Output: 1 when registered; 0 for a grant id recover-10.lua abandoned (a pipeline that arrives after
+  Output: 1 when registered; 0 for a registration recover.lua abandoned (a pipeline that arrives after
   its client gave up on it), which registers nothing
 ]]
 --- @include keys

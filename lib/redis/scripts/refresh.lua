@@ -3,14 +3,16 @@
   if, and only if, this grant still holds the token. Only the stamp is rewritten: the rest of the
   grant record (grant id, fence, lease, acquisition time, owner label; see includes/grant.lua) is
   kept as it is.
+  Keys: at most 9. A call passes AVAILABLE alone on a single Redis (the script names the others
+    after its prefix), the first 3 on Cluster.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[8] CREATING  KEYS[9] OWNERS
     ARGV[1] token
     ARGV[2] grant id
     ARGV[3] local time in decimal seconds, or '' for Redis TIME
   Output: { 1 when renewed, 0 when the grant no longer holds the token; the grant id (ARGV[2]: names
-            the call this reply answers, see lib/redis/scripts.ts) }
+            the call this reply answers, see lib/redis/commands.ts) }
 ]]
 --- @include holder_keys
 --- @include grant

@@ -7,9 +7,10 @@
   its claim, an instant) is not counted.
   Clients create tokens only when EXISTS is missing, so a resized semaphore keeps its new size until
   its keys are deleted, expire or are lost; it is then re-created with the clients' `resources`.
+  Keys: 9.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[8] CREATING  KEYS[9] OWNERS
     ARGV[1] the number of tokens wanted (an integer ≥ 1)
   Output: { status, tokens before, held tokens, tokens after }
     status 1: done (or nothing to do); 0: the semaphore does not exist; -1: the target is below the
@@ -65,7 +66,7 @@ elseif target < before then
   table.sort(candidates, function(a, b) return a[2] > b[2] end)
   for i = 1, before - target do
     redis.call('LREM', K_AVAILABLE, 1, candidates[i][1])
-    -- The index entry an unlock may have left for the token's next grant (see release-9.lua).
+    -- The index entry an unlock may have left for the token's next grant (see release.lua).
     redis.call('ZREM', K_LEASES, candidates[i][1])
   end
 end

@@ -1,14 +1,16 @@
 --[[
   lock's first step: takes a free token at once and records its holder. On a miss, registers the
-  caller as a waiter (with an expiry, as prepareWait-9.lua does) so that its BLMOVE can follow at once.
+  caller as a waiter (with an expiry, as prepareWait.lua does) so that its BLMOVE can follow at once.
   Creates the semaphore if needed (a batch of it, see includes/ensure.lua) and, when no token is
   free, first reclaims holders whose lease is over.
   Never jumps ahead of a waiter blocked in BLMOVE: a free token means nobody is blocked (Redis
   serves them the moment a token is pushed), and a token this script reclaims is left for the
   longest-blocked waiter unless no waiter is registered.
+  Keys: at most 9. A call passes AVAILABLE alone on a single Redis (the script names the
+    others after its prefix: includes/holder_keys.lua); on Cluster the first 8, all 9 with `expiration`.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[8] CREATING  KEYS[9] OWNERS
     ARGV[1] resources
     ARGV[2] grant id: the owner recorded for the token
     ARGV[3] the caller's lease in ms (its staleClientTimeout; '0' for none): recorded with a grant,
@@ -17,9 +19,9 @@
     ARGV[5] owner label recorded with the grant
     ARGV[6] local time in decimal seconds, or '' (or absent) for Redis TIME
     ARGV[7] expiration in milliseconds, or '' (or absent) for none
-    (The last two are absent in the usual case: every argument costs Redis about 1k instructions.)
+    (The last two are left out when '', the usual case.)
   Output: { token or nil, its fencing number or 0, the grant id (ARGV[2]), expired waiter registration...
-            (on a miss only) }: the grant id names the call this reply answers (see lib/redis/scripts.ts)
+            (on a miss only) }: the grant id names the call this reply answers (see lib/redis/commands.ts)
 ]]
 --- @include keys
 --- @include clock
@@ -34,14 +36,14 @@ local stamp = clock_stamp(local_time)
 -- A semaphore that exists with a token free (a hit) needs no more than this one call.
 local exists, may_take = exists_and_available()
 if not exists then
-  -- (tonumber here, not above: it costs Redis about 1.6k instructions, and a hit does not need it.)
+  -- (tonumber here, not above: a hit does not need it.)
   ensure(tonumber(ARGV[1]))
   may_take = redis.call('LLEN', K_AVAILABLE) > 0
 end
 local token, fence, expired = false, 0, nil
 if not may_take then
   -- A miss. Helpers only it needs are included here, so that a hit does not define them (see
-  -- lib/redis/scripts.ts). Stale holders matter only when no token is free: a hit reclaims nothing.
+  -- lib/redis/lua-source.ts). Stale holders matter only when no token is free: a hit reclaims nothing.
 --- @include holder
 --- @include reclaim
   if reclaim_stale(clock(local_time), ruby_stale(lease_ms), 'unindexed') > 0 then

@@ -6,15 +6,17 @@
   token (reclaimed by its lease, by the Ruby gem or an operator, signalled back, deleted, or wiped by
   a Redis reset) changes nothing, so a late or repeated unlock can never push a token twice, nor end
   another grant of the same token.
+  Keys: at most 9. Without `expiration` a call passes AVAILABLE alone on a single Redis (the
+    script names the others after its prefix), the first 3 on Cluster; with it all 9.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[8] CREATING  KEYS[9] OWNERS
     ARGV[1] token
     ARGV[2] grant id
     ARGV[3] '1' to put the token back (unlock), '0' to drop it (consume)
     ARGV[4] expiration in milliseconds, or '' (or absent: the usual case) for none
   Output: { 1 when this grant was ended here, 0 when it no longer held the token; the length of AVAILABLE;
-            the grant id (ARGV[2]: names the call this reply answers, see lib/redis/scripts.ts) }
+            the grant id (ARGV[2]: names the call this reply answers, see lib/redis/commands.ts) }
 ]]
 --- @include holder_keys
 --- @include holder

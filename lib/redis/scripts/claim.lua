@@ -3,12 +3,14 @@
   the moment BLMOVE returns. With a token in the inbox: records it as this grant's and, when no token
   is left free and the caller asked, keeps the registration for the caller's next wait (an advance
   registration: see DESIGN "Contended mode"), else ends it; but a token that reaches an inbox whose
-  registration is gone (reaped, or abandoned by recover-10.lua after a lost reply) goes back to
+  registration is gone (reaped, or abandoned by recover.lua after a lost reply) goes back to
   AVAILABLE instead. With an empty inbox (the slice ended): creates the semaphore if it vanished and
   reclaims stale holders, then renews the registration for the next slice, or ends it on the last slice.
+  Keys: at most 10. A call passes AVAILABLE alone on a single Redis (the script names the
+    others, the inbox too, after its prefix); on Cluster 8 or 9 as tryLock.lua does, then the inbox.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[8] CREATING  KEYS[9] OWNERS
     KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out; not given with
             AVAILABLE alone, see includes/holder_keys.lua)
     ARGV[1] registration id
@@ -21,7 +23,7 @@
     ARGV[7] '1' to keep the registration after a grant while no token is free, '' (or absent) to end it
     ARGV[8] local time in decimal seconds, or '' (or absent) for Redis TIME
     ARGV[9] expiration in milliseconds, or '' (or absent) for none
-    (The last two are absent in the usual case: every argument costs Redis about 1k instructions.)
+    (The last two are left out when '', the usual case.)
   Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
             after a grant, how many other registrations remain while no token is free (else 0), the grant id,
             expired waiter registration... }
@@ -31,7 +33,7 @@
 --- @include present
 --- @include grant
 -- Helpers that only an empty slice, a sampled reclaim or `expiration` needs are included in the
--- block that uses them, so that a grant does not define them (see lib/redis/scripts.ts).
+-- block that uses them, so that a grant does not define them (see lib/redis/lua-source.ts).
 local registration, expiry, keep = ARGV[1], ARGV[4], ARGV[7]
 local inbox = K_PREFIX and K_PREFIX .. 'INBOX:' .. registration or KEYS[#KEYS]
 local local_time, expiration = ARGV[8] or '', ARGV[9] or ''

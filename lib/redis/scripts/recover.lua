@@ -3,12 +3,14 @@
   client-side deadline): adopts the grant if the claim ran (and ends the registration the claim may
   have kept), claims the token if it sits in the registration's inbox, and otherwise marks the
   registration abandoned ('~' .. registration id) until a long expiry: a blocked command still alive
-  on the server then hands any token it moves back to AVAILABLE (claim-10.lua), a prepareWait of
-  this id arriving late registers nothing (prepareWait-9.lua), and reapWaiters.lua returns whatever
+  on the server then hands any token it moves back to AVAILABLE (claim.lua), a prepareWait of
+  this id arriving late registers nothing (prepareWait.lua), and reapWaiters.lua returns whatever
   reaches the inbox.
+  Keys: at most 10. A call passes AVAILABLE alone on a single Redis (the script names the
+    others, the inbox too, after its prefix); on Cluster 8 or 9 as tryLock.lua does, then the inbox.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS (see lib/redis/keys.ts for which of them a call passes)
+    KEYS[8] CREATING  KEYS[9] OWNERS
     KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out; not given with
             AVAILABLE alone, see includes/holder_keys.lua)
     ARGV[1] grant id
@@ -20,7 +22,7 @@
     ARGV[7] the registration id (the inbox's), or '' (or absent) for the grant id (a tryLock's)
   Output: { token held by this grant, its fencing number, ms since GRABBED stamped it (its lease's start),
             the grant id }, or { nil, the grant id } when abandoned: the grant id names the call this
-            reply answers (see lib/redis/scripts.ts)
+            reply answers (see lib/redis/commands.ts)
 ]]
 --- @include keys
 --- @include clock

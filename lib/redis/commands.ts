@@ -1,0 +1,348 @@
+// One builder per script a semaphore runs: its KEYS and ARGV from the semaphore's settings, and its reply as named fields.
+import { describe } from '../util/describe';
+import { localTimeArgument, toExpireArgument, toSeconds } from '../util/durations';
+import { MisattributedReplyError } from './client/classify';
+import type { SemaphoreKeys } from './keys';
+import { scripts, type Script } from './registry';
+import { scriptCall, type ScriptCall } from './send';
+
+/** What a semaphore's scripts read of it: its keys and the settings they record or apply. */
+export interface ScriptTarget {
+  readonly keys: SemaphoreKeys;
+  readonly resources: number;
+  readonly options: {
+    /** Recorded with each grant as its lease (null: never stale); also Ruby holders' stale timeout. */
+    readonly staleClientTimeout: number | null;
+    readonly expiration: number | null;
+    readonly useLocalTime: boolean;
+    readonly owner: string;
+  };
+  /** Whether the server has the function library (lib/redis/functions.ts): calls of its scripts go by FCALL. */
+  readonly functions?: boolean;
+}
+
+// ---- What the scripts answer (see each script's header) ----
+
+/** create.lua (includes/ensure.lua). */
+export const CREATE_RESULT = { EXISTED: 0, CREATED: 1, BATCHES_REMAIN: 2 } as const;
+/** prepareWait.lua. */
+export const PREPARE_WAIT_RESULT = { ABANDONED: 0, REGISTERED: 1 } as const;
+/** release.lua's and refresh.lua's first field. */
+export const GRANT_RESULT = { NOT_HELD: 0, DONE: 1 } as const;
+/** claim.lua's second field: whether the registration lasts into the next slice. */
+export const CLAIM_REGISTRATION = { ENDED: 0, RENEWED: 1 } as const;
+/** The `exists` field of inspect.lua and status.lua. */
+export const EXISTS = 1;
+
+// ---- Replies that name the call they answer ----
+
+/**
+ * The reply of `script` for grant `grantId`, checked: an array of `length` fields (at least, with
+ * `rest`) whose field `at` is the grant id. Anything else answers another command (see
+ * `MisattributedReplyError`): the call's outcome is unknown, as after a lost reply.
+ */
+function checked(script: Script, reply: unknown, grantId: string, at: number, length: number, rest = false): unknown[] {
+  if (!Array.isArray(reply) || (rest ? reply.length < length : reply.length !== length) || reply[at] !== grantId) {
+    throw new MisattributedReplyError(script.name, describe(reply));
+  }
+  return reply as unknown[];
+}
+
+/** `reply[index]` if it is a token (a string), or null for nil; anything else: the reply answers another command. */
+function tokenField(script: Script, reply: unknown[], index: number, nullable: boolean): string | null {
+  const value = reply[index];
+  if (typeof value === 'string' || (nullable && value === null)) return value;
+  throw new MisattributedReplyError(script.name, describe(reply));
+}
+
+/** `reply[index]` if it is an integer; anything else: the reply answers another command. */
+function integerField(script: Script, reply: unknown[], index: number): number {
+  const value = reply[index];
+  if (typeof value === 'number' && Number.isInteger(value)) return value;
+  throw new MisattributedReplyError(script.name, describe(reply));
+}
+
+/** The expired registrations from `from` on (grant ids: strings). */
+function idsFrom(script: Script, reply: unknown[], from: number): string[] {
+  const ids = reply.slice(from);
+  if (ids.every((id) => typeof id === 'string')) return ids as string[];
+  throw new MisattributedReplyError(script.name, describe(reply));
+}
+
+// ---- Arguments ----
+
+/** The caller's clock for GRABBED stamps ('' for Redis TIME). */
+const now = (t: ScriptTarget) => localTimeArgument(t.options.useLocalTime);
+/** The lease recorded with a grant, in whole ms ('0': never stale). */
+const lease = (t: ScriptTarget) => {
+  const stale = t.options.staleClientTimeout;
+  return stale === null ? '0' : String(Math.ceil(stale));
+};
+const expiration = (t: ScriptTarget) => toExpireArgument(t.options.expiration);
+/**
+ * The keys a hot-path call passes: on a single Redis AVAILABLE alone (see `shortKeys`); on Cluster the
+ * eight a script touches without `expiration` (OWNERS, last, only touch_expiry touches), else all nine.
+ */
+const live = (t: ScriptTarget) =>
+  t.keys.shortKeys ?? (t.options.expiration === null ? t.keys.liveKeys : t.keys.scriptKeys);
+/** What release and refresh touch without `expiration`: AVAILABLE, GRABBED and LEASES (AVAILABLE alone on a single Redis). */
+const holder = (t: ScriptTarget) => t.keys.shortKeys ?? t.keys.holderKeys;
+/** `live`, and on Cluster the inbox of `registrationId` after them (on a single Redis the script names it). */
+const liveWithInbox = (t: ScriptTarget, registrationId: string) =>
+  t.keys.shortKeys ?? [...live(t), t.keys.inbox(registrationId)];
+
+/**
+ * `args` followed by `optional`, less the trailing '' among them: the local time and expiration
+ * arguments, '' in the usual case (Redis TIME, no expiration), which the scripts read when absent.
+ */
+function withOptionalTail(args: string[], ...optional: string[]): string[] {
+  let end = optional.length;
+  while (end > 0 && optional[end - 1] === '') end--;
+  for (let i = 0; i < end; i++) args.push(optional[i]!);
+  return args;
+}
+
+// ---- Taking a token ----
+
+export interface TryLockReply {
+  readonly token: string | null;
+  readonly fence: number;
+  /** Waiter registrations past their expiry (reported on a miss). */
+  readonly expired: string[];
+}
+
+/** tryLock.lua. `registrationLifetimeMs`: registers the caller on a miss for that long; null not to (lock(0)). */
+export function tryLock(
+  t: ScriptTarget,
+  grantId: string,
+  registrationLifetimeMs: number | null,
+): ScriptCall<TryLockReply> {
+  const registration = registrationLifetimeMs === null ? '' : toSeconds(registrationLifetimeMs);
+  return scriptCall(
+    scripts.tryLock,
+    live(t),
+    withOptionalTail([String(t.resources), grantId, lease(t), registration, t.options.owner], now(t), expiration(t)),
+    (raw) => {
+      const s = scripts.tryLock;
+      const reply = checked(s, raw, grantId, 2, 3, true);
+      return { token: tokenField(s, reply, 0, true), fence: integerField(s, reply, 1), expired: idsFrom(s, reply, 3) };
+    },
+    t.functions,
+  );
+}
+
+/**
+ * prepareWait.lua: registers waiter `registrationId` for `registrationLifetimeMs`. Always EVAL, so no
+ * NOSCRIPT leaves the BLMOVE behind it unregistered; its reply (PREPARE_WAIT_RESULT) is not read:
+ * the claim behind it settles the slice.
+ */
+export function prepareWait(
+  t: ScriptTarget,
+  registrationId: string,
+  registrationLifetimeMs: number,
+): ScriptCall<unknown> {
+  return scriptCall(
+    scripts.prepareWait,
+    live(t),
+    [registrationId, expiration(t), toSeconds(registrationLifetimeMs), String(t.resources), lease(t), now(t)],
+    undefined,
+    false,
+    'text',
+  );
+}
+
+export interface ClaimReply {
+  /** The token this grant now holds, or null (the slice ended empty, or the token went back). */
+  readonly token: string | null;
+  /**
+   * Whether the registration lasts: into the next slice (no grant), or after a grant into the
+   * caller's next wait (an advance registration: no token was left free and `keep` was asked).
+   */
+  readonly renewed: boolean;
+  readonly fence: number;
+  /** After a grant: whether other registrations remain while no token is free (others wait). */
+  readonly others: boolean;
+  readonly expired: string[];
+}
+
+/**
+ * claim.lua, right behind the BLMOVE into `registrationId`'s inbox; a token it finds is recorded as
+ * grant `grantId`. `nextLifetimeMs`: how long the registration lasts into the next slice, or null on
+ * the last one; `keep`: after a grant while others wait (no token free, other registrations), the
+ * registration stays for the caller's next wait. `pipelined`: sent right behind BLMOVE, by function
+ * or SHA1 alone ('stored': a NOSCRIPT is settled by recover, not by a round trip more on the hand-off).
+ */
+export function claim(
+  t: ScriptTarget,
+  registrationId: string,
+  {
+    grantId,
+    nextLifetimeMs,
+    keep,
+    pipelined = false,
+  }: { grantId: string; nextLifetimeMs: number | null; keep: boolean; pipelined?: boolean },
+): ScriptCall<ClaimReply> {
+  return scriptCall(
+    scripts.claim,
+    liveWithInbox(t, registrationId),
+    withOptionalTail(
+      [
+        registrationId,
+        String(t.resources),
+        lease(t),
+        nextLifetimeMs === null ? '' : toSeconds(nextLifetimeMs),
+        t.options.owner,
+        grantId,
+        keep ? '1' : '',
+      ],
+      now(t),
+      expiration(t),
+    ),
+    (raw) => {
+      const s = scripts.claim;
+      const reply = checked(s, raw, grantId, 4, 5, true);
+      return {
+        token: tokenField(s, reply, 0, true),
+        renewed: integerField(s, reply, 1) === CLAIM_REGISTRATION.RENEWED,
+        fence: integerField(s, reply, 2),
+        others: integerField(s, reply, 3) > 0,
+        expired: idsFrom(s, reply, 5),
+      };
+    },
+    t.functions,
+    pipelined ? 'stored' : undefined,
+  );
+}
+
+export interface RecoverReply {
+  readonly token: string;
+  readonly fence: number;
+  /** Ms since GRABBED stamped the grant (its lease's start). */
+  readonly ageMs: number;
+}
+
+/**
+ * recover.lua: adopts `grantId`'s grant, or claims the token in `registrationId`'s inbox as it, or
+ * marks that registration abandoned for `abandonedMs` (null).
+ */
+export function recover(
+  t: ScriptTarget,
+  grantId: string,
+  registrationId: string,
+  abandonedMs: number,
+): ScriptCall<RecoverReply | null> {
+  return scriptCall(
+    scripts.recover,
+    liveWithInbox(t, registrationId),
+    [grantId, now(t), expiration(t), toSeconds(abandonedMs), t.options.owner, lease(t), registrationId],
+    (raw) => {
+      const s = scripts.recover;
+      // Abandoned: { nil, grant id }; adopted or claimed: { token, fence, age, grant id }.
+      if (Array.isArray(raw) && raw.length === 2 && raw[0] === null) {
+        checked(s, raw, grantId, 1, 2);
+        return null;
+      }
+      const reply = checked(s, raw, grantId, 3, 4);
+      return {
+        token: tokenField(s, reply, 0, false)!,
+        fence: integerField(s, reply, 1),
+        ageMs: integerField(s, reply, 2),
+      };
+    },
+  );
+}
+
+// ---- Holding and giving back ----
+
+export interface ReleaseReply {
+  /** Whether this call ended the grant (false: it no longer held the token). */
+  readonly ended: boolean;
+  /** The length of AVAILABLE afterwards. */
+  readonly available: number;
+}
+
+/** release.lua: ends grant `grantId` of `token`, putting the token back (unlock) or not (consume). */
+export function release(t: ScriptTarget, token: string, grantId: string, putBack: boolean): ScriptCall<ReleaseReply> {
+  // Without `expiration`, a release touches AVAILABLE, GRABBED and LEASES alone.
+  const keys = t.options.expiration === null ? holder(t) : t.keys.scriptKeys;
+  return scriptCall(
+    scripts.release,
+    keys,
+    withOptionalTail([token, grantId, putBack ? '1' : '0'], expiration(t)),
+    (raw) => {
+      const s = scripts.release;
+      const reply = checked(s, raw, grantId, 2, 3);
+      return { ended: integerField(s, reply, 0) === GRANT_RESULT.DONE, available: integerField(s, reply, 1) };
+    },
+    t.functions,
+  );
+}
+
+/** refresh.lua: restamps grant `grantId` of `token`; resolves whether it still held it. */
+export function refresh(t: ScriptTarget, token: string, grantId: string): ScriptCall<boolean> {
+  return scriptCall(
+    scripts.refresh,
+    holder(t),
+    [token, grantId, now(t)],
+    (raw) => {
+      const s = scripts.refresh;
+      return integerField(s, checked(s, raw, grantId, 1, 2), 0) === GRANT_RESULT.DONE;
+    },
+    t.functions,
+  );
+}
+
+/** signal.lua: pushes `token`; resolves the new length of AVAILABLE. */
+export function signal(t: ScriptTarget, token: string): ScriptCall<number> {
+  return scriptCall(
+    scripts.signal,
+    t.keys.scriptKeys,
+    [token, String(t.resources), expiration(t)],
+    (reply) => reply as number,
+  );
+}
+
+// ---- Reclaiming ----
+
+/** releaseStale.lua: the tokens it returned, and the waiter registrations past their expiry. */
+export function releaseStale(t: ScriptTarget): ScriptCall<{ reclaimed: number; expired: string[] }> {
+  return scriptCall(scripts.releaseStale, t.keys.scriptKeys, [now(t), lease(t), expiration(t)], (reply) => {
+    const [reclaimed, ...expired] = reply as [number, ...string[]];
+    return { reclaimed, expired };
+  });
+}
+
+/** reapWaiters.lua: returns the tokens of expired (or abandoned, `~<id>`) registrations' inboxes; resolves how many. */
+export function reapWaiters(t: ScriptTarget, registrations: readonly string[]): ScriptCall<number> {
+  return scriptCall(
+    scripts.reapWaiters,
+    [...t.keys.scriptKeys, ...registrations.map(t.keys.inboxOfRegistration)],
+    [expiration(t), ...registrations],
+    (reply) => reply as number,
+  );
+}
+
+// ---- Creating and reading ----
+
+/** create.lua: one batch of a creation (a large one takes several). */
+export function create(t: ScriptTarget): ScriptCall<'existed' | 'created' | 'batches-remain'> {
+  return scriptCall(scripts.create, t.keys.scriptKeys, [String(t.resources), expiration(t)], (reply) =>
+    reply === CREATE_RESULT.BATCHES_REMAIN ? 'batches-remain' : reply === CREATE_RESULT.CREATED ? 'created' : 'existed',
+  );
+}
+
+export interface InspectReply {
+  readonly exists: boolean;
+  readonly available: number;
+  /** With `tokens`: the free tokens, and the held ones; otherwise empty. */
+  readonly availableTokens: string[];
+  readonly heldTokens: string[];
+}
+
+/** inspect.lua: counts, and with `tokens` the token lists. */
+export function inspect(t: ScriptTarget, tokens: boolean): ScriptCall<InspectReply> {
+  return scriptCall(scripts.inspect, t.keys.scriptKeys, [tokens ? '1' : '0'], (reply) => {
+    const [exists, available, availableTokens = [], heldTokens = []] = reply as [number, number, string[]?, string[]?];
+    return { exists: exists === EXISTS, available, availableTokens, heldTokens };
+  });
+}
