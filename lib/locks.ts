@@ -5,7 +5,8 @@ import { adaptClient, topologyOf } from './redis/client/adapt';
 import type { SupportedRedisClient } from './redis/client/types';
 import { withDeadline } from './util/deadline';
 import { describe } from './util/describe';
-import { assertDuration, MAX_TIMER_MS } from './util/durations';
+import { assertDuration } from './util/durations';
+import { CLIENT_WATCH_MS, CLOSE_OPENING_MS, MAX_TIMER_MS } from './lock/timing';
 import { SemaphoreClosedError } from './errors';
 import type { AcquireOptions, Lease } from './lease';
 import { assertName, resolveOptions, SHARED_POOL, type SemaphoreOptions } from './options';
@@ -55,10 +56,6 @@ interface Entry {
 
 const DEFAULT_MAX_CONNECTIONS = 50;
 const DEFAULT_IDLE_TIMEOUT = 30_000;
-/** Longest close() waits for connections still opening (node-redis' default connect timeout). */
-const CLOSE_OPENING_MS = 5000;
-/** How often the manager checks whether the caller closed its client, while it has names or connections. */
-const CLIENT_WATCH_MS = 250;
 
 /**
  * Any number of semaphore names on one client: `locks.lock(name, fn)` for a lock per user, order or

@@ -30,7 +30,8 @@ import { endRegistrations } from './lock/registration';
 import { create, CREATE_RESULT, signal } from './redis/scripts';
 import { prepareConnection } from './lock/slice';
 import { holdTraced, traceHold, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
-import { Interrupts, UNBLOCK_ANSWER_MS } from './lock/interrupts';
+import { Interrupts } from './lock/interrupts';
+import { CLOSE_IN_FLIGHT_MS, UNBLOCK_ANSWER_MS } from './lock/timing';
 import { BlockingWait } from './lock/blocking-wait';
 import { warn } from './util/warn';
 
@@ -54,9 +55,6 @@ export const IS_IDLE = Symbol('redis-token-semaphore.isIdle');
 
 /** A lock manager's question: whether this semaphore was closed (by its caller, or when the caller closed its client). */
 export const IS_CLOSED = Symbol('redis-token-semaphore.isClosed');
-
-/** How long close() waits for blocked waits to settle by themselves before it closes their connections. */
-const CLOSE_SETTLE_MS = 1500;
 
 /**
  * A distributed counting semaphore on a Redis token list: `resources` tokens, taken with `lock()`
@@ -370,7 +368,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       ctx.pool.stopServing();
       this.#parts.interrupts.interruptAll();
       const settled = everyCallSettled(ctx.inFlight);
-      await withDeadline(settled, CLOSE_SETTLE_MS, 'close').catch(() => undefined);
+      await withDeadline(settled, CLOSE_IN_FLIGHT_MS, 'close').catch(() => undefined);
       ctx.pool.close();
       await settled;
       const abandoned = this.#reclaim.takePendingDrains();

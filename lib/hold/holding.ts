@@ -1,5 +1,6 @@
 import { LockLostError } from '../errors';
 import type { LockLostReason } from '../options';
+import { holderLeaseMs, REFRESHES_PER_LEASE } from '../lock/timing';
 
 /** What a holding asks of its semaphore. */
 export interface HoldingHost {
@@ -22,17 +23,6 @@ export interface LeaseTerms {
   readonly holderMs: number;
   /** Refresh every third of the lease while held. */
   readonly autoRefresh: boolean;
-}
-
-/** Refreshes per lease: one lost or slow refresh still leaves two chances before the lease ends. */
-const REFRESHES_PER_LEASE = 3;
-
-/**
- * The lease this process counts is shorter than `staleClientTimeout` by this margin (Redlock's
- * rule: 1% for clock-rate drift, 2 ms for timer lateness), so it ends before Redis may reclaim.
- */
-export function holderLeaseMs(staleMs: number): number {
-  return Math.max(1, staleMs * 0.99 - 2);
 }
 
 /** The terms of every holding of a semaphore with this `staleClientTimeout` (null: no lease). */

@@ -3,13 +3,12 @@ import type { Connection } from '../redis/client/connection';
 import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
 import { backoffMs, DeadlineExceeded, DeadlineQueue, sleep, withDeadline } from '../util/deadline';
-import { MAX_TIMER_MS } from '../util/durations';
 import { SemaphoreClosedError, SemaphoreRedisError } from '../errors';
 import { grantIdOf } from '../redis/status';
 import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holding';
 import type { LockLostReason } from '../options';
 import { replyErrorCode, wasNeverSent } from '../redis/client/classify';
-import { ANSWER_MS } from '../lock/recover';
+import { MAX_TIMER_MS, mostlySpent, RELEASE_ANSWER_MS, RENEW_ANSWER_MS } from '../lock/timing';
 import { callAndWait, checkReplicated, type Replied } from './replication';
 import { refresh, release, type ReleaseReply } from '../redis/scripts';
 import { debug } from '../telemetry';
@@ -34,13 +33,6 @@ export interface Attempt {
   readonly startedAt: number;
   readonly signal: AbortSignal | undefined;
 }
-
-/**
- * How long one release try waits for its answer before the call rejects (a try with no answer is not
- * repeated: an offline queue still holds it). Longer than a failover (a Sentinel promotion takes a
- * few seconds), during which the release is held and then runs on the new primary.
- */
-const RELEASE_ANSWER_MS = 10_000;
 
 /** Every release try of the process, each limited to RELEASE_ANSWER_MS, with one timer for all. */
 const releaseDeadlines = new DeadlineQueue(RELEASE_ANSWER_MS);
@@ -110,7 +102,7 @@ export class Holdings {
     // A grant whose lease is mostly spent (a long blocking wait counts from when the pipeline was
     // sent; see DESIGN "Leases") is refreshed once before it is handed out, which restarts its
     // lease from a known send time, or finds it already reclaimed.
-    if (terms !== null && grant.anchor + terms.holderMs - performance.now() < (2 / 3) * terms.holderMs) {
+    if (terms !== null && mostlySpent(grant.anchor, terms.holderMs, performance.now())) {
       return this.#renewThenHold(grant, attempt);
     }
     try {
@@ -135,7 +127,7 @@ export class Holdings {
   async #renewThenHold(grant: Grant, attempt: Attempt): Promise<Holding> {
     const sentAt = performance.now();
     // Bounded: a main client that does not answer (stuck reconnecting) must not hold up the grant.
-    const renewed = await withDeadline(this.refreshGrant(grant), ANSWER_MS, 'refresh').catch(() => null);
+    const renewed = await withDeadline(this.refreshGrant(grant), RENEW_ANSWER_MS, 'refresh').catch(() => null);
     return this.#hold(grant, attempt, renewed ? sentAt : grant.anchor, renewed);
   }
 

@@ -2,6 +2,7 @@
 import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
 import { reapWaiters, releaseStale } from '../redis/scripts';
+import { drainTimes } from '../lock/timing';
 
 /** What `startWatchdog` returns. */
 export interface Watchdog {
@@ -83,7 +84,7 @@ export class Reclaim {
    * (a half-open connection's BLMOVE runs until its timeout). close() runs the pending drains at once.
    */
   drainAbandoned(id: string, blockedUntil: number): void {
-    for (const at of [performance.now() + 250, blockedUntil + this.#ctx.graceMs()]) {
+    for (const at of drainTimes(performance.now(), blockedUntil, this.#ctx.options.waitSlice)) {
       const timer = setTimeout(
         () => {
           this.#drains.delete(timer);

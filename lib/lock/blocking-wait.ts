@@ -11,18 +11,7 @@ import { checkReplicated, waitOn } from '../hold/replication';
 import { explainConnectionFailure } from '../redis/server-checks';
 import { blockOnce, type SliceOutcome, type WaitParts } from './slice';
 import { debug } from '../telemetry';
-
-/**
- * The longest slice in two cases. The first slice under an advance registration: nothing created the
- * semaphore before that BLMOVE, and if it was reset meanwhile (deleted, flushed, a restart without
- * persistence), the claim that ends this slice re-creates it and re-registers, so the wait loses at
- * most this long. And a turn on a lock manager's shared connection when all of them are open: a
- * caller that queues for one gets it within this long.
- */
-const TURN_MS = 1000;
-
-/** How often a semaphore on the caller's client checks whether the caller closed it. */
-const CLIENT_WATCH_MS = 250;
+import { CLIENT_WATCH_MS, isLastSlice, sliceMs } from './timing';
 
 export class BlockingWait {
   readonly #parts: WaitParts;
@@ -85,17 +74,13 @@ export class BlockingWait {
           }
           this.#stopIfClosedOrAborted(signal, registration, connection);
           const remaining = deadline - performance.now();
-          // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
+          // Past the deadline, a live registration still gets a last slice, whose claim ends it.
           if (remaining <= 0 && registration === null) return null;
-          const longest =
-            registration?.advance || ctx.pool.crowded
-              ? Math.min(TURN_MS, ctx.options.waitSlice)
-              : ctx.options.waitSlice;
-          const slice = Math.min(Math.max(remaining, 1), longest);
+          const short = registration?.advance === true || ctx.pool.crowded;
+          const slice = sliceMs(remaining, ctx.options.waitSlice, short);
           registration ??= { id: newId(), until: 0 };
           broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
-          // The deadline ends within this slice (shortened or not): its claim ends the registration.
-          const lastSlice = slice >= remaining;
+          const lastSlice = isLastSlice(slice, remaining);
           const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, signal, deadline);
           let outcome: SliceOutcome;
           try {

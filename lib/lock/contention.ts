@@ -1,12 +1,7 @@
 // Whether the next lock() skips tryLock (others wait too), and the advance registrations: waiter registrations a claim kept for this instance's next waits.
 import type { SemaphoreContext } from '../context';
 import { endRegistrations, type Registration } from './registration';
-
-/**
- * An advance registration (see `Contention`) nobody took within this long is removed: a busy loop takes
- * it within microseconds, and an idle one must not look like a waiter to `waiting()` for long.
- */
-const ADVANCE_IDLE_MS = 200;
+import { ADVANCE_IDLE_MS } from './timing';
 
 export class Contention {
   readonly #ctx: SemaphoreContext;

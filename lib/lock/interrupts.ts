@@ -2,9 +2,7 @@
 import type { SemaphoreContext } from '../context';
 import { sleep, withDeadline } from '../util/deadline';
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
-
-/** How long one `CLIENT UNBLOCK` waits for its answer before the connection is closed instead. */
-export const UNBLOCK_ANSWER_MS = 500;
+import { UNBLOCK_ANSWER_MS, unblockBackoffMs } from './timing';
 
 /** Most `CLIENT UNBLOCK`s sent for one cancelled slice (5 ms doubling: about 2.5 s) before its connection is closed. */
 const UNBLOCK_TRIES = 9;
@@ -75,7 +73,7 @@ export class Interrupts {
         } catch {
           break;
         }
-        await Promise.race([settled, sleep(5 * 2 ** attempt)]);
+        await Promise.race([settled, sleep(unblockBackoffMs(attempt))]);
       }
       if (done) return;
     }

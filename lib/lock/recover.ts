@@ -7,19 +7,7 @@ import type { Reclaim } from '../hold/reclaim';
 import { isConnectionError, isMisattributedReply } from '../redis/client/classify';
 import { callScript, recover as recoverCall } from '../redis/scripts';
 import { debug } from '../telemetry';
-
-/**
- * How many registration lifetimes an abandoned grant id stays marked (recover-10.lua): long enough for a
- * pipeline delayed in the network (TCP retransmits after a healed partition) to arrive and be refused.
- */
-const ABANDONED_LIFETIMES = 4;
-
-/**
- * How long `recover` waits for Redis' answer. A client with an offline queue (node-redis' default)
- * holds commands while Redis is unreachable: past this, the step gives up (the queued command may
- * still run later, and its outcome is then settled in the background).
- */
-export const ANSWER_MS = 3000;
+import { abandonedMarkMs, RECOVER_ANSWER_MS } from './timing';
 
 /** A blocking wait gave up on its connection after this many failures in a row. */
 export const MAX_CONNECTION_FAILURES = 5;
@@ -42,7 +30,7 @@ export async function recover(
   id: string,
   registration: string,
   blockedUntil?: number,
-  answerMs = ANSWER_MS,
+  answerMs = RECOVER_ANSWER_MS,
 ): Promise<Grant | null> {
   debug('%s recover %s (registration %s)', ctx.name, id, registration);
   let attempt = 0;
@@ -50,10 +38,7 @@ export async function recover(
     try {
       const client = await ctx.ready(true);
       const sent = performance.now();
-      const running = callScript(
-        client,
-        recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs()),
-      );
+      const running = callScript(client, recoverCall(ctx, id, registration, abandonedMarkMs(ctx.options.waitSlice)));
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
         if (late) void holdings.giveBack({ token: late.token, id });

@@ -5,7 +5,8 @@ import { DeadlineExceeded } from '../util/deadline';
 import { toBlockingTimeout } from '../util/durations';
 import { SemaphoreRedisError } from '../errors';
 import type { Grant } from '../hold/holdings';
-import { ANSWER_MS, recover, type RecoverParts } from './recover';
+import { recover, type RecoverParts } from './recover';
+import { coversSlice, recoverWithinMs, registrationLifetimeMs, sliceGuardMs } from './timing';
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForNow } from '../redis/client/classify';
 import { newId } from '../util/ids';
@@ -55,14 +56,12 @@ export async function blockOnce(
   const { ctx, interrupts } = parts;
   const { id } = registration;
   if (debugEnabled) debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
-  const lifetime = ctx.registrationLifetimeMs();
-  const grace = ctx.graceMs();
+  const lifetime = registrationLifetimeMs(ctx.options.waitSlice);
   const sent = performance.now();
   // Sent as EVAL: a NOSCRIPT here would leave the BLMOVE behind it unregistered.
-  const prepared =
-    registration.until - sent >= sliceMs + grace / 2
-      ? undefined
-      : connection.sendCommand(evalCommand(prepareWait(ctx, id, lifetime)));
+  const prepared = coversSlice(registration.until - sent, sliceMs, ctx.options.waitSlice)
+    ? undefined
+    : connection.sendCommand(evalCommand(prepareWait(ctx, id, lifetime)));
   const moved = connection.sendCommand([
     'BLMOVE',
     ctx.keys.available,
@@ -85,7 +84,7 @@ export async function blockOnce(
   const results = settleAll(prepared, moved, claimed, hooked);
   // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
   // settles what the pipeline may have done.
-  const guard = setTimeout(() => void disconnectQuietly(connection), Math.ceil(sliceMs + grace / 2));
+  const guard = setTimeout(() => void disconnectQuietly(connection), sliceGuardMs(sliceMs, ctx.options.waitSlice));
   // An abort or close() ends the slice early (Interrupts), keeping the connection.
   const disarm = interrupts.arm(connection, results, signal);
   const { prepare, move, claim } = await results;
@@ -168,10 +167,10 @@ async function settleTroubledSlice(
     return { grant: null, registration: null, failure: failure.reason };
   }
   if (failure) {
-    // Redis may not answer (an outage, with an offline queue): past the caller's deadline (at least
-    // a moment, at most ANSWER_MS) the attempt counts as failed, and a late answer settles itself.
-    const wait = Math.max(250, Math.min(ANSWER_MS, deadline - performance.now()));
-    const grant = await recover(parts, grantId, id, sent + sliceMs, wait).catch((error: unknown) => {
+    // Redis may not answer (an outage, with an offline queue): past the caller's deadline the
+    // attempt counts as failed, and a late answer settles itself.
+    const within = recoverWithinMs(deadline, performance.now());
+    const grant = await recover(parts, grantId, id, sent + sliceMs, within).catch((error: unknown) => {
       if ((error as { cause?: unknown }).cause instanceof DeadlineExceeded) return null;
       throw error;
     });

@@ -13,14 +13,7 @@ import { tryLock, type TryLockReply } from '../redis/scripts';
 import type { WaitParts } from './slice';
 import { acquireTraced, debug, debugEnabled, traceAcquire, type AcquireForm, type AcquireTrace } from '../telemetry';
 import type { BlockingWait } from './blocking-wait';
-
-/**
- * How long a lock waits for its tryLock's answer before it goes on without it. Past this, Redis is
- * stalled or the client does not deliver (node-redis can stay "not ready" after a reconnect): a lock
- * with a timeout then resolves null once the timeout has passed too, and any other waits on a
- * blocking connection of its own.
- */
-export const TRY_ANSWER_MS = 1000;
+import { readyWithinMs, registrationLifetimeMs, SETTLE_TRY_MS, TRY_ANSWER_MS, waitDeadline } from './timing';
 
 /** Every tryLock of the process, each limited to TRY_ANSWER_MS, with one timer for all. */
 const tryLockAnswers = new DeadlineQueue(TRY_ANSWER_MS);
@@ -72,7 +65,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
   const { ctx, holdings, contention, reclaim } = parts;
   attempt.signal?.throwIfAborted();
   if (ctx.readyNow() === undefined && !(await readyInTime(ctx, timeout, attempt.signal))) return null;
-  const deadline = timeout === null ? Infinity : attempt.startedAt + timeout;
+  const deadline = waitDeadline(attempt.startedAt, timeout);
   let registration: Registration | null = null;
   if (contention.skipsTryLock(timeout)) registration = contention.takeAdvanceRegistration();
   else {
@@ -81,7 +74,8 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
     const id = newId();
     const sent = performance.now();
     let answered: Replied<TryLockReply> | null;
-    const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs()));
+    const lifetime = registrationLifetimeMs(ctx.options.waitSlice);
+    const trying = callAndWait(ctx, 'lock', tryLock(ctx, id, timeout === 0 ? null : lifetime));
     try {
       answered = await raceAbort(answerInTime(ctx, trying), attempt.signal);
     } catch (error) {
@@ -122,7 +116,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
         return holdings.granted(grant, attempt);
       }
       if (timeout === 0) return null;
-      registration = { id, until: sent + ctx.registrationLifetimeMs() };
+      registration = { id, until: sent + lifetime };
     }
   }
   const beforeWait = checkpoint('lock:before-wait');
@@ -150,7 +144,7 @@ async function readyInTime(
 ): Promise<boolean> {
   let ready = ctx.ready().then(() => true);
   if (timeout !== null) {
-    ready = withDeadline(ready, Math.max(timeout, TRY_ANSWER_MS), 'ready').catch((error: unknown) => {
+    ready = withDeadline(ready, readyWithinMs(timeout), 'ready').catch((error: unknown) => {
       if (error instanceof DeadlineExceeded) return false;
       throw error;
     });
@@ -174,13 +168,6 @@ function answerInTime<T>(ctx: AcquireParts['ctx'], trying: Promise<T>): Promise<
 /** A try past TRY_ANSWER_MS rejects with the DeadlineExceeded itself, which acquireOrAbort tells apart. */
 const asIs = (error: DeadlineExceeded): Error => error;
 
-/**
- * How long close() waits for the undo of a try Redis has not answered: as long as a release try
- * (longer than a Sentinel failover). The undo needs the client open; an answer that comes later, to a
- * client closed meanwhile, leaves its token to its lease.
- */
-const UNDO_ANSWER_MS = 10_000;
-
 /** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
 function undoTryLock(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
   return withinUndoLimit(settleTry(parts, trying, id));
@@ -188,7 +175,7 @@ function undoTryLock(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>
 
 /** What close() waits for of an undo: the undo, or UNDO_ANSWER_MS (it runs on after that). */
 function withinUndoLimit(undone: Promise<void>): Promise<void> {
-  return withDeadline(undone, UNDO_ANSWER_MS, 'undo tryLock').catch(() => undefined);
+  return withDeadline(undone, SETTLE_TRY_MS, 'undo tryLock').catch(() => undefined);
 }
 
 async function settleTry(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {

@@ -1,8 +1,5 @@
-import { MAX_TIMER_MS } from '../util/durations';
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
-
-/** How long a pool that has connections waits before it tries to open another after one failed to open. */
-const OPEN_RETRY_MS = 1000;
+import { MAX_TIMER_MS, OPEN_RETRY_MS } from '../lock/timing';
 
 /** What a queued caller is handed: a connection, the error that kept one from opening, or null (gave up). */
 type Handoff = Connection | Error | null;

@@ -43,8 +43,8 @@ export function toBlockingTimeout(ms: number): string {
   return blockingSeconds(Math.max(1, Math.ceil(ms)));
 }
 
-/** setTimeout fires at once for delays past 2^31 - 1 ms; longer waits must not arm a timer. */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+/** For lib/options.ts until it imports MAX_TIMER_MS from lib/lock/timing.ts, its owner. */
+export { MAX_TIMER_MS } from '../lock/timing';
 
 /** Milliseconds as the whole number PEXPIRE takes ('' when off, which the scripts read as "none"). */
 export function toExpireArgument(ms: number | null): string {
