@@ -1,7 +1,7 @@
 // The public Semaphore class: its overloads, argument checks, wiring, events and close(); each step lives in a module of its own.
 import { EventEmitter } from 'node:events';
 import { nanoid } from 'nanoid';
-import { acquire, type AcquireParts } from './lock/take';
+import { take, type TakeParts } from './lock/take';
 import { checkpoint, hasCheckpointHook } from './util/checkpoint';
 import { Contention } from './lock/contention';
 import { SemaphoreContext } from './context';
@@ -12,7 +12,7 @@ import { assertDuration } from './util/durations';
 import { LockTimeoutError } from './errors';
 import type { HolderInfo } from './redis/status';
 import type { Holding } from './hold/holding';
-import { Holdings, type Attempt } from './hold/holdings';
+import { Ledger, type Attempt } from './hold/ledger';
 import * as inspect from './redis/inspect';
 import {
   assertGrantHandle,
@@ -68,10 +68,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   readonly resources: number;
 
   readonly #ctx: SemaphoreContext;
-  readonly #holdings: Holdings;
+  readonly #ledger: Ledger;
   readonly #contention: Contention;
   readonly #reclaim: Reclaim;
-  readonly #parts: AcquireParts;
+  readonly #parts: TakeParts;
   readonly #leaseHost: LeaseHost;
 
   constructor(name: string, options: SemaphoreOptions = {}) {
@@ -89,24 +89,24 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       (event) => this.listenerCount(event) > 0,
     );
     this.#ctx = ctx;
-    this.#holdings = new Holdings(ctx);
+    this.#ledger = new Ledger(ctx);
     this.#contention = new Contention(ctx);
     this.#reclaim = new Reclaim(ctx);
     const parts = {
       ctx,
-      holdings: this.#holdings,
+      ledger: this.#ledger,
       contention: this.#contention,
       reclaim: this.#reclaim,
       interrupts: new Interrupts(ctx),
     };
-    this.#parts = { ...parts, wait: new BlockingWait(parts, () => void this.close()) };
-    const holdings = this.#holdings;
+    this.#parts = { ...parts, blocking: new BlockingWait(parts, () => void this.close()) };
+    const ledger = this.#ledger;
     this.#leaseHost = {
       name,
       leaseMs: resolved.staleClientTimeout,
-      release: async (held) => (await holdings.release(held, true)) !== false,
-      refresh: (held) => holdings.refresh(held),
-      handOver: (held) => holdings.handOver(held),
+      release: async (held) => (await ledger.release(held, true)) !== false,
+      refresh: (held) => ledger.refresh(held),
+      handOver: (held) => ledger.handOver(held),
     };
   }
 
@@ -138,7 +138,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         );
       }
       const attempt = this.#attempt(false, checkSignal(second?.signal));
-      return this.#ctx.track(acquire(this.#parts, timeout, attempt).then(tokenOf));
+      return this.#ctx.track(take(this.#parts, timeout, attempt).then(tokenOf));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -157,7 +157,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       const timeout = checkTimeout(options.timeout);
       const attempt = this.#attempt(true, checkSignal(options.signal));
       return this.#ctx.track(
-        acquire(this.#parts, timeout, attempt, 'lease').then((holding) => {
+        take(this.#parts, timeout, attempt, 'lease').then((holding) => {
           if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
           return createLease(holding, this.#leaseHost);
         }),
@@ -176,18 +176,18 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     try {
       const found = this.#findHolding(token, 'unlock');
       if (found instanceof Promise || hasCheckpointHook()) return this.#unlock(found);
-      return found ? this.#holdings.release(found, true) : NOT_HELD;
+      return found ? this.#ledger.release(found, true) : NOT_HELD;
     } catch (error) {
       return Promise.reject(error as Error);
     }
   }
 
-  /** `unlock` when it must wait: for Redis to tell which holding (see `Holdings.find`), or for a test's checkpoint. */
+  /** `unlock` when it must wait: for Redis to tell which holding (see `Ledger.find`), or for a test's checkpoint. */
   async #unlock(found: Holding | undefined | Promise<Holding | undefined>): Promise<number | false> {
     const holding = await found;
     if (!holding) return false;
     await checkpoint('unlock:before');
-    const available = await this.#holdings.release(holding, true);
+    const available = await this.#ledger.release(holding, true);
     await checkpoint('unlock:after');
     return available;
   }
@@ -199,7 +199,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   async consume(token?: string): Promise<boolean> {
     const holding = await this.#findHolding(token, 'consume');
     if (!holding) return false;
-    return (await this.#holdings.release(holding, false)) !== false;
+    return (await this.#ledger.release(holding, false)) !== false;
   }
 
   /**
@@ -211,7 +211,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     await checkpoint('signal:before');
     const available = await this.#ctx.call('signal', signal(this.#ctx, token));
     // A token signalled back is no longer this instance's to release.
-    this.#holdings.loseAll('reclaimed', token);
+    this.#ledger.loseAll('reclaimed', token);
     return available;
   }
 
@@ -225,9 +225,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     try {
       assertGrantHandle(handle, this.name, 'release');
       // A grant this instance holds itself goes through its holding, so the holding ends too.
-      const holding = this.#holdings.holdingOf(handle.grantId, handle.token);
+      const holding = this.#ledger.holdingOf(handle.grantId, handle.token);
       if (holding) return this.#leaseHost.release(holding);
-      return this.#ctx.track(this.#holdings.releaseHandedOver({ token: handle.token, id: handle.grantId }));
+      return this.#ctx.track(this.#ledger.releaseHandedOver({ token: handle.token, id: handle.grantId }));
     } catch (error) {
       return Promise.reject(error as Error);
     }
@@ -253,23 +253,23 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     const holding = await this.#findHolding(target, 'refresh');
     if (!holding) return false;
     await checkpoint('refresh:before');
-    return this.#holdings.refresh(holding);
+    return this.#ledger.refresh(holding);
   }
 
   async #refreshHandedOver(handle: GrantHandle): Promise<boolean> {
     assertGrantHandle(handle, this.name, 'refresh');
-    const holding = this.#holdings.holdingOf(handle.grantId, handle.token);
+    const holding = this.#ledger.holdingOf(handle.grantId, handle.token);
     await checkpoint('refresh:before');
     return holding
-      ? this.#holdings.refresh(holding)
-      : this.#holdings.refreshGrant({ token: handle.token, id: handle.grantId });
+      ? this.#ledger.refresh(holding)
+      : this.#ledger.refreshGrant({ token: handle.token, id: handle.grantId });
   }
 
   /** Counters since this instance was made, how long recent acquisitions waited, and what it holds and waits for now. */
   stats(): SemaphoreStats {
     const { pool } = this.#ctx;
     return this.#ctx.telemetry.stats({
-      held: this.#holdings.live().length,
+      held: this.#ledger.live().length,
       queued: pool.queued,
       connections: pool.size,
     });
@@ -278,7 +278,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** The fencing number of `token`'s acquisition by this instance, or of the latest one; `undefined` if not held. */
   fence(token?: string): number | undefined {
     if (token !== undefined) assertToken(token, 'fence');
-    return this.#holdings.fence(token);
+    return this.#ledger.fence(token);
   }
 
   /** Every held token with its holder, as Redis records them, oldest first. */
@@ -297,7 +297,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   async isLocked(token?: string): Promise<boolean> {
     if (token !== undefined) assertToken(token, 'isLocked');
-    return inspect.isLocked(this.#ctx, this.#holdings, token);
+    return inspect.isLocked(this.#ctx, this.#ledger, token);
   }
 
   /** Whether the semaphore has been created in Redis. */
@@ -326,7 +326,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
 
   /** Removes every key of the semaphore. Holders' later `unlock` and `refresh` resolve `false`. */
   delete(): Promise<void> {
-    return inspect.deleteAll(this.#ctx, this.#holdings, this.#contention);
+    return inspect.deleteAll(this.#ctx, this.#ledger, this.#contention);
   }
 
   /**
@@ -360,7 +360,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     const ctx = this.#ctx;
     ctx.closing ??= (async () => {
       ctx.closeController.abort();
-      this.#parts.wait.stopWatchingClient();
+      this.#parts.blocking.stopWatchingClient();
       await this.#reclaim.stopWatchdogs();
       // Waiters queued for a connection stop; blocked ones are unblocked (their claims settle them,
       // and a token that reached one goes back) before their connections close. Waits that do not
@@ -381,7 +381,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
         await withDeadline(endRegistrations(ctx, advance), UNBLOCK_ANSWER_MS, 'ZREM').catch(() => undefined);
       // Tokens still held stay held, but nobody refreshes them any more: their holders hear
       // 'expired' when their leases end.
-      this.#holdings.stopRefreshing();
+      this.#ledger.stopRefreshing();
       if (ctx.ownsClient && ctx.client.isOpen) {
         // A client whose connection is gone (reconnecting) cannot QUIT; closing must still settle.
         const quit = ctx.client.isReady ? ctx.client.quit() : Promise.reject(new Error('not ready'));
@@ -396,7 +396,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return (
       this.#ctx.inFlight.size === 0 &&
       this.#ctx.pool.size === 0 &&
-      this.#holdings.live().length === 0 &&
+      this.#ledger.live().length === 0 &&
       !this.#reclaim.drainsPending
     );
   }
@@ -407,7 +407,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   }
 
   async #withToken<T>(timeout: number | null, fn: LockCallback<T>): Promise<Awaited<T>> {
-    const holding = await acquire(this.#parts, timeout, this.#attempt(true, undefined), 'callback');
+    const holding = await take(this.#parts, timeout, this.#attempt(true, undefined), 'callback');
     if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
     if (holdTraced()) return traceHold(this.name, this.resources, holding, () => this.#hold(holding, fn));
     // Awaited, not returned: a promise returned from an async function costs two more ticks.
@@ -420,10 +420,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     try {
       result = await fn(holding.token, holding.signal, holding.fence);
     } catch (error) {
-      await this.#holdings.release(holding, true).catch(() => undefined);
+      await this.#ledger.release(holding, true).catch(() => undefined);
       throw error;
     }
-    await this.#holdings.release(holding, true);
+    await this.#ledger.release(holding, true);
     return result;
   }
 
@@ -431,10 +431,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return { scoped, startedAt: performance.now(), signal };
   }
 
-  /** The holding `unlock(token)`, `consume(token)` or `refresh(token)` acts on (see `Holdings.find`). */
+  /** The holding `unlock(token)`, `consume(token)` or `refresh(token)` acts on (see `Ledger.find`). */
   #findHolding(token: string | undefined, operation: string) {
     if (token !== undefined) assertToken(token, operation);
-    return this.#holdings.find(token, operation);
+    return this.#ledger.find(token, operation);
   }
 
   /** Where an async listener's rejection goes (captureRejections): a warning, never a crash. */

@@ -2,32 +2,32 @@
 import type { Connection } from '../redis/client/connection';
 import { raceAbort, sleep, backoffMs } from '../util/deadline';
 import { SemaphoreClosedError, SemaphoreRedisError } from '../errors';
-import type { Attempt } from '../hold/holdings';
+import type { Attempt } from '../hold/ledger';
 import type { Holding } from '../hold/holding';
 import { MAX_CONNECTION_FAILURES } from './recover';
 import { newId } from '../util/ids';
 import { endRegistrations, type Registration } from './registration';
 import { checkReplicated, waitOn } from '../hold/replication';
 import { explainConnectionFailure } from '../redis/server-checks';
-import { blockOnce, type SliceOutcome, type WaitParts } from './slice';
+import { blockOnce, type SliceOutcome, type BlockingParts } from './slice';
 import { debug } from '../telemetry';
 import { CLIENT_WATCH_MS, isLastSlice, sliceMs } from './timing';
 
 export class BlockingWait {
-  readonly #parts: WaitParts;
+  readonly #parts: BlockingParts;
   /** Closes the semaphore (when the caller closed its client). */
   readonly #close: () => void;
   /** Watches the caller's client while this semaphore has connections (see #watchClient). */
   #clientWatch: NodeJS.Timeout | undefined;
 
-  constructor(parts: WaitParts, close: () => void) {
+  constructor(parts: BlockingParts, close: () => void) {
     this.#parts = parts;
     this.#close = close;
   }
 
   /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
-  async wait(deadline: number, attempt: Attempt, registered: Registration | null): Promise<Holding | null> {
-    const { ctx, holdings } = this.#parts;
+  async block(deadline: number, attempt: Attempt, registered: Registration | null): Promise<Holding | null> {
+    const { ctx, ledger } = this.#parts;
     const { signal } = attempt;
     this.#watchClient();
     let registration = registered;
@@ -48,7 +48,7 @@ export class BlockingWait {
       }
       let connection: Connection | null;
       try {
-        connection = ctx.pool.takeIdle() ?? (await ctx.pool.acquire(deadline, signal));
+        connection = ctx.pool.checkoutIdle() ?? (await ctx.pool.checkout(deadline, signal));
       } catch (error) {
         failures++;
         lastError = error;
@@ -99,9 +99,9 @@ export class BlockingWait {
             const grant = outcome.grant;
             // waitReplicas: the claim wrote the grant on this connection, so WAIT there.
             if (ctx.options.waitReplicas) {
-              await checkReplicated(ctx, 'lock', await waitOn(ctx, connection), () => holdings.giveBack(grant));
+              await checkReplicated(ctx, 'lock', await waitOn(ctx, connection), () => ledger.giveBack(grant));
             }
-            return await holdings.granted(grant, attempt, connection);
+            return await ledger.granted(grant, attempt, connection);
           }
           registration = outcome.registration;
           if (broken) {
@@ -116,7 +116,7 @@ export class BlockingWait {
           if (ctx.pool.turnTaking) break;
         }
       } finally {
-        if (owned) ctx.pool.release(connection, broken);
+        if (owned) ctx.pool.checkin(connection, broken);
       }
     }
   }
@@ -158,19 +158,19 @@ export class BlockingWait {
 
   /** What a slice abandoned by its caller (an abort) leaves: the token goes back, the registration ends. */
   async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: Connection): Promise<void> {
-    const { ctx, holdings } = this.#parts;
+    const { ctx, ledger } = this.#parts;
     let broken = true;
     try {
       const outcome = await pending;
       broken = outcome.failure !== undefined;
       // On the waiter's own connection, free now, which works even when the caller closed its client.
       const via = broken ? undefined : connection;
-      if (outcome.grant !== null) await holdings.giveBack(outcome.grant, via);
+      if (outcome.grant !== null) await ledger.giveBack(outcome.grant, via);
       await endRegistrations(ctx, [outcome.registration?.id], via);
     } catch {
       // A refused slice settled itself (blockOnce gives back what its claim kept).
     } finally {
-      ctx.pool.release(connection, broken);
+      ctx.pool.checkin(connection, broken);
     }
   }
 

@@ -2,7 +2,7 @@
 import type { SemaphoreContext } from '../context';
 import { backoffMs, DeadlineExceeded, raceAbort, sleep, withDeadline } from '../util/deadline';
 import { SemaphoreError, SemaphoreRedisError } from '../errors';
-import type { Grant, Holdings } from '../hold/holdings';
+import type { Grant, Ledger } from '../hold/ledger';
 import type { Reclaim } from '../hold/reclaim';
 import { isConnectionError, isMisattributedReply } from '../redis/client/classify';
 import { callScript, recover as recoverCall } from '../redis/scripts';
@@ -14,7 +14,7 @@ export const MAX_CONNECTION_FAILURES = 5;
 
 export interface RecoverParts {
   readonly ctx: SemaphoreContext;
-  readonly holdings: Holdings;
+  readonly ledger: Ledger;
   readonly reclaim: Reclaim;
 }
 
@@ -26,7 +26,7 @@ export interface RecoverParts {
  * surely over (Reclaim.drainAbandoned).
  */
 export async function recover(
-  { ctx, holdings, reclaim }: RecoverParts,
+  { ctx, ledger, reclaim }: RecoverParts,
   id: string,
   registration: string,
   blockedUntil?: number,
@@ -41,7 +41,7 @@ export async function recover(
       const running = callScript(client, recoverCall(ctx, id, registration, abandonedMarkMs(ctx.options.waitSlice)));
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
-        if (late) void holdings.giveBack({ token: late.token, id });
+        if (late) void ledger.giveBack({ token: late.token, id });
       });
       if (adopted === null) {
         if (blockedUntil !== undefined) reclaim.drainAbandoned(registration, blockedUntil);

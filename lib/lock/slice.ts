@@ -4,7 +4,7 @@ import type { Contention } from './contention';
 import { DeadlineExceeded } from '../util/deadline';
 import { toBlockingTimeout } from '../util/durations';
 import { SemaphoreRedisError } from '../errors';
-import type { Grant } from '../hold/holdings';
+import type { Grant } from '../hold/ledger';
 import { recover, type RecoverParts } from './recover';
 import { coversSlice, recoverWithinMs, registrationLifetimeMs, sliceGuardMs } from './timing';
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
@@ -25,7 +25,7 @@ import { debug, debugEnabled } from '../telemetry';
 import type { Interrupts } from './interrupts';
 
 /** What a blocking wait works with. */
-export interface WaitParts extends RecoverParts {
+export interface BlockingParts extends RecoverParts {
   readonly contention: Contention;
   readonly interrupts: Interrupts;
 }
@@ -45,7 +45,7 @@ export interface SliceOutcome {
  * connection. Resolves the token, or the registration to use for the next slice (null: make a new one).
  */
 export async function blockOnce(
-  parts: WaitParts,
+  parts: BlockingParts,
   connection: Connection,
   registration: Registration,
   sliceMs: number,
@@ -81,7 +81,7 @@ export async function blockOnce(
     : callStored(connection, claimCall());
   // (A test's hook: its rejection is handled at once, like every promise here.)
   const hooked = checkpoint('lock:waiting')?.then(undefined, () => undefined);
-  const results = settleAll(prepared, moved, claimed, hooked);
+  const results = pipelineResults(prepared, moved, claimed, hooked);
   // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
   // settles what the pipeline may have done.
   const guard = setTimeout(() => void disconnectQuietly(connection), sliceGuardMs(sliceMs, ctx.options.waitSlice));
@@ -107,7 +107,7 @@ export async function blockOnce(
       });
     }
     // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
-    // (Holdings.granted refreshes the grant first when that leaves too little of it).
+    // (Ledger.granted refreshes the grant first when that leaves too little of it).
     return { grant: { token, id: grantId, fence, anchor: sent }, registration: null };
   }
   return settleTroubledSlice(
@@ -141,14 +141,14 @@ interface SentSlice {
  * one of its commands. Settles what the pipeline may have done and says how the wait goes on.
  */
 async function settleTroubledSlice(
-  parts: WaitParts,
+  parts: BlockingParts,
   connection: Connection,
   { prepare, move, claim }: SliceResults,
   { registration, grantId, sent, sliceMs }: SentSlice,
   signal: AbortSignal | undefined,
   deadline: number,
 ): Promise<SliceOutcome> {
-  const { ctx, holdings, reclaim } = parts;
+  const { ctx, ledger, reclaim } = parts;
   const { id } = registration;
   const results = [prepare, move, claim];
   // A connection failure, or a cluster or failover refusing for now (TRYAGAIN mid-migration,
@@ -163,7 +163,7 @@ async function settleTroubledSlice(
     // Its caller has gone: recover settles the attempt, giving back a token the pipeline may have
     // claimed (close() waits for it). A registration the claim kept goes too.
     const grant = await recover(parts, grantId, id, sent + sliceMs).catch(() => null);
-    if (grant) await holdings.giveBack(grant);
+    if (grant) await ledger.giveBack(grant);
     return { grant: null, registration: null, failure: failure.reason };
   }
   if (failure) {
@@ -180,11 +180,11 @@ async function settleTroubledSlice(
   const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (claim.status === 'fulfilled') {
     // So prepareWait or BLMOVE was refused (blockOnce took the slices where all three answered).
-    // The claim ran after it and settled the inbox, so no recover is needed: undo what the claim
+    // The claim ran after it and settled the inbox, so no recover is needed: give back what the claim
     // kept, report.
     const { token, renewed, expired } = claim.value;
     reclaim.reapInBackground(expired);
-    if (token !== null) await holdings.giveBack({ token, id: grantId });
+    if (token !== null) await ledger.giveBack({ token, id: grantId });
     if (renewed) void endRegistrations(ctx, [id]);
     throw new SemaphoreRedisError(ctx.name, 'lock', error?.reason);
   }
@@ -195,7 +195,7 @@ async function settleTroubledSlice(
   }
   const grant = await recover(parts, grantId, id);
   if (error) {
-    if (grant !== null) await holdings.giveBack(grant);
+    if (grant !== null) await ledger.giveBack(grant);
     throw new SemaphoreRedisError(ctx.name, 'lock', error.reason);
   }
   return { grant, registration: null };
@@ -213,7 +213,7 @@ const answered = () => ANSWERED;
  * Every outcome is taken at once, so no rejection waits unhandled behind another command. Cheaper
  * than `Promise.allSettled` (its iterator, resolve functions and result array, per slice).
  */
-async function settleAll(
+async function pipelineResults(
   prepared: Promise<unknown> | undefined,
   moved: Promise<unknown>,
   claimed: Promise<ClaimReply>,

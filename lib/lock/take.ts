@@ -1,7 +1,7 @@
-// lock()'s path to a token: the fast path (tryLock) and its undo, then the blocking wait when it missed or was skipped.
+// lock()'s path to a token (take): the fast path (tryLock) and its settling, then the blocking wait when it missed or was skipped.
 import { checkpoint } from '../util/checkpoint';
 import { DeadlineExceeded, DeadlineQueue, raceAbort, withDeadline } from '../util/deadline';
-import type { Attempt } from '../hold/holdings';
+import type { Attempt } from '../hold/ledger';
 import type { Holding } from '../hold/holding';
 import { recover } from './recover';
 import { SemaphoreClosedError } from '../errors';
@@ -10,7 +10,7 @@ import { newId } from '../util/ids';
 import { endRegistrations, type Registration } from './registration';
 import { callAndWait, checkReplicated, type Replied } from '../hold/replication';
 import { tryLock, type TryLockReply } from '../redis/scripts';
-import type { WaitParts } from './slice';
+import type { BlockingParts } from './slice';
 import { acquireTraced, debug, debugEnabled, traceAcquire, type AcquireForm, type AcquireTrace } from '../telemetry';
 import type { BlockingWait } from './blocking-wait';
 import { readyWithinMs, registrationLifetimeMs, SETTLE_TRY_MS, TRY_ANSWER_MS, waitDeadline } from './timing';
@@ -18,17 +18,17 @@ import { readyWithinMs, registrationLifetimeMs, SETTLE_TRY_MS, TRY_ANSWER_MS, wa
 /** Every tryLock of the process, each limited to TRY_ANSWER_MS, with one timer for all. */
 const tryLockAnswers = new DeadlineQueue(TRY_ANSWER_MS);
 
-/** What acquiring works with. */
-export interface AcquireParts extends WaitParts {
-  readonly wait: BlockingWait;
+/** What taking a token works with. */
+export interface TakeParts extends BlockingParts {
+  readonly blocking: BlockingWait;
 }
 
 /**
  * A token for `attempt`, or null when none came within `timeout` ms; counts timeouts and aborts, and
  * traces the wait on the `acquire` tracing channel when someone subscribes (`form`: which call).
  */
-export function acquire(
-  parts: AcquireParts,
+export function take(
+  parts: TakeParts,
   timeout: number | null,
   attempt: Attempt,
   form: AcquireForm = 'lock',
@@ -44,10 +44,10 @@ export function acquire(
   );
 }
 
-async function counted(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
+async function counted(parts: TakeParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
   const { telemetry } = parts.ctx;
   try {
-    const holding = await acquireOrAbort(parts, timeout, attempt);
+    const holding = await takeOrAbort(parts, timeout, attempt);
     if (holding === null) telemetry.timedOut(timeout ?? Infinity, attempt.startedAt);
     return holding;
   } catch (error) {
@@ -61,8 +61,8 @@ function isAbort(attempt: Attempt, error: unknown): boolean {
   return attempt.signal?.aborted === true && error === attempt.signal.reason;
 }
 
-async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
-  const { ctx, holdings, contention, reclaim } = parts;
+async function takeOrAbort(parts: TakeParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
+  const { ctx, ledger, contention, reclaim } = parts;
   attempt.signal?.throwIfAborted();
   if (ctx.readyNow() === undefined && !(await readyInTime(ctx, timeout, attempt.signal))) return null;
   const deadline = waitDeadline(attempt.startedAt, timeout);
@@ -80,8 +80,8 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
       answered = await raceAbort(answerInTime(ctx, trying), attempt.signal);
     } catch (error) {
       if (attempt.signal?.aborted && error === attempt.signal.reason) {
-        // Aborted while the script was on its way: whatever it did is undone in the background.
-        void ctx.track(undoTryLock(parts, trying, id));
+        // Aborted while the script was on its way: the try is settled in the background.
+        void ctx.track(forClose(settleTry(parts, trying, id)));
         throw error;
       }
       if (!(error instanceof DeadlineExceeded)) {
@@ -90,16 +90,16 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
         if (!(isConnectionError(error) || isMisattributedReply(error)) || wasNeverSent(error)) throw error;
         const adopted = await recover(parts, id, id).catch(() => null);
         if (adopted === null) throw error;
-        return holdings.granted(adopted, attempt);
+        return ledger.granted(adopted, attempt);
       }
       // No answer in time (Redis stalled, or a client that never becomes ready again after a
-      // reconnect): the try is undone whenever its answer comes, and the lock goes on without it
+      // reconnect): the try is settled whenever its answer comes, and the lock goes on without it
       // (as do the next ones, until that answer comes: see Contention.unanswered).
       contention.unanswered++;
       const settled = () => void contention.unanswered--;
-      const undone = settleTry(parts, trying, id);
-      undone.then(settled, settled);
-      void ctx.track(withinUndoLimit(undone));
+      const settling = settleTry(parts, trying, id);
+      settling.then(settled, settled);
+      void ctx.track(forClose(settling));
       if (performance.now() >= deadline) return null;
       answered = null;
     }
@@ -112,8 +112,8 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
       if (token !== null) {
         const grant = { token, id, fence, anchor: sent };
         if (answered.acknowledged !== null)
-          await checkReplicated(ctx, 'lock', answered.acknowledged, () => holdings.giveBack(grant));
-        return holdings.granted(grant, attempt);
+          await checkReplicated(ctx, 'lock', answered.acknowledged, () => ledger.giveBack(grant));
+        return ledger.granted(grant, attempt);
       }
       if (timeout === 0) return null;
       registration = { id, until: sent + lifetime };
@@ -122,7 +122,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
   const beforeWait = checkpoint('lock:before-wait');
   if (beforeWait) await beforeWait;
   try {
-    const holding = await parts.wait.wait(deadline, attempt, registration);
+    const holding = await parts.blocking.block(deadline, attempt, registration);
     // A wait that timed out (or failed, below) proves nothing about contention: try first next time.
     if (holding === null) contention.contended = false;
     return holding;
@@ -138,7 +138,7 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
  * an abort (which rejects with its reason) or close() (SemaphoreClosedError).
  */
 async function readyInTime(
-  ctx: AcquireParts['ctx'],
+  ctx: TakeParts['ctx'],
   timeout: number | null,
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
@@ -159,35 +159,31 @@ async function readyInTime(
 }
 
 /** `trying`, or a `DeadlineExceeded` once it went TRY_ANSWER_MS (and `waitReplicas`' WAIT) unanswered. */
-function answerInTime<T>(ctx: AcquireParts['ctx'], trying: Promise<T>): Promise<T> {
+function answerInTime<T>(ctx: TakeParts['ctx'], trying: Promise<T>): Promise<T> {
   const replicas = ctx.options.waitReplicas;
   if (replicas) return withDeadline(trying, TRY_ANSWER_MS + replicas.timeoutMs, 'tryLock');
   return tryLockAnswers.watch(trying, 'tryLock', asIs);
 }
 
-/** A try past TRY_ANSWER_MS rejects with the DeadlineExceeded itself, which acquireOrAbort tells apart. */
+/** A try past TRY_ANSWER_MS rejects with the DeadlineExceeded itself, which takeOrAbort tells apart. */
 const asIs = (error: DeadlineExceeded): Error => error;
 
-/** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
-function undoTryLock(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
-  return withinUndoLimit(settleTry(parts, trying, id));
+/** What close() waits for of a try's settling: at most SETTLE_TRY_MS (it runs on after that). */
+function forClose(settling: Promise<void>): Promise<void> {
+  return withDeadline(settling, SETTLE_TRY_MS, 'settle tryLock').catch(() => undefined);
 }
 
-/** What close() waits for of an undo: the undo, or UNDO_ANSWER_MS (it runs on after that). */
-function withinUndoLimit(undone: Promise<void>): Promise<void> {
-  return withDeadline(undone, SETTLE_TRY_MS, 'undo tryLock').catch(() => undefined);
-}
-
-async function settleTry(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
+/** Gives back what a try nobody waits for took (its token, or its registration), once its answer comes. */
+async function settleTry(parts: TakeParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
   let token: string | null;
   try {
     ({ token } = (await trying).reply);
   } catch (error) {
     if (wasNeverSent(error)) return;
     const grant = await recover(parts, id, id).catch(() => null);
-    if (grant) await parts.holdings.giveBack(grant);
+    if (grant) await parts.ledger.giveBack(grant);
     return;
   }
-  if (token !== null) await parts.holdings.releaseGrant({ token, id }, true).catch(() => undefined);
+  if (token !== null) await parts.ledger.giveBack({ token, id });
   else void endRegistrations(parts.ctx, [id]);
 }

@@ -23,9 +23,9 @@ export interface ConnectionPool {
    * the next caller will queue, and its turn must come soon.
    */
   readonly crowded: boolean;
-  acquire(deadline: number, signal?: AbortSignal): Promise<Connection | null>;
-  takeIdle(): Connection | undefined;
-  release(connection: Connection, broken?: boolean): void;
+  checkout(deadline: number, signal?: AbortSignal): Promise<Connection | null>;
+  checkoutIdle(): Connection | undefined;
+  checkin(connection: Connection, broken?: boolean): void;
   idOf(connection: Connection): string | undefined;
   stopServing(): void;
   control(): Promise<Connection>;
@@ -117,13 +117,13 @@ export class BlockingPool implements ConnectionPool {
   }
 
   /**
-   * A connection of the caller's own until `release`, or null once `deadline` (performance.now())
+   * A connection of the caller's own until `checkin`, or null once `deadline` (performance.now())
    * passes in the queue, `signal` aborts, or the pool closes. Rejects when a connection opened for
    * it fails to open.
    */
-  async acquire(deadline: number, signal?: AbortSignal): Promise<Connection | null> {
+  async checkout(deadline: number, signal?: AbortSignal): Promise<Connection | null> {
     if (this.#stopped || signal?.aborted) return null;
-    const idle = this.takeIdle();
+    const idle = this.checkoutIdle();
     if (idle) return idle;
     const handed = new Promise<Handoff>((resolve) => {
       const entry = (handoff: Handoff): void => {
@@ -149,10 +149,10 @@ export class BlockingPool implements ConnectionPool {
   }
 
   /**
-   * An idle connection at once when nobody queues for one (`acquire` without its microtask), or
-   * undefined: then `acquire` queues.
+   * An idle connection at once when nobody queues for one (`checkout` without its microtask), or
+   * undefined: then `checkout` queues.
    */
-  takeIdle(): Connection | undefined {
+  checkoutIdle(): Connection | undefined {
     if (this.#stopped) return undefined;
     while (this.#queue.length === 0 && this.#idle.length > 0) {
       const idle = this.#idle.pop();
@@ -164,7 +164,7 @@ export class BlockingPool implements ConnectionPool {
   }
 
   /** Gives a connection back; a `broken` one (its last command failed) is closed instead of reused. */
-  release(connection: Connection, broken = false): void {
+  checkin(connection: Connection, broken = false): void {
     if (broken || this.#closed) {
       this.#discard(connection);
       if (this.#queue.length > 0 && !this.#closed && this.#mayOpen()) void this.#openOne();
