@@ -15,9 +15,9 @@
  *
  * @packageDocumentation
  */
-export { Semaphore, type LockCallback, type Watchdog, type WatchdogOptions } from './semaphore';
+export { Semaphore, type Watchdog, type WatchdogOptions } from './semaphore';
 export type { HolderInfo } from './redis/status';
-export type { AcquireOptions, GrantHandle, Lease, LockOptions } from './lease';
+export type { AcquireOptions, GrantHandle, Lease, LockCallback, LockOptions } from './lease';
 export {
   CHANNELS,
   TRACING_CHANNELS,

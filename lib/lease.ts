@@ -1,6 +1,12 @@
 import { describe } from './util/describe';
 import type { Holding } from './hold/holding';
 
+/**
+ * The callback form's function: runs while `token` is held. `signal` aborts (with a `LockLostError`)
+ * if the token is lost meanwhile; `fence` is the acquisition's fencing number.
+ */
+export type LockCallback<T> = (token: string, signal: AbortSignal, fence: number) => T | PromiseLike<T>;
+
 /** What `lock(timeout, options)` takes. */
 export interface LockOptions {
   /** Ends the wait (even a blocked one) and rejects with the signal's reason. */

@@ -8,9 +8,9 @@ import { describe } from './util/describe';
 import { assertDuration } from './util/durations';
 import { CLIENT_WATCH_MS, CLOSE_OPENING_MS, MAX_TIMER_MS } from './lock/timing';
 import { SemaphoreClosedError } from './errors';
-import type { AcquireOptions, Lease } from './lease';
+import type { AcquireOptions, Lease, LockCallback } from './lease';
 import { assertName, resolveOptions, SHARED_POOL, type SemaphoreOptions } from './options';
-import { IS_CLOSED, IS_IDLE, Semaphore, type LockCallback } from './semaphore';
+import { IS_CLOSED, IS_IDLE, Semaphore } from './semaphore';
 import { prepareConnection } from './lock/slice';
 
 /** The options of `createLocks`: those of every semaphore it serves, and the pool's. */

@@ -1,47 +1,37 @@
-// The public Semaphore class: its overloads, argument checks, wiring, events and close(); each step lives in a module of its own.
+// The public Semaphore class: its overloads and argument checks, wiring and events; each step lives in a module of its own.
 import { EventEmitter } from 'node:events';
 import { nanoid } from 'nanoid';
-import { take, type TakeParts } from './lock/take';
-import { checkpoint, hasCheckpointHook } from './util/checkpoint';
-import { Contention } from './lock/contention';
 import { SemaphoreContext } from './context';
-import { withDeadline } from './util/deadline';
-import { assertToken, checkSignal, checkTimeout, isAbortSignal } from './util/arguments';
-import { describe } from './util/describe';
-import { assertDuration } from './util/durations';
 import { LockTimeoutError } from './errors';
-import type { HolderInfo } from './redis/status';
-import type { Holding } from './hold/holding';
 import { Ledger, type Attempt } from './hold/ledger';
-import * as inspect from './redis/inspect';
+import type { Holding } from './hold/holding';
+import { Reclaim, type Watchdog, type WatchdogOptions } from './hold/reclaim';
 import {
   assertGrantHandle,
   createLease,
   type AcquireOptions,
   type GrantHandle,
   type Lease,
-  type LeaseHost,
+  type LockCallback,
   type LockOptions,
 } from './lease';
-import { assertName, resolveOptions, type SemaphoreOptions } from './options';
-import { Reclaim, type Watchdog, type WatchdogOptions } from './hold/reclaim';
-import { disconnectQuietly } from './redis/client/connection';
-import { endRegistrations } from './lock/registration';
-import { create, CREATE_RESULT, signal } from './redis/scripts';
-import { prepareConnection } from './lock/slice';
-import { holdTraced, traceHold, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
-import { Interrupts } from './lock/interrupts';
-import { CLOSE_IN_FLIGHT_MS, UNBLOCK_ANSWER_MS } from './lock/timing';
 import { BlockingWait } from './lock/blocking-wait';
+import { closeSemaphore } from './lock/close';
+import { Contention } from './lock/contention';
+import { Interrupts } from './lock/interrupts';
+import { prepareConnection } from './lock/slice';
+import { take, type TakeParts } from './lock/take';
+import { assertName, resolveOptions, type SemaphoreOptions } from './options';
+import * as inspect from './redis/inspect';
+import { create, CREATE_RESULT, signal } from './redis/scripts';
+import type { HolderInfo } from './redis/status';
+import { holdTraced, traceHold, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
+import { assertOptions, assertToken, checkSignal, checkTimeout } from './util/arguments';
+import { checkpoint, hasCheckpointHook } from './util/checkpoint';
+import { assertDuration } from './util/durations';
 import { warn } from './util/warn';
 
 export type { Watchdog, WatchdogOptions } from './hold/reclaim';
-
-/**
- * The callback form's function: runs while `token` is held. `signal` aborts (with a `LockLostError`)
- * if the token is lost meanwhile; `fence` is the acquisition's fencing number.
- */
-export type LockCallback<T> = (token: string, signal: AbortSignal, fence: number) => T | PromiseLike<T>;
 
 /** What `unlock` resolves when this instance holds nothing to release. */
 const NOT_HELD: Promise<false> = Promise.resolve(false);
@@ -72,11 +62,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   readonly #contention: Contention;
   readonly #reclaim: Reclaim;
   readonly #parts: TakeParts;
-  readonly #leaseHost: LeaseHost;
 
   constructor(name: string, options: SemaphoreOptions = {}) {
-    // An async listener that rejects is reported (below), not left as an unhandled rejection.
-    super({ captureRejections: true });
+    super({ captureRejections: true }); // a rejecting async listener is reported, see nodejs.rejection
     assertName(name);
     const resolved = resolveOptions(options);
     this.name = name;
@@ -100,14 +88,6 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       interrupts: new Interrupts(ctx),
     };
     this.#parts = { ...parts, blocking: new BlockingWait(parts, () => void this.close()) };
-    const ledger = this.#ledger;
-    this.#leaseHost = {
-      name,
-      leaseMs: resolved.staleClientTimeout,
-      release: async (held) => (await ledger.release(held, true)) !== false,
-      refresh: (held) => ledger.refresh(held),
-      handOver: (held) => ledger.handOver(held),
-    };
   }
 
   /** Blocks until a token is free and resolves it. */
@@ -132,11 +112,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       if (typeof first === 'function') return this.#ctx.track(this.#withToken(null, first));
       const timeout = checkTimeout(first);
       if (typeof second === 'function') return this.#ctx.track(this.#withToken(timeout, second));
-      if (second !== undefined && (typeof second !== 'object' || second === null || isAbortSignal(second))) {
-        throw new TypeError(
-          `Expected the second argument of lock to be a function or { signal }, got ${describe(second)}`,
-        );
-      }
+      if (second !== undefined) assertOptions(second, 'the second argument of lock to be a function or { signal }');
       const attempt = this.#attempt(false, checkSignal(second?.signal));
       return this.#ctx.track(take(this.#parts, timeout, attempt).then(tokenOf));
     } catch (error) {
@@ -151,15 +127,13 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   acquire(options: AcquireOptions = {}): Promise<Lease> {
     try {
-      if (typeof options !== 'object' || options === null || isAbortSignal(options)) {
-        throw new TypeError(`Expected acquire options to be { timeout?, signal? }, got ${describe(options)}`);
-      }
+      assertOptions(options, 'acquire options to be { timeout?, signal? }');
       const timeout = checkTimeout(options.timeout);
       const attempt = this.#attempt(true, checkSignal(options.signal));
       return this.#ctx.track(
         take(this.#parts, timeout, attempt, 'lease').then((holding) => {
           if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
-          return createLease(holding, this.#leaseHost);
+          return createLease(holding, this.#ledger.leaseHost);
         }),
       );
     } catch (error) {
@@ -226,7 +200,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       assertGrantHandle(handle, this.name, 'release');
       // A grant this instance holds itself goes through its holding, so the holding ends too.
       const holding = this.#ledger.holdingOf(handle.grantId, handle.token);
-      if (holding) return this.#leaseHost.release(holding);
+      if (holding) return this.#ledger.leaseHost.release(holding);
       return this.#ctx.track(this.#ledger.releaseHandedOver({ token: handle.token, id: handle.grantId }));
     } catch (error) {
       return Promise.reject(error as Error);
@@ -245,11 +219,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   refresh(handle: GrantHandle): Promise<boolean>;
   async refresh(target?: string | GrantHandle): Promise<boolean> {
     if (typeof target === 'object' && target !== null) return this.#refreshHandedOver(target);
-    if (target !== undefined && typeof target !== 'string') {
-      throw new TypeError(
-        `Expected the token given to refresh to be a string or a handle from lease.handOver(), got ${describe(target)}`,
-      );
-    }
+    if (target !== undefined) assertToken(target, 'refresh', ' or a handle from lease.handOver()');
     const holding = await this.#findHolding(target, 'refresh');
     if (!holding) return false;
     await checkpoint('refresh:before');
@@ -315,7 +285,6 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * missing VERSION, as the gem does). A large semaphore is created in batches, one script each.
    */
   async existsOrCreate(): Promise<void> {
-    // A large semaphore is created in batches (see includes/ensure.lua).
     while ((await this.#ctx.call('existsOrCreate', create(this.#ctx))) === CREATE_RESULT.BATCHES_REMAIN);
   }
 
@@ -341,14 +310,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   startWatchdog(intervalMs = 1000, options: WatchdogOptions = {}): Watchdog {
     assertDuration('intervalMs', intervalMs, true);
     this.#ctx.assertOpen();
-    const report = options.onError ?? ((error: Error) => this.#emitError(error, 'The watchdog'));
-    return this.#reclaim.startWatchdog(intervalMs, (error) => {
-      try {
-        report(error);
-      } catch (thrown) {
-        warn(`onError of the watchdog of semaphore "${this.name}" threw`, thrown);
-      }
-    });
+    return this.#reclaim.startWatchdog(
+      intervalMs,
+      options.onError ?? ((error) => this.#emitError(error, 'The watchdog')),
+    );
   }
 
   /**
@@ -357,38 +322,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * Tokens still held stay held.
    */
   close(): Promise<void> {
-    const ctx = this.#ctx;
-    ctx.closing ??= (async () => {
-      ctx.closeController.abort();
-      this.#parts.blocking.stopWatchingClient();
-      await this.#reclaim.stopWatchdogs();
-      // Waiters queued for a connection stop; blocked ones are unblocked (their claims settle them,
-      // and a token that reached one goes back) before their connections close. Waits that do not
-      // settle in time (Redis unreachable) have their connections closed, which ends them too.
-      ctx.pool.stopServing();
-      this.#parts.interrupts.interruptAll();
-      const settled = everyCallSettled(ctx.inFlight);
-      await withDeadline(settled, CLOSE_IN_FLIGHT_MS, 'close').catch(() => undefined);
-      ctx.pool.close();
-      await settled;
-      const abandoned = this.#reclaim.takePendingDrains();
-      if (abandoned.length > 0 && ctx.client.isReady) {
-        await withDeadline(this.#reclaim.reapWaiters(abandoned), UNBLOCK_ANSWER_MS, 'drain').catch(() => undefined);
-      }
-      // Advance registrations go now rather than lapse, so nobody counts them as waiters.
-      const advance = this.#contention.takeAllAdvanceRegistrations();
-      if (ctx.client.isReady)
-        await withDeadline(endRegistrations(ctx, advance), UNBLOCK_ANSWER_MS, 'ZREM').catch(() => undefined);
-      // Tokens still held stay held, but nobody refreshes them any more: their holders hear
-      // 'expired' when their leases end.
-      this.#ledger.stopRefreshing();
-      if (ctx.ownsClient && ctx.client.isOpen) {
-        // A client whose connection is gone (reconnecting) cannot QUIT; closing must still settle.
-        const quit = ctx.client.isReady ? ctx.client.quit() : Promise.reject(new Error('not ready'));
-        await quit.catch(() => disconnectQuietly(ctx.client));
-      }
-    })();
-    return ctx.closing;
+    this.#ctx.closing ??= closeSemaphore(this.#parts);
+    return this.#ctx.closing;
   }
 
   /** See IS_IDLE. */
@@ -409,22 +344,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   async #withToken<T>(timeout: number | null, fn: LockCallback<T>): Promise<Awaited<T>> {
     const holding = await take(this.#parts, timeout, this.#attempt(true, undefined), 'callback');
     if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
-    if (holdTraced()) return traceHold(this.name, this.resources, holding, () => this.#hold(holding, fn));
-    // Awaited, not returned: a promise returned from an async function costs two more ticks.
-    return await this.#hold(holding, fn);
-  }
-
-  /** The callback form once granted: runs `fn` and releases the token, whatever happens. */
-  async #hold<T>(holding: Holding, fn: LockCallback<T>): Promise<Awaited<T>> {
-    let result: Awaited<T>;
-    try {
-      result = await fn(holding.token, holding.signal, holding.fence);
-    } catch (error) {
-      await this.#ledger.release(holding, true).catch(() => undefined);
-      throw error;
-    }
-    await this.#ledger.release(holding, true);
-    return result;
+    const ledger = this.#ledger;
+    if (holdTraced()) return traceHold(this.name, this.resources, holding, () => ledger.runThenRelease(holding, fn));
+    // Awaited, not returned: two ticks fewer (DESIGN "Costs").
+    return await ledger.runThenRelease(holding, fn);
   }
 
   #attempt(scoped: boolean, signal: AbortSignal | undefined): Attempt {
@@ -464,13 +387,3 @@ export interface Semaphore {
   wait: Semaphore['lock'];
 }
 Semaphore.prototype.wait = Semaphore.prototype.lock;
-
-/**
- * Resolves once no call is in flight, including calls that begin while earlier ones settle: a wait
- * aborted as close() ends it hands its slice's clean-up (the token back, the registration's end) to
- * a tracked call that starts only when the abort lands, and that clean-up needs the connections
- * close() is about to close.
- */
-async function everyCallSettled(inFlight: ReadonlySet<Promise<unknown>>): Promise<void> {
-  while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
-}

@@ -11,6 +11,7 @@ import { MAX_TIMER_MS, mostlySpent, RENEW_ANSWER_MS } from '../lock/timing';
 import { checkReplicated } from './replication';
 import { REPLICATED, Releaser, type GrantRef } from './release';
 import { refresh } from '../redis/scripts';
+import type { LeaseHost, LockCallback } from '../lease';
 import { debug } from '../telemetry';
 import { warn } from '../util/warn';
 
@@ -45,6 +46,8 @@ export class Ledger {
   #timer: NodeJS.Timeout | undefined;
   #timerAt = Infinity;
   readonly #releaser: Releaser;
+  /** What every `Lease` of this instance asks of it. */
+  readonly leaseHost: LeaseHost;
 
   constructor(ctx: SemaphoreContext) {
     this.#ctx = ctx;
@@ -56,6 +59,13 @@ export class Ledger {
       wake: (at) => this.#wake(at),
     };
     this.#releaser = new Releaser(ctx);
+    this.leaseHost = {
+      name: ctx.name,
+      leaseMs: ctx.options.staleClientTimeout,
+      release: async (held) => (await this.release(held, true)) !== false,
+      refresh: (held) => this.refresh(held),
+      handOver: (held) => this.handOver(held),
+    };
   }
 
   /** The holdings not lost, oldest first. */
@@ -131,6 +141,19 @@ export class Ledger {
     else holding.loseIfExpired();
     const hook = checkpoint('lock:granted');
     return hook ? Promise.resolve(hook).then(() => holding) : Promise.resolve(holding);
+  }
+
+  /** The callback form once granted: runs `fn` and releases the token, whatever happens. */
+  async runThenRelease<T>(holding: Holding, fn: LockCallback<T>): Promise<Awaited<T>> {
+    let result: Awaited<T>;
+    try {
+      result = await fn(holding.token, holding.signal, holding.fence);
+    } catch (error) {
+      await this.release(holding, true).catch(() => undefined);
+      throw error;
+    }
+    await this.release(holding, true);
+    return result;
   }
 
   async release(holding: Holding, putBack: boolean): Promise<number | false> {

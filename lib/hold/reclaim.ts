@@ -3,6 +3,7 @@ import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
 import { reapWaiters, releaseStale } from '../redis/scripts';
 import { drainTimes } from '../lock/timing';
+import { warn } from '../util/warn';
 
 /** What `startWatchdog` returns. */
 export interface Watchdog {
@@ -39,8 +40,15 @@ export class Reclaim {
     return count;
   }
 
-  /** Runs `releaseStaleLocks` every `intervalMs` until `stop()`; `onError` hears of failed runs. */
-  startWatchdog(intervalMs: number, onError: (error: Error) => void): Watchdog {
+  /** Runs `releaseStaleLocks` every `intervalMs` until `stop()`; `report` hears of failed runs (a throw is a warning). */
+  startWatchdog(intervalMs: number, report: (error: Error) => void): Watchdog {
+    const onError = (error: Error) => {
+      try {
+        report(error);
+      } catch (thrown) {
+        warn(`onError of the watchdog of semaphore "${this.#ctx.name}" threw`, thrown);
+      }
+    };
     let running: Promise<void> | undefined;
     const timer = setInterval(() => {
       running ??= this.releaseStaleLocks()
