@@ -1,3 +1,4 @@
+// The package's entry: every public export, and nothing else.
 /**
  * A blocking, fair, crash-safe distributed counting semaphore and mutex on a Redis token list
  * (`BLMOVE`), for node-redis. Key names follow the Ruby gem redis-semaphore, so Ruby and Node

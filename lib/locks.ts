@@ -1,4 +1,4 @@
-// The lock manager: any number of semaphore names on one client and one bounded pool of blocking connections (createLocks).
+// The lock manager (createLocks): any number of names on one client and one bounded pool of blocking connections.
 import { BlockingPool } from './pool/blocking-pool';
 import type { Connection } from './redis/client/connection';
 import { adaptClient, topologyOf } from './redis/client/adapt';
@@ -112,7 +112,7 @@ export class Locks {
 
   /** Runs `fn` while holding a token of `name` (waiting as long as it takes) and releases it afterwards. */
   lock<T>(name: string, fn: LockCallback<T>): Promise<Awaited<T>>;
-  /** Like `lock(name, fn)`, but rejects with `LockTimeoutError` if no token came within `timeout` ms (`0` never blocks). */
+  /** Like `lock(name, fn)`, but rejects with `LockTimeoutError` if no token came within `timeout` ms (`0`: no wait). */
   lock<T>(name: string, timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
   lock<T>(
     name: string,

@@ -1,4 +1,4 @@
-// The public Semaphore class: its overloads and argument checks, wiring and events; each step lives in a module of its own.
+// The public Semaphore class: overloads, argument checks, wiring and events; each step lives in a module of its own.
 import { EventEmitter } from 'node:events';
 import { nanoid } from 'nanoid';
 import { SemaphoreContext } from './context';
@@ -40,10 +40,10 @@ function tokenOf(holding: Holding | null): string | null {
   return holding?.token ?? null;
 }
 
-/** A lock manager's question (lib/locks.ts): whether this semaphore holds, awaits and keeps nothing, so closing it loses nothing. */
+/** A lock manager's question (lib/locks.ts): whether this semaphore holds, awaits and keeps nothing. */
 export const IS_IDLE = Symbol('redis-token-semaphore.isIdle');
 
-/** A lock manager's question: whether this semaphore was closed (by its caller, or when the caller closed its client). */
+/** A lock manager's question: whether this semaphore was closed (by its caller, or with the caller's client). */
 export const IS_CLOSED = Symbol('redis-token-semaphore.isClosed');
 
 /**
@@ -92,16 +92,19 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
 
   /** Blocks until a token is free and resolves it. */
   lock(): Promise<string>;
-  /** Resolves a token, or `null` if none came within `timeout` ms; `0` never blocks; `null`, `undefined` and `Infinity` wait forever. */
+  /**
+   * Resolves a token, or `null` if none came within `timeout` ms; `0` never blocks; `null`, `undefined`
+   * and `Infinity` wait forever.
+   */
   lock(timeout: number | null | undefined): Promise<string | null>;
-  /** Like `lock(timeout)`; `signal` ends the wait and rejects with its reason (a token arriving meanwhile goes back). */
+  /** Like `lock(timeout)`; `signal` ends the wait and rejects with its reason (a token arriving then goes back). */
   lock(timeout: number | null | undefined, options: LockOptions): Promise<string | null>;
   /**
    * Runs `fn(token, signal, fence)` while holding a token and releases it afterwards, whatever
    * happens; resolves what `fn` resolves. `signal` aborts if the token is lost while `fn` runs.
    */
   lock<T>(fn: LockCallback<T>): Promise<Awaited<T>>;
-  /** Like `lock(fn)`, but rejects with `LockTimeoutError` (and does not run `fn`) if no token came within `timeout` ms. */
+  /** Like `lock(fn)`, but rejects with `LockTimeoutError` (not running `fn`) if no token came within `timeout` ms. */
   lock<T>(timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
   lock<T>(
     ...args:
@@ -235,7 +238,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       : this.#ledger.refreshGrant({ token: handle.token, id: handle.grantId });
   }
 
-  /** Counters since this instance was made, how long recent acquisitions waited, and what it holds and waits for now. */
+  /** Counters since this instance was made, recent acquisitions' waits, and what it holds and waits for now. */
   stats(): SemaphoreStats {
     const { pool } = this.#ctx;
     return this.#ctx.telemetry.stats({

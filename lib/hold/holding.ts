@@ -1,3 +1,4 @@
+// One held grant: its token, grant id and fence, its lease as this process counts it, its refreshes and its signal.
 import { LockLostError } from '../errors';
 import type { LockLostReason } from '../options';
 import { holderLeaseMs, REFRESHES_PER_LEASE } from '../lock/timing';
@@ -35,11 +36,8 @@ export function leaseTerms(staleMs: number | null, autoRefresh: boolean): LeaseT
  * fencing number, and its lease as this process sees it. The lease is counted on this process's
  * monotonic clock from when the acquiring (or last confirmed refreshing) request was *sent*, which is
  * no later than when Redis stamped it, so the holder gives the token up in its own mind no later than
- * any other client may reclaim it (clock rates assumed equal).
- *
- * A holding arms no timer of its own: its host runs one timer for all its holdings and calls `tick`
- * when the earliest lease end or refresh is due, so a grant released within the lease (the usual
- * case) costs no timer at all. Nothing is allocated for the signal until someone reads it.
+ * any other client may reclaim it (clock rates assumed equal). It arms no timer of its own: its
+ * host's one timer calls `tick` when the earliest lease end or refresh is due.
  */
 export class Holding {
   readonly token: string;
@@ -138,7 +136,7 @@ export class Holding {
     return this.#nextDue();
   }
 
-  /** Ends the holding at once if its lease is already over (a slow grant): the caller must not start work believing it holds. */
+  /** Ends the holding at once if its lease is already over (a slow grant): its caller must not start work. */
   loseIfExpired(): void {
     if (!this.#ended && this.remainingMs <= 0) this.lose('expired');
   }

@@ -1,4 +1,4 @@
-// The ledger of this instance's holdings: a grant becomes one, is found, released, refreshed, handed over or declined, and a holder hears of its loss.
+// This instance's holdings: a grant becomes one (or is declined); found, released, refreshed, handed over, lost.
 import type { Connection } from '../redis/client/connection';
 import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
@@ -92,8 +92,8 @@ export class Ledger {
   }
 
   /**
-   * A grant Redis made for `attempt` becomes a holding. Without a test hook, a lease still fresh, and
-   * a caller still there, it all happens at once: no await, no timer, no event built that nobody hears.
+   * A grant Redis made for `attempt` becomes a holding, or goes back when its caller has gone. Not
+   * async: the usual grant settles without an await.
    */
   granted(grant: Grant, attempt: Attempt, via?: Connection): Promise<Holding> {
     // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
@@ -132,7 +132,7 @@ export class Ledger {
     return this.#hold(grant, attempt, renewed ? sentAt : grant.anchor, renewed);
   }
 
-  /** The holding, its `acquired` event, and the `lock:granted` checkpoint. `renewed`: false if the refresh found the grant ended. */
+  /** The holding, its `acquired` event and `lock:granted` checkpoint; `renewed` false: the refresh found it ended. */
   #hold(grant: Grant, attempt: Attempt, anchor: number, renewed: boolean | null): Promise<Holding> {
     const holding = new Holding(this.#host, grant, attempt.scoped, this.#terms, anchor);
     this.#holdings.push(holding);
@@ -216,7 +216,7 @@ export class Ledger {
     return true;
   }
 
-  /** This instance's holding of grant `grantId` of `token`, unless its release is on its way (then it is its releaser's). */
+  /** This instance's holding of grant `grantId` of `token`, unless its release is on its way (the releaser's). */
   holdingOf(grantId: string, token: string): Holding | undefined {
     return this.#holdings.find((holding) => holding.id === grantId && holding.token === token && !holding.releasing);
   }

@@ -1,4 +1,4 @@
-// Returning tokens nobody will give back: stale holders (releaseStaleLocks, the watchdog), dead waiters' inboxes, and abandoned inboxes.
+// Returning tokens nobody will give back: stale holders (releaseStaleLocks, watchdog), dead waiters, abandoned inboxes.
 import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
 import { reapWaiters, releaseStale } from '../redis/scripts';
@@ -40,7 +40,7 @@ export class Reclaim {
     return count;
   }
 
-  /** Runs `releaseStaleLocks` every `intervalMs` until `stop()`; `report` hears of failed runs (a throw is a warning). */
+  /** Runs `releaseStaleLocks` every `intervalMs` until `stop()`; `report` hears of failed runs (a throw: a warning). */
   startWatchdog(intervalMs: number, report: (error: Error) => void): Watchdog {
     const onError = (error: Error) => {
       try {

@@ -109,7 +109,10 @@ export interface ReleaseOptions {
 /** `release` waits for `waitReplicas`. */
 export const REPLICATED: ReleaseOptions = { replicated: true };
 
-/** A release's outcome: the length of AVAILABLE after it (false: the grant no longer held its token), and how many replicas acknowledged (null: no WAIT). */
+/**
+ * A release's outcome: the length of AVAILABLE after it (false: the grant no longer held its token),
+ * and how many replicas acknowledged (null: no WAIT).
+ */
 export interface Released {
   readonly available: number | false;
   readonly acknowledged: number | null;

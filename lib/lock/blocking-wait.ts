@@ -1,4 +1,4 @@
-// The blocking wait: slices on a dedicated connection until a token comes, the deadline passes, the caller aborts or the semaphore closes.
+// The blocking wait: slices on a connection of its own until a token comes, the deadline passes, an abort or close().
 import type { Connection } from '../redis/client/connection';
 import { raceAbort, sleep, backoffMs } from '../util/deadline';
 import { SemaphoreClosedError, SemaphoreRedisError } from '../errors';
@@ -121,7 +121,7 @@ export class BlockingWait {
     }
   }
 
-  /** Whether `deadline` has passed; if so, the registration left (if any) ends, or lapses where Redis cannot be reached. */
+  /** Whether `deadline` has passed; if so, the registration left (if any) ends, or lapses if Redis is unreachable. */
   #timedOut(deadline: number, registration: Registration | null): boolean {
     if (performance.now() < deadline) return false;
     void endRegistrations(this.#parts.ctx, [registration?.id]);

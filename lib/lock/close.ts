@@ -1,4 +1,4 @@
-// Closing a semaphore: watchdogs stop, blocked waits end (a token that reached one goes back), connections close, an owned client quits.
+// Closing a semaphore: watchdogs stop, blocked waits end, connections close, an owned client quits.
 import { disconnectQuietly } from '../redis/client/connection';
 import { withDeadline } from '../util/deadline';
 import { endRegistrations } from './registration';

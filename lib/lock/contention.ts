@@ -1,4 +1,4 @@
-// Whether the next lock() skips tryLock (others wait too), and the advance registrations: waiter registrations a claim kept for this instance's next waits.
+// Whether the next lock() skips tryLock (others wait too), and the advance registrations kept for the next waits.
 import type { SemaphoreContext } from '../context';
 import { endRegistrations, type Registration } from './registration';
 import { ADVANCE_IDLE_MS } from './timing';
@@ -61,7 +61,7 @@ export class Contention {
     this.#advance.length = 0;
   }
 
-  /** Takes every advance registration, at close(), to end it now rather than let them lapse, so nobody counts them as waiters. */
+  /** Takes every advance registration at close(), to end them now: lapsing, they would count as waiters. */
   takeAllAdvanceRegistrations(): string[] {
     clearTimeout(this.#sweepTimer);
     this.#sweepTimer = undefined;

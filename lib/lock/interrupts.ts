@@ -1,4 +1,4 @@
-// Cancelling a blocked slice: an abort or close() ends its BLMOVE with CLIENT UNBLOCK, closing the connection only as the fallback.
+// Cancelling a blocked slice: an abort or close() ends its BLMOVE with CLIENT UNBLOCK, or else closes its connection.
 import type { SemaphoreContext } from '../context';
 import { sleep, withDeadline } from '../util/deadline';
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
@@ -23,8 +23,8 @@ export class Interrupts {
 
   /**
    * Lets an abort or close() end the slice blocked on `connection` early (it settles when `settled`
-   * does). Returns what disarms it once the slice settled: it returns the UNBLOCK still on its way,
-   * if any, to be awaited (none, the usual case, costs no microtask).
+   * does). Returns what disarms it once the slice settled, which returns the UNBLOCK still on its
+   * way, if any, to await.
    */
   arm(
     connection: Connection,

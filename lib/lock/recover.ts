@@ -1,4 +1,4 @@
-// Settling an attempt whose reply was lost (recover-10.lua): adopt its grant, claim its inbox, or mark it abandoned; and the bound on waiting for Redis' answer.
+// Settling an attempt whose reply was lost (recover-10.lua): adopt its grant, claim its inbox, or mark it abandoned.
 import type { SemaphoreContext } from '../context';
 import { backoffMs, DeadlineExceeded, raceAbort, sleep, withDeadline } from '../util/deadline';
 import { SemaphoreError, SemaphoreRedisError } from '../errors';

@@ -1,4 +1,4 @@
-// One blocking slice: the prepareWait + BLMOVE + claim pipeline on a waiter's connection, its guard timer, and what it ended with.
+// One blocking slice: the prepareWait + BLMOVE + claim pipeline on a waiter's connection, and what it ended with.
 import { checkpoint } from '../util/checkpoint';
 import type { Contention } from './contention';
 import { DeadlineExceeded } from '../util/deadline';
@@ -30,7 +30,7 @@ export interface BlockingParts extends RecoverParts {
   readonly interrupts: Interrupts;
 }
 
-/** What one blocking slice ended with: a grant, or the registration for the next slice, and whether the connection failed. */
+/** What one slice ended with: a grant, or the registration for the next slice, and whether the connection failed. */
 export interface SliceOutcome {
   readonly grant: Grant | null;
   /** null: none left (make a new one). */
@@ -210,8 +210,7 @@ const answered = () => ANSWERED;
 
 /**
  * How each command of the pipeline settled, once all have and the test hook too (never rejects).
- * Every outcome is taken at once, so no rejection waits unhandled behind another command. Cheaper
- * than `Promise.allSettled` (its iterator, resolve functions and result array, per slice).
+ * Every outcome is taken at once, so no rejection waits unhandled behind another command.
  */
 async function pipelineResults(
   prepared: Promise<unknown> | undefined,
@@ -227,8 +226,8 @@ async function pipelineResults(
 }
 
 /**
- * Blocking connections call claim by SHA1 only (a fallback would cost a round trip on the hand-off).
- * Best effort: where an ACL forbids SCRIPT, the claim fails with NOSCRIPT and `recover` claims instead.
+ * Blocking connections call claim by SHA1 only, so a new one loads it. Best effort: where an ACL
+ * forbids SCRIPT, the claim fails with NOSCRIPT and `recover` claims instead.
  */
 function loadClaimScript(connection: Connection): Promise<unknown> {
   return connection.sendCommand(scriptLoadCommand(scripts.claim)).catch(() => undefined);

@@ -1,4 +1,4 @@
-// lock()'s path to a token (take): the fast path (tryLock) and its settling, then the blocking wait when it missed or was skipped.
+// take: lock()'s path to a token, the fast path (tryLock) and its settling, then the blocking wait if that missed.
 import { checkpoint } from '../util/checkpoint';
 import { DeadlineExceeded, DeadlineQueue, raceAbort, withDeadline } from '../util/deadline';
 import type { Attempt } from '../hold/ledger';

@@ -46,7 +46,7 @@ export function registrationLifetimeMs(waitSlice: number): number {
   return 2 * waitSlice + graceMs(waitSlice);
 }
 
-/** Whether a registration with `leftMs` to live covers a slice, with half the grace to spare; if not, prepareWait renews it. */
+/** Whether a registration with `leftMs` to live covers a slice, half the grace to spare (else prepareWait renews). */
 export function coversSlice(leftMs: number, sliceMs: number, waitSlice: number): boolean {
   return leftMs >= sliceMs + graceMs(waitSlice) / 2;
 }
@@ -64,10 +64,10 @@ export function abandonedMarkMs(waitSlice: number): number {
   return 4 * registrationLifetimeMs(waitSlice);
 }
 
-/** The first drain of an abandoned inbox, after this long: Redis may serve a closing connection's BLMOVE before it reads the EOF. */
+/** The first drain of an abandoned inbox: Redis may serve a closing connection's BLMOVE before it reads the EOF. */
 export const ABANDONED_DRAIN_MS = 250;
 
-/** When the drains of an abandoned inbox run: soon, and once its slice is surely over (`blockedUntil` and the grace). */
+/** When the drains of an abandoned inbox run: soon, and once its slice is surely over (`blockedUntil` + grace). */
 export function drainTimes(now: number, blockedUntil: number, waitSlice: number): [number, number] {
   return [now + ABANDONED_DRAIN_MS, blockedUntil + graceMs(waitSlice)];
 }
@@ -102,7 +102,7 @@ export function recoverWithinMs(deadline: number, now: number): number {
   return Math.max(250, Math.min(RECOVER_ANSWER_MS, deadline - now));
 }
 
-/** A release try's answer (not repeated after this: an offline queue still holds it); longer than a Sentinel failover. */
+/** A release try's answer (not repeated: an offline queue still holds it); longer than a Sentinel failover. */
 export const RELEASE_ANSWER_MS = 10_000;
 
 /** The answer to the refresh that renews a mostly spent grant before it is handed out. */
@@ -129,7 +129,7 @@ export function holderLeaseMs(staleMs: number): number {
 /** Automatic refreshes per lease: a lost or slow one still leaves two chances before the lease ends. */
 export const REFRESHES_PER_LEASE = 3;
 
-/** Whether a grant's lease (counted from `anchor`) is more than a third spent: it is renewed before it is handed out. */
+/** Whether a grant's lease (from `anchor`) is more than a third spent: then it is renewed before it is handed out. */
 export function mostlySpent(anchor: number, holderMs: number, now: number): boolean {
   return anchor + holderMs - now < (2 / 3) * holderMs;
 }

@@ -1,3 +1,4 @@
+// The blocking connections of one semaphore (or of a lock manager): opened on demand, handed out in arrival order.
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
 import { MAX_TIMER_MS, OPEN_RETRY_MS } from '../lock/timing';
 

@@ -1,4 +1,4 @@
-// One semaphore's share of a lock manager's pool of blocking connections: the connections it has in use, its queued callers, its own close().
+// One semaphore's share of a lock manager's blocking pool: its connections in use, its queued callers, its close().
 import { setMaxListeners } from 'node:events';
 import type { BlockingPool, ConnectionPool } from './blocking-pool';
 import type { Connection } from '../redis/client/connection';

@@ -1,9 +1,5 @@
+// Durations: every one in the API is in milliseconds; checked here, and turned into what Redis takes.
 import { describe } from './describe';
-
-/**
- * Every duration in the API is in milliseconds; this module is the one place that checks them and
- * turns them into what Redis takes.
- */
 
 /** Throws unless `value` is a finite number ≥ 0 (or > 0 when `positive`). */
 export function assertDuration(name: string, value: unknown, positive = false): asserts value is number {
@@ -17,10 +13,7 @@ export function assertDuration(name: string, value: unknown, positive = false): 
   }
 }
 
-/**
- * Milliseconds as decimal seconds, keeping the last conversion: a busy semaphore converts the same
- * durations (its registration lifetime, its usual slice length) again and again.
- */
+/** Milliseconds as decimal seconds, keeping the last conversion (the same durations recur). */
 function secondsKeepingLast(): (ms: number) => string {
   let lastMs = Number.NaN;
   let last = '';
