@@ -11,7 +11,7 @@ export class Contention {
    */
   contended = false;
   /**
-   * How many tryLocks of this instance were left unanswered (acquire.ts) and have not settled yet.
+   * How many tryLocks of this instance were left unanswered (take.ts) and have not settled yet.
    * While any is, the main client may be stuck (node-redis can stay "not ready" after a reconnect):
    * a lock goes straight to its blocking wait rather than queue another try behind them.
    */
