@@ -50,7 +50,7 @@ export class Holding {
 
   readonly #host: HoldingHost;
   readonly #terms: LeaseTerms | null;
-  /** Made when `signal` is first read: most holdings are released without anyone looking. */
+  /** Made when `signal` is first read. */
   #controller: AbortController | undefined;
   #lostReason: LockLostError | undefined;
   #leaseEnd = Infinity;
@@ -60,7 +60,6 @@ export class Holding {
   /** An automatic refresh is on its way: the next one is due a third of the lease after it settles. */
   #refreshInFlight = false;
   #ended = false;
-  /** A release is on its way (see `beginRelease`). */
   #releasing = false;
 
   constructor(
@@ -89,12 +88,10 @@ export class Holding {
     return this.#lostReason !== undefined;
   }
 
-  /** Whether a release is on its way. */
   get releasing(): boolean {
     return this.#releasing;
   }
 
-  /** Why the token was lost, if it was. */
   get lostReason(): LockLostReason | undefined {
     return this.#lostReason?.reason;
   }

@@ -68,7 +68,6 @@ export class Ledger {
     };
   }
 
-  /** The holdings not lost, oldest first. */
   live(): Holding[] {
     return this.#holdings.filter((holding) => !holding.lost);
   }

@@ -128,7 +128,6 @@ export class BlockingWait {
     return true;
   }
 
-  /** Stops watching the caller's client (close()). */
   stopWatchingClient(): void {
     clearInterval(this.#clientWatch);
   }

@@ -11,16 +11,14 @@ export function waitDeadline(startedAt: number, timeout: number | null): number 
 }
 
 /**
- * The longest slice in two cases: the first slice under an advance registration (if the semaphore
- * was reset meanwhile, its claim re-creates it, so the wait loses at most this long), and a turn on a
- * lock manager's crowded pool (a caller that queues gets a connection within this long).
+ * The longest first slice under an advance registration (a reset semaphore costs at most this), and
+ * the longest turn on a lock manager's crowded pool (a queued caller gets a connection within it).
  */
 export const TURN_MS = 1000;
 
 /**
- * The next slice's length with `remaining` ms to the deadline: at most `waitSlice` (or TURN_MS when
- * `short`), at least 1 ms: past the deadline, a live registration still gets a last 1 ms slice, whose
- * claim ends it.
+ * The next slice with `remaining` ms to the deadline: at most `waitSlice` (TURN_MS when `short`), at
+ * least 1 ms: past the deadline, a live registration gets a last 1 ms slice, whose claim ends it.
  */
 export function sliceMs(remaining: number, waitSlice: number, short: boolean): number {
   return Math.min(Math.max(remaining, 1), short ? Math.min(TURN_MS, waitSlice) : waitSlice);
@@ -37,10 +35,8 @@ export function graceMs(waitSlice: number): number {
 }
 
 /**
- * How long a registration lasts from when it is set (tryLock, prepareWait, each claim that renews it):
- * two slices and the grace, so it covers the next slice too and a waiter re-registers only after
- * waiting elsewhere. Redis counts it from when it ran the script; this process from when it sent it,
- * so the `until` this process keeps errs early.
+ * How long a registration lasts once set (tryLock, prepareWait, a claim that renews it): two slices
+ * and the grace, so it covers the next slice too. This process counts it from the send: it errs early.
  */
 export function registrationLifetimeMs(waitSlice: number): number {
   return 2 * waitSlice + graceMs(waitSlice);
@@ -56,10 +52,7 @@ export function sliceGuardMs(sliceMs: number, waitSlice: number): number {
   return Math.ceil(sliceMs + graceMs(waitSlice) / 2);
 }
 
-/**
- * How long an abandoned grant id stays marked (recover-10.lua): four registration lifetimes, so a
- * pipeline delayed in the network (TCP retransmits after a healed partition) arrives and is refused.
- */
+/** How long an abandoned grant id stays marked (recover-10.lua): long enough for a delayed pipeline to be refused. */
 export function abandonedMarkMs(waitSlice: number): number {
   return 4 * registrationLifetimeMs(waitSlice);
 }
@@ -77,10 +70,7 @@ export const ADVANCE_IDLE_MS = 200;
 
 // ---- How long a step waits for Redis' answer -------------------------------------------------------
 
-/**
- * A tryLock's answer. Past this, Redis is stalled or the client does not deliver (node-redis can stay
- * "not ready" after a reconnect): the lock goes on without it (waitReplicas adds its WAIT timeout).
- */
+/** A tryLock's answer; past it, the lock goes on without it (Redis stalled, or a client stuck "not ready"). */
 export const TRY_ANSWER_MS = 1000;
 
 /** How long a lock waits for the first use's connection and server checks: its timeout, at least TRY_ANSWER_MS. */
@@ -91,10 +81,7 @@ export function readyWithinMs(timeout: number): number {
 /** How long close() waits for the settling of a try Redis did not answer (it runs on after that). */
 export const SETTLE_TRY_MS = 10_000;
 
-/**
- * recover's answer: with an offline queue (node-redis' default) a command waits while Redis is
- * unreachable; past this the step gives up, and a late answer settles itself in the background.
- */
+/** recover's answer: an offline queue holds commands while Redis is unreachable; a late answer settles itself. */
 export const RECOVER_ANSWER_MS = 3000;
 
 /** recover's answer after a failed slice: the caller's remaining time, at least 250 ms, at most RECOVER_ANSWER_MS. */
@@ -118,10 +105,7 @@ export function unblockBackoffMs(attempt: number): number {
 
 // ---- A lease ---------------------------------------------------------------------------------------
 
-/**
- * The lease this process counts: shorter than `staleClientTimeout` by Redlock's margin (1% for
- * clock-rate drift, 2 ms for timer lateness), so the holder gives up before Redis may reclaim.
- */
+/** The lease this process counts: `staleClientTimeout` less Redlock's margin (1% clock drift, 2 ms timer lateness). */
 export function holderLeaseMs(staleMs: number): number {
   return Math.max(1, staleMs * 0.99 - 2);
 }

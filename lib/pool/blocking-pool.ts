@@ -56,14 +56,12 @@ export class BlockingPool implements ConnectionPool {
   readonly #open = new Set<Connection>();
   readonly #queue: Array<(handoff: Handoff) => void> = [];
   #opening = 0;
-  /** See `#mayOpen`. */
   #openPausedUntil = 0;
   /** What `#openOne` is doing now, for `openingSettled()`. */
   readonly #openings = new Set<Promise<void>>();
   #closed = false;
   /** No longer hands out connections (see `stopServing`). */
   #stopped = false;
-  /** See `control()`. */
   #control: Promise<Connection> | undefined;
 
   /**
@@ -82,7 +80,6 @@ export class BlockingPool implements ConnectionPool {
     this.#idleMs = idleMs;
   }
 
-  /** How many callers are queued for a connection. */
   get queued(): number {
     return this.#queue.length;
   }
@@ -107,12 +104,10 @@ export class BlockingPool implements ConnectionPool {
     return this.#open.size === 0 || performance.now() >= this.#openPausedUntil;
   }
 
-  /** Connections open and not in use. */
   get idle(): number {
     return this.#idle.length;
   }
 
-  /** Connections open or opening. */
   get size(): number {
     return this.#open.size + this.#opening;
   }
@@ -149,10 +144,7 @@ export class BlockingPool implements ConnectionPool {
     return handoff;
   }
 
-  /**
-   * An idle connection at once when nobody queues for one (`checkout` without its microtask), or
-   * undefined: then `checkout` queues.
-   */
+  /** An idle connection at once when nobody queues for one, or undefined: then `checkout` queues. */
   checkoutIdle(): Connection | undefined {
     if (this.#stopped) return undefined;
     while (this.#queue.length === 0 && this.#idle.length > 0) {
