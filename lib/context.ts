@@ -177,17 +177,4 @@ export class SemaphoreContext {
   assertOpen(): void {
     if (this.closing) throw new SemaphoreClosedError(this.name);
   }
-
-  /** Extra time a waiter's registration outlives its BLMOVE slice. */
-  graceMs(): number {
-    return Math.max(1000, this.options.waitSlice / 2);
-  }
-
-  /**
-   * How long a registration lasts (from when it is set to its expiry): two slices and the grace, so one registration (renewed by each claim)
-   * covers the next slice too, and a waiter re-registers (prepareWait) only after waiting elsewhere.
-   */
-  registrationLifetimeMs(): number {
-    return 2 * this.options.waitSlice + this.graceMs();
-  }
 }

@@ -1,3 +1,4 @@
+// The error classes every call rejects with: SemaphoreError and the subclasses a caller branches on.
 import type { LockLostReason } from './options';
 
 /** The base of every error this library rejects with, except bad arguments (`TypeError`, `RangeError`). */

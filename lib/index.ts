@@ -1,3 +1,4 @@
+// The package's entry: every public export, and nothing else.
 /**
  * A blocking, fair, crash-safe distributed counting semaphore and mutex on a Redis token list
  * (`BLMOVE`), for node-redis. Key names follow the Ruby gem redis-semaphore, so Ruby and Node
@@ -15,9 +16,9 @@
  *
  * @packageDocumentation
  */
-export { Semaphore, type LockCallback, type Watchdog, type WatchdogOptions } from './semaphore';
+export { Semaphore, type Watchdog, type WatchdogOptions } from './semaphore';
 export type { HolderInfo } from './redis/status';
-export type { AcquireOptions, GrantHandle, Lease, LockOptions } from './lease';
+export type { AcquireOptions, GrantHandle, Lease, LockCallback, LockOptions } from './lease';
 export {
   CHANNELS,
   TRACING_CHANNELS,

@@ -1,5 +1,12 @@
+// The call types of lock() and acquire(), and the Lease a caller holds: release, refresh, hand-over, scope end.
 import { describe } from './util/describe';
 import type { Holding } from './hold/holding';
+
+/**
+ * The callback form's function: runs while `token` is held. `signal` aborts (with a `LockLostError`)
+ * if the token is lost meanwhile; `fence` is the acquisition's fencing number.
+ */
+export type LockCallback<T> = (token: string, signal: AbortSignal, fence: number) => T | PromiseLike<T>;
 
 /** What `lock(timeout, options)` takes. */
 export interface LockOptions {
@@ -9,7 +16,7 @@ export interface LockOptions {
 
 /** What `acquire()` takes. */
 export interface AcquireOptions {
-  /** Rejects with `LockTimeoutError` when no token came within this many ms; `0` never blocks. Default: wait forever. */
+  /** Rejects with `LockTimeoutError` when no token came within this many ms; `0` never blocks. Default: forever. */
   readonly timeout?: number | null | undefined;
   /** Ends the wait (even a blocked one) and rejects with the signal's reason. */
   readonly signal?: AbortSignal | undefined;
@@ -106,7 +113,7 @@ const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.f
 export interface LeaseHost {
   release(holding: Holding): Promise<boolean>;
   refresh(holding: Holding): Promise<boolean>;
-  /** Forgets the holding without releasing it (no more refreshes); `false` if a release has begun or it was released. */
+  /** Forgets the holding without releasing it (no more refreshes); `false` once a release has begun or ended. */
   handOver(holding: Holding): boolean;
   /** The handle's `semaphore` and `leaseMs`. */
   readonly name: string;

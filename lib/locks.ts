@@ -1,15 +1,16 @@
-// The lock manager: any number of semaphore names on one client and one bounded pool of blocking connections (createLocks).
+// The lock manager (createLocks): any number of names on one client and one bounded pool of blocking connections.
 import { BlockingPool } from './pool/blocking-pool';
 import type { Connection } from './redis/client/connection';
 import { adaptClient, topologyOf } from './redis/client/adapt';
 import type { SupportedRedisClient } from './redis/client/types';
 import { withDeadline } from './util/deadline';
 import { describe } from './util/describe';
-import { assertDuration, MAX_TIMER_MS } from './util/durations';
+import { assertDuration } from './util/durations';
+import { CLIENT_WATCH_MS, CLOSE_OPENING_MS, MAX_TIMER_MS } from './lock/timing';
 import { SemaphoreClosedError } from './errors';
-import type { AcquireOptions, Lease } from './lease';
+import type { AcquireOptions, Lease, LockCallback } from './lease';
 import { assertName, resolveOptions, SHARED_POOL, type SemaphoreOptions } from './options';
-import { IS_CLOSED, IS_IDLE, Semaphore, type LockCallback } from './semaphore';
+import { IS_CLOSED, IS_IDLE, Semaphore } from './semaphore';
 import { prepareConnection } from './lock/slice';
 
 /** The options of `createLocks`: those of every semaphore it serves, and the pool's. */
@@ -55,10 +56,6 @@ interface Entry {
 
 const DEFAULT_MAX_CONNECTIONS = 50;
 const DEFAULT_IDLE_TIMEOUT = 30_000;
-/** Longest close() waits for connections still opening (node-redis' default connect timeout). */
-const CLOSE_OPENING_MS = 5000;
-/** How often the manager checks whether the caller closed its client, while it has names or connections. */
-const CLIENT_WATCH_MS = 250;
 
 /**
  * Any number of semaphore names on one client: `locks.lock(name, fn)` for a lock per user, order or
@@ -115,7 +112,7 @@ export class Locks {
 
   /** Runs `fn` while holding a token of `name` (waiting as long as it takes) and releases it afterwards. */
   lock<T>(name: string, fn: LockCallback<T>): Promise<Awaited<T>>;
-  /** Like `lock(name, fn)`, but rejects with `LockTimeoutError` if no token came within `timeout` ms (`0` never blocks). */
+  /** Like `lock(name, fn)`, but rejects with `LockTimeoutError` if no token came within `timeout` ms (`0`: no wait). */
   lock<T>(name: string, timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
   lock<T>(
     name: string,

@@ -1,3 +1,4 @@
+// The public Mutex class: a Semaphore with exactly one token.
 import type { SemaphoreOptions } from './options';
 import { Semaphore } from './semaphore';
 

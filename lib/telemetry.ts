@@ -1,3 +1,4 @@
+// What a semaphore tells the outside: its events, counters and stats, diagnostics and tracing channels, NODE_DEBUG.
 import { channel, tracingChannel, type Channel, type TracingChannel } from 'node:diagnostics_channel';
 import { debuglog } from 'node:util';
 import type { LockLostReason } from './options';
@@ -58,7 +59,7 @@ export interface SemaphoreEvents {
   released: [event: ReleasedEvent];
   /** A held token was lost (see `LockLostReason`). */
   lost: [event: LostEvent];
-  /** A wait ran out of time without a token (`lock(timeout)` resolved null, or the call rejected with `LockTimeoutError`). */
+  /** A wait ran out of time without a token (`lock(timeout)` resolved null, or the call threw `LockTimeoutError`). */
   timeout: [event: TimeoutEvent];
   /** A wait was ended by its `AbortSignal` (the call rejected with the signal's reason). */
   aborted: [event: AbortedEvent];
@@ -233,7 +234,7 @@ const tracesOfHoldings = new WeakMap<object, AcquireTrace>();
 /**
  * Runs `wait` (an acquisition: its holding, or null on a timeout) under the `acquire` tracing
  * channel, and fills in `trace` as it settles; `failure` names the outcome of a rejection (`aborted`
- * or `error`). Only when subscribed: it costs a few promises per call.
+ * or `error`). Only called when someone subscribes.
  */
 export function traceAcquire<H extends { readonly token: string; readonly fence: number; readonly acquiredAt: number }>(
   trace: AcquireTrace,
@@ -295,10 +296,7 @@ const logger = debuglog('redis-token-semaphore');
 /** Whether `NODE_DEBUG=redis-token-semaphore` was set when the process started (Node reads it once). */
 export const debugEnabled = logger.enabled;
 
-/**
- * `NODE_DEBUG=redis-token-semaphore` prints each step. Without it, a function that does nothing:
- * `debuglog`'s own logger spreads its arguments on every call even when it prints nothing.
- */
+/** `NODE_DEBUG=redis-token-semaphore` prints each step; without it, a function that does nothing. */
 export const debug: (format: string, ...args: unknown[]) => void = debugEnabled ? logger : () => undefined;
 
 const channels = Object.fromEntries(Object.entries(CHANNELS).map(([event, name]) => [event, channel(name)])) as Record<
@@ -314,8 +312,7 @@ export type Emit = <E extends keyof SemaphoreEvents>(event: E, ...args: Semaphor
 
 /**
  * Counts what a semaphore does, publishes it on diagnostics channels and `NODE_DEBUG`, and emits
- * the acquisition events. An event object is built only when something will see it: a listener, a
- * channel subscriber or `NODE_DEBUG`; otherwise an acquisition or release only counts.
+ * the acquisition events; an event object is built only when something will see it.
  */
 export class Telemetry {
   readonly #semaphore: string;

@@ -1,5 +1,7 @@
+// One held grant: its token, grant id and fence, its lease as this process counts it, its refreshes and its signal.
 import { LockLostError } from '../errors';
 import type { LockLostReason } from '../options';
+import { holderLeaseMs, REFRESHES_PER_LEASE } from '../lock/timing';
 
 /** What a holding asks of its semaphore. */
 export interface HoldingHost {
@@ -24,17 +26,6 @@ export interface LeaseTerms {
   readonly autoRefresh: boolean;
 }
 
-/** Refreshes per lease: one lost or slow refresh still leaves two chances before the lease ends. */
-const REFRESHES_PER_LEASE = 3;
-
-/**
- * The lease this process counts is shorter than `staleClientTimeout` by this margin (Redlock's
- * rule: 1% for clock-rate drift, 2 ms for timer lateness), so it ends before Redis may reclaim.
- */
-export function holderLeaseMs(staleMs: number): number {
-  return Math.max(1, staleMs * 0.99 - 2);
-}
-
 /** The terms of every holding of a semaphore with this `staleClientTimeout` (null: no lease). */
 export function leaseTerms(staleMs: number | null, autoRefresh: boolean): LeaseTerms | null {
   return staleMs === null ? null : { ms: staleMs, holderMs: holderLeaseMs(staleMs), autoRefresh };
@@ -45,11 +36,8 @@ export function leaseTerms(staleMs: number | null, autoRefresh: boolean): LeaseT
  * fencing number, and its lease as this process sees it. The lease is counted on this process's
  * monotonic clock from when the acquiring (or last confirmed refreshing) request was *sent*, which is
  * no later than when Redis stamped it, so the holder gives the token up in its own mind no later than
- * any other client may reclaim it (clock rates assumed equal).
- *
- * A holding arms no timer of its own: its host runs one timer for all its holdings and calls `tick`
- * when the earliest lease end or refresh is due, so a grant released within the lease (the usual
- * case) costs no timer at all. Nothing is allocated for the signal until someone reads it.
+ * any other client may reclaim it (clock rates assumed equal). It arms no timer of its own: its
+ * host's one timer calls `tick` when the earliest lease end or refresh is due.
  */
 export class Holding {
   readonly token: string;
@@ -62,7 +50,7 @@ export class Holding {
 
   readonly #host: HoldingHost;
   readonly #terms: LeaseTerms | null;
-  /** Made when `signal` is first read: most holdings are released without anyone looking. */
+  /** Made when `signal` is first read. */
   #controller: AbortController | undefined;
   #lostReason: LockLostError | undefined;
   #leaseEnd = Infinity;
@@ -72,7 +60,6 @@ export class Holding {
   /** An automatic refresh is on its way: the next one is due a third of the lease after it settles. */
   #refreshInFlight = false;
   #ended = false;
-  /** A release is on its way (see `beginRelease`). */
   #releasing = false;
 
   constructor(
@@ -101,12 +88,10 @@ export class Holding {
     return this.#lostReason !== undefined;
   }
 
-  /** Whether a release is on its way. */
   get releasing(): boolean {
     return this.#releasing;
   }
 
-  /** Why the token was lost, if it was. */
   get lostReason(): LockLostReason | undefined {
     return this.#lostReason?.reason;
   }
@@ -148,7 +133,7 @@ export class Holding {
     return this.#nextDue();
   }
 
-  /** Ends the holding at once if its lease is already over (a slow grant): the caller must not start work believing it holds. */
+  /** Ends the holding at once if its lease is already over (a slow grant): its caller must not start work. */
   loseIfExpired(): void {
     if (!this.#ended && this.remainingMs <= 0) this.lose('expired');
   }

@@ -1,7 +1,9 @@
-// Returning tokens nobody will give back: stale holders (releaseStaleLocks, the watchdog), dead waiters' inboxes, and abandoned inboxes.
+// Returning tokens nobody will give back: stale holders (releaseStaleLocks, watchdog), dead waiters, abandoned inboxes.
 import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
 import { reapWaiters, releaseStale } from '../redis/commands';
+import { drainTimes } from '../lock/timing';
+import { warn } from '../util/warn';
 
 /** What `startWatchdog` returns. */
 export interface Watchdog {
@@ -38,8 +40,15 @@ export class Reclaim {
     return count;
   }
 
-  /** Runs `releaseStaleLocks` every `intervalMs` until `stop()`; `onError` hears of failed runs. */
-  startWatchdog(intervalMs: number, onError: (error: Error) => void): Watchdog {
+  /** Runs `releaseStaleLocks` every `intervalMs` until `stop()`; `report` hears of failed runs (a throw: a warning). */
+  startWatchdog(intervalMs: number, report: (error: Error) => void): Watchdog {
+    const onError = (error: Error) => {
+      try {
+        report(error);
+      } catch (thrown) {
+        warn(`onError of the watchdog of semaphore "${this.#ctx.name}" threw`, thrown);
+      }
+    };
     let running: Promise<void> | undefined;
     const timer = setInterval(() => {
       running ??= this.releaseStaleLocks()
@@ -83,7 +92,7 @@ export class Reclaim {
    * (a half-open connection's BLMOVE runs until its timeout). close() runs the pending drains at once.
    */
   drainAbandoned(id: string, blockedUntil: number): void {
-    for (const at of [performance.now() + 250, blockedUntil + this.#ctx.graceMs()]) {
+    for (const at of drainTimes(performance.now(), blockedUntil, this.#ctx.options.waitSlice)) {
       const timer = setTimeout(
         () => {
           this.#drains.delete(timer);

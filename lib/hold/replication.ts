@@ -25,8 +25,8 @@ export async function waitOn(ctx: SemaphoreContext, connection: Connection): Pro
 
 /**
  * A shortfall of acknowledging replicas (`waitReplicas`) rejects with ReplicationError, after
- * `giveBack` (a lock's grant goes back); with `onShortfall: 'warn'` it only emits a warning.
- * Without `waitReplicas` (`acknowledged` null) it resolves at once, without an async frame.
+ * `giveBack` (a lock's grant goes back); with `onShortfall: 'warn'` it only emits a warning. Not
+ * async: without `waitReplicas` (`acknowledged` null) it returns a resolved promise.
  */
 export function checkReplicated(
   ctx: SemaphoreContext,

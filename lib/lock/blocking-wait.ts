@@ -1,44 +1,33 @@
-// The blocking wait: slices on a dedicated connection until a token comes, the deadline passes, the caller aborts or the semaphore closes.
+// The blocking wait: slices on a connection of its own until a token comes, the deadline passes, an abort or close().
 import type { Connection } from '../redis/client/connection';
 import { raceAbort, sleep, backoffMs } from '../util/deadline';
 import { SemaphoreClosedError, SemaphoreRedisError } from '../errors';
-import type { Attempt } from '../hold/holdings';
+import type { Attempt } from '../hold/ledger';
 import type { Holding } from '../hold/holding';
 import { MAX_CONNECTION_FAILURES } from './recover';
 import { newId } from '../util/ids';
 import { endRegistrations, type Registration } from './registration';
 import { checkReplicated, waitOn } from '../hold/replication';
 import { explainConnectionFailure } from '../redis/server-checks';
-import { blockOnce, type SliceOutcome, type WaitParts } from './slice';
+import { blockOnce, type SliceOutcome, type BlockingParts } from './slice';
 import { debug } from '../telemetry';
-
-/**
- * The longest slice in two cases. The first slice under an advance registration: nothing created the
- * semaphore before that BLMOVE, and if it was reset meanwhile (deleted, flushed, a restart without
- * persistence), the claim that ends this slice re-creates it and re-registers, so the wait loses at
- * most this long. And a turn on a lock manager's shared connection when all of them are open: a
- * caller that queues for one gets it within this long.
- */
-const TURN_MS = 1000;
-
-/** How often a semaphore on the caller's client checks whether the caller closed it. */
-const CLIENT_WATCH_MS = 250;
+import { CLIENT_WATCH_MS, isLastSlice, sliceMs } from './timing';
 
 export class BlockingWait {
-  readonly #parts: WaitParts;
+  readonly #parts: BlockingParts;
   /** Closes the semaphore (when the caller closed its client). */
   readonly #close: () => void;
   /** Watches the caller's client while this semaphore has connections (see #watchClient). */
   #clientWatch: NodeJS.Timeout | undefined;
 
-  constructor(parts: WaitParts, close: () => void) {
+  constructor(parts: BlockingParts, close: () => void) {
     this.#parts = parts;
     this.#close = close;
   }
 
   /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
-  async wait(deadline: number, attempt: Attempt, registered: Registration | null): Promise<Holding | null> {
-    const { ctx, holdings } = this.#parts;
+  async block(deadline: number, attempt: Attempt, registered: Registration | null): Promise<Holding | null> {
+    const { ctx, ledger } = this.#parts;
     const { signal } = attempt;
     this.#watchClient();
     let registration = registered;
@@ -59,7 +48,7 @@ export class BlockingWait {
       }
       let connection: Connection | null;
       try {
-        connection = ctx.pool.takeIdle() ?? (await ctx.pool.acquire(deadline, signal));
+        connection = ctx.pool.checkoutIdle() ?? (await ctx.pool.checkout(deadline, signal));
       } catch (error) {
         failures++;
         lastError = error;
@@ -85,17 +74,13 @@ export class BlockingWait {
           }
           this.#stopIfClosedOrAborted(signal, registration, connection);
           const remaining = deadline - performance.now();
-          // Past the deadline, a live registration still gets a last (1 ms) slice, whose claim ends it.
+          // Past the deadline, a live registration still gets a last slice, whose claim ends it.
           if (remaining <= 0 && registration === null) return null;
-          const longest =
-            registration?.advance || ctx.pool.crowded
-              ? Math.min(TURN_MS, ctx.options.waitSlice)
-              : ctx.options.waitSlice;
-          const slice = Math.min(Math.max(remaining, 1), longest);
+          const short = registration?.advance === true || ctx.pool.crowded;
+          const slice = sliceMs(remaining, ctx.options.waitSlice, short);
           registration ??= { id: newId(), until: 0 };
           broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
-          // The deadline ends within this slice (shortened or not): its claim ends the registration.
-          const lastSlice = slice >= remaining;
+          const lastSlice = isLastSlice(slice, remaining);
           const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, signal, deadline);
           let outcome: SliceOutcome;
           try {
@@ -114,9 +99,9 @@ export class BlockingWait {
             const grant = outcome.grant;
             // waitReplicas: the claim wrote the grant on this connection, so WAIT there.
             if (ctx.options.waitReplicas) {
-              await checkReplicated(ctx, 'lock', await waitOn(ctx, connection), () => holdings.giveBack(grant));
+              await checkReplicated(ctx, 'lock', await waitOn(ctx, connection), () => ledger.giveBack(grant));
             }
-            return await holdings.granted(grant, attempt, connection);
+            return await ledger.granted(grant, attempt, connection);
           }
           registration = outcome.registration;
           if (broken) {
@@ -131,19 +116,18 @@ export class BlockingWait {
           if (ctx.pool.turnTaking) break;
         }
       } finally {
-        if (owned) ctx.pool.release(connection, broken);
+        if (owned) ctx.pool.checkin(connection, broken);
       }
     }
   }
 
-  /** Whether `deadline` has passed; if so, the registration left (if any) ends, or lapses where Redis cannot be reached. */
+  /** Whether `deadline` has passed; if so, the registration left (if any) ends, or lapses if Redis is unreachable. */
   #timedOut(deadline: number, registration: Registration | null): boolean {
     if (performance.now() < deadline) return false;
     void endRegistrations(this.#parts.ctx, [registration?.id]);
     return true;
   }
 
-  /** Stops watching the caller's client (close()). */
   stopWatchingClient(): void {
     clearInterval(this.#clientWatch);
   }
@@ -173,19 +157,19 @@ export class BlockingWait {
 
   /** What a slice abandoned by its caller (an abort) leaves: the token goes back, the registration ends. */
   async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: Connection): Promise<void> {
-    const { ctx, holdings } = this.#parts;
+    const { ctx, ledger } = this.#parts;
     let broken = true;
     try {
       const outcome = await pending;
       broken = outcome.failure !== undefined;
       // On the waiter's own connection, free now, which works even when the caller closed its client.
       const via = broken ? undefined : connection;
-      if (outcome.grant !== null) await holdings.giveBack(outcome.grant, via);
+      if (outcome.grant !== null) await ledger.giveBack(outcome.grant, via);
       await endRegistrations(ctx, [outcome.registration?.id], via);
     } catch {
       // A refused slice settled itself (blockOnce gives back what its claim kept).
     } finally {
-      ctx.pool.release(connection, broken);
+      ctx.pool.checkin(connection, broken);
     }
   }
 

@@ -1,12 +1,7 @@
-// Whether the next lock() skips tryLock (others wait too), and the advance registrations: waiter registrations a claim kept for this instance's next waits.
+// Whether the next lock() skips tryLock (others wait too), and the advance registrations kept for the next waits.
 import type { SemaphoreContext } from '../context';
 import { endRegistrations, type Registration } from './registration';
-
-/**
- * An advance registration (see `Contention`) nobody took within this long is removed: a busy loop takes
- * it within microseconds, and an idle one must not look like a waiter to `waiting()` for long.
- */
-const ADVANCE_IDLE_MS = 200;
+import { ADVANCE_IDLE_MS } from './timing';
 
 export class Contention {
   readonly #ctx: SemaphoreContext;
@@ -16,7 +11,7 @@ export class Contention {
    */
   contended = false;
   /**
-   * How many tryLocks of this instance were left unanswered (acquire.ts) and have not settled yet.
+   * How many tryLocks of this instance were left unanswered (take.ts) and have not settled yet.
    * While any is, the main client may be stuck (node-redis can stay "not ready" after a reconnect):
    * a lock goes straight to its blocking wait rather than queue another try behind them.
    */
@@ -66,7 +61,7 @@ export class Contention {
     this.#advance.length = 0;
   }
 
-  /** Takes every advance registration, at close(), to end it now rather than let them lapse, so nobody counts them as waiters. */
+  /** Takes every advance registration at close(), to end them now: lapsing, they would count as waiters. */
   takeAllAdvanceRegistrations(): string[] {
     clearTimeout(this.#sweepTimer);
     this.#sweepTimer = undefined;

@@ -1,10 +1,8 @@
-// Cancelling a blocked slice: an abort or close() ends its BLMOVE with CLIENT UNBLOCK, closing the connection only as the fallback.
+// Cancelling a blocked slice: an abort or close() ends its BLMOVE with CLIENT UNBLOCK, or else closes its connection.
 import type { SemaphoreContext } from '../context';
 import { sleep, withDeadline } from '../util/deadline';
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
-
-/** How long one `CLIENT UNBLOCK` waits for its answer before the connection is closed instead. */
-export const UNBLOCK_ANSWER_MS = 500;
+import { UNBLOCK_ANSWER_MS, unblockBackoffMs } from './timing';
 
 /** Most `CLIENT UNBLOCK`s sent for one cancelled slice (5 ms doubling: about 2.5 s) before its connection is closed. */
 const UNBLOCK_TRIES = 9;
@@ -25,8 +23,8 @@ export class Interrupts {
 
   /**
    * Lets an abort or close() end the slice blocked on `connection` early (it settles when `settled`
-   * does). Returns what disarms it once the slice settled: it returns the UNBLOCK still on its way,
-   * if any, to be awaited (none, the usual case, costs no microtask).
+   * does). Returns what disarms it once the slice settled, which returns the UNBLOCK still on its
+   * way, if any, to await.
    */
   arm(
     connection: Connection,
@@ -75,7 +73,7 @@ export class Interrupts {
         } catch {
           break;
         }
-        await Promise.race([settled, sleep(5 * 2 ** attempt)]);
+        await Promise.race([settled, sleep(unblockBackoffMs(attempt))]);
       }
       if (done) return;
     }

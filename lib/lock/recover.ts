@@ -1,32 +1,20 @@
-// Settling an attempt whose reply was lost (recover.lua): adopt its grant, claim its inbox, or mark it abandoned; and the bound on waiting for Redis' answer.
+// Settling an attempt whose reply was lost (recover.lua): adopt its grant, claim its inbox, or mark it abandoned.
 import type { SemaphoreContext } from '../context';
 import { backoffMs, DeadlineExceeded, raceAbort, sleep, withDeadline } from '../util/deadline';
 import { SemaphoreError, SemaphoreRedisError } from '../errors';
-import type { Grant, Holdings } from '../hold/holdings';
+import type { Grant, Ledger } from '../hold/ledger';
 import type { Reclaim } from '../hold/reclaim';
 import { isConnectionError, isMisattributedReply } from '../redis/client/classify';
 import { recover as recoverCall } from '../redis/commands';
 import { debug } from '../telemetry';
-
-/**
- * How many registration lifetimes an abandoned grant id stays marked (recover.lua): long enough for a
- * pipeline delayed in the network (TCP retransmits after a healed partition) to arrive and be refused.
- */
-const ABANDONED_LIFETIMES = 4;
-
-/**
- * How long `recover` waits for Redis' answer. A client with an offline queue (node-redis' default)
- * holds commands while Redis is unreachable: past this, the step gives up (the queued command may
- * still run later, and its outcome is then settled in the background).
- */
-export const ANSWER_MS = 3000;
+import { abandonedMarkMs, RECOVER_ANSWER_MS } from './timing';
 
 /** A blocking wait gave up on its connection after this many failures in a row. */
 export const MAX_CONNECTION_FAILURES = 5;
 
 export interface RecoverParts {
   readonly ctx: SemaphoreContext;
-  readonly holdings: Holdings;
+  readonly ledger: Ledger;
   readonly reclaim: Reclaim;
 }
 
@@ -38,11 +26,11 @@ export interface RecoverParts {
  * surely over (Reclaim.drainAbandoned).
  */
 export async function recover(
-  { ctx, holdings, reclaim }: RecoverParts,
+  { ctx, ledger, reclaim }: RecoverParts,
   id: string,
   registration: string,
   blockedUntil?: number,
-  answerMs = ANSWER_MS,
+  answerMs = RECOVER_ANSWER_MS,
 ): Promise<Grant | null> {
   debug('%s recover %s (registration %s)', ctx.name, id, registration);
   let attempt = 0;
@@ -50,11 +38,11 @@ export async function recover(
     try {
       const client = await ctx.ready(true);
       const sent = performance.now();
-      const call = recoverCall(ctx, id, registration, ABANDONED_LIFETIMES * ctx.registrationLifetimeMs());
+      const call = recoverCall(ctx, id, registration, abandonedMarkMs(ctx.options.waitSlice));
       const running = ctx.call('recover', call, { via: client, raw: true });
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
-        if (late) void holdings.giveBack({ token: late.token, id });
+        if (late) void ledger.giveBack({ token: late.token, id });
       });
       if (adopted === null) {
         if (blockedUntil !== undefined) reclaim.drainAbandoned(registration, blockedUntil);

@@ -10,7 +10,7 @@ import type { SemaphoreContext } from '../context';
 export interface Registration {
   readonly id: string;
   readonly until: number;
-  /** An advance registration (see `Contention`): its first slice is short, in case the semaphore was reset meanwhile. */
+  /** An advance registration (see `Contention`): its first slice is short (the semaphore may have been reset). */
   readonly advance?: boolean;
 }
 

@@ -1,11 +1,12 @@
-// One blocking slice: the prepareWait + BLMOVE + claim pipeline on a waiter's connection, its guard timer, and what it ended with.
+// One blocking slice: the prepareWait + BLMOVE + claim pipeline on a waiter's connection, and what it ended with.
 import { checkpoint } from '../util/checkpoint';
 import type { Contention } from './contention';
 import { DeadlineExceeded } from '../util/deadline';
 import { toBlockingTimeout } from '../util/durations';
 import { SemaphoreRedisError } from '../errors';
-import type { Grant } from '../hold/holdings';
-import { ANSWER_MS, recover, type RecoverParts } from './recover';
+import type { Grant } from '../hold/ledger';
+import { recover, type RecoverParts } from './recover';
+import { coversSlice, recoverWithinMs, registrationLifetimeMs, sliceGuardMs } from './timing';
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
 import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForNow } from '../redis/client/classify';
 import { newId } from '../util/ids';
@@ -16,12 +17,12 @@ import { debug, debugEnabled } from '../telemetry';
 import type { Interrupts } from './interrupts';
 
 /** What a blocking wait works with. */
-export interface WaitParts extends RecoverParts {
+export interface BlockingParts extends RecoverParts {
   readonly contention: Contention;
   readonly interrupts: Interrupts;
 }
 
-/** What one blocking slice ended with: a grant, or the registration for the next slice, and whether the connection failed. */
+/** What one slice ended with: a grant, or the registration for the next slice, and whether the connection failed. */
 export interface SliceOutcome {
   readonly grant: Grant | null;
   /** null: none left (make a new one). */
@@ -36,7 +37,7 @@ export interface SliceOutcome {
  * connection. Resolves the token, or the registration to use for the next slice (null: make a new one).
  */
 export async function blockOnce(
-  parts: WaitParts,
+  parts: BlockingParts,
   connection: Connection,
   registration: Registration,
   sliceMs: number,
@@ -47,14 +48,12 @@ export async function blockOnce(
   const { ctx, interrupts } = parts;
   const { id } = registration;
   if (debugEnabled) debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
-  const lifetime = ctx.registrationLifetimeMs();
-  const grace = ctx.graceMs();
+  const lifetime = registrationLifetimeMs(ctx.options.waitSlice);
   const sent = performance.now();
   const onConnection = { via: connection, raw: true };
-  const prepared =
-    registration.until - sent >= sliceMs + grace / 2
-      ? undefined
-      : ctx.call('lock', prepareWait(ctx, id, lifetime), onConnection);
+  const prepared = coversSlice(registration.until - sent, sliceMs, ctx.options.waitSlice)
+    ? undefined
+    : ctx.call('lock', prepareWait(ctx, id, lifetime), onConnection);
   const moved = connection.sendCommand([
     'BLMOVE',
     ctx.keys.available,
@@ -75,10 +74,10 @@ export async function blockOnce(
     : ctx.call('lock', claimCall(true), onConnection);
   // (A test's hook: its rejection is handled at once, like every promise here.)
   const hooked = checkpoint('lock:waiting')?.then(undefined, () => undefined);
-  const results = settleAll(prepared, moved, claimed, hooked);
+  const results = pipelineResults(prepared, moved, claimed, hooked);
   // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
   // settles what the pipeline may have done.
-  const guard = setTimeout(() => void disconnectQuietly(connection), Math.ceil(sliceMs + grace / 2));
+  const guard = setTimeout(() => void disconnectQuietly(connection), sliceGuardMs(sliceMs, ctx.options.waitSlice));
   // An abort or close() ends the slice early (Interrupts), keeping the connection.
   const disarm = interrupts.arm(connection, results, signal);
   const { prepare, move, claim } = await results;
@@ -101,7 +100,7 @@ export async function blockOnce(
       });
     }
     // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
-    // (Holdings.granted refreshes the grant first when that leaves too little of it).
+    // (Ledger.granted refreshes the grant first when that leaves too little of it).
     return { grant: { token, id: grantId, fence, anchor: sent }, registration: null };
   }
   return settleTroubledSlice(
@@ -135,14 +134,14 @@ interface SentSlice {
  * one of its commands. Settles what the pipeline may have done and says how the wait goes on.
  */
 async function settleTroubledSlice(
-  parts: WaitParts,
+  parts: BlockingParts,
   connection: Connection,
   { prepare, move, claim }: SliceResults,
   { registration, grantId, sent, sliceMs }: SentSlice,
   signal: AbortSignal | undefined,
   deadline: number,
 ): Promise<SliceOutcome> {
-  const { ctx, holdings, reclaim } = parts;
+  const { ctx, ledger, reclaim } = parts;
   const { id } = registration;
   const results = [prepare, move, claim];
   // A connection failure, or a cluster or failover refusing for now (TRYAGAIN mid-migration,
@@ -157,14 +156,14 @@ async function settleTroubledSlice(
     // Its caller has gone: recover settles the attempt, giving back a token the pipeline may have
     // claimed (close() waits for it). A registration the claim kept goes too.
     const grant = await recover(parts, grantId, id, sent + sliceMs).catch(() => null);
-    if (grant) await holdings.giveBack(grant);
+    if (grant) await ledger.giveBack(grant);
     return { grant: null, registration: null, failure: failure.reason };
   }
   if (failure) {
-    // Redis may not answer (an outage, with an offline queue): past the caller's deadline (at least
-    // a moment, at most ANSWER_MS) the attempt counts as failed, and a late answer settles itself.
-    const wait = Math.max(250, Math.min(ANSWER_MS, deadline - performance.now()));
-    const grant = await recover(parts, grantId, id, sent + sliceMs, wait).catch((error: unknown) => {
+    // Redis may not answer (an outage, with an offline queue): past the caller's deadline the
+    // attempt counts as failed, and a late answer settles itself.
+    const within = recoverWithinMs(deadline, performance.now());
+    const grant = await recover(parts, grantId, id, sent + sliceMs, within).catch((error: unknown) => {
       if ((error as { cause?: unknown }).cause instanceof DeadlineExceeded) return null;
       throw error;
     });
@@ -174,11 +173,11 @@ async function settleTroubledSlice(
   const error = [prepare, move].find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (claim.status === 'fulfilled') {
     // So prepareWait or BLMOVE was refused (blockOnce took the slices where all three answered).
-    // The claim ran after it and settled the inbox, so no recover is needed: undo what the claim
+    // The claim ran after it and settled the inbox, so no recover is needed: give back what the claim
     // kept, report.
     const { token, renewed, expired } = claim.value;
     reclaim.reapInBackground(expired);
-    if (token !== null) await holdings.giveBack({ token, id: grantId });
+    if (token !== null) await ledger.giveBack({ token, id: grantId });
     if (renewed) void endRegistrations(ctx, [id]);
     throw new SemaphoreRedisError(ctx.name, 'lock', error?.reason);
   }
@@ -189,7 +188,7 @@ async function settleTroubledSlice(
   }
   const grant = await recover(parts, grantId, id);
   if (error) {
-    if (grant !== null) await holdings.giveBack(grant);
+    if (grant !== null) await ledger.giveBack(grant);
     throw new SemaphoreRedisError(ctx.name, 'lock', error.reason);
   }
   return { grant, registration: null };
@@ -204,10 +203,9 @@ const answered = () => ANSWERED;
 
 /**
  * How each command of the pipeline settled, once all have and the test hook too (never rejects).
- * Every outcome is taken at once, so no rejection waits unhandled behind another command. Cheaper
- * than `Promise.allSettled` (its iterator, resolve functions and result array, per slice).
+ * Every outcome is taken at once, so no rejection waits unhandled behind another command.
  */
-async function settleAll(
+async function pipelineResults(
   prepared: Promise<unknown> | undefined,
   moved: Promise<unknown>,
   claimed: Promise<ClaimReply>,
@@ -221,8 +219,8 @@ async function settleAll(
 }
 
 /**
- * Blocking connections call claim by SHA1 only (a fallback would cost a round trip on the hand-off).
- * Best effort: where an ACL forbids SCRIPT, the claim fails with NOSCRIPT and `recover` claims instead.
+ * Blocking connections call claim by SHA1 only, so a new one loads it. Best effort: where an ACL
+ * forbids SCRIPT, the claim fails with NOSCRIPT and `recover` claims instead.
  */
 function loadClaimScript(connection: Connection): Promise<unknown> {
   return preload(connection, 'claim').catch(() => undefined);

@@ -1,7 +1,7 @@
-// lock()'s path to a token: the fast path (tryLock) and its undo, then the blocking wait when it missed or was skipped.
+// take: lock()'s path to a token, the fast path (tryLock) and its settling, then the blocking wait if that missed.
 import { checkpoint } from '../util/checkpoint';
 import { DeadlineExceeded, DeadlineQueue, raceAbort, withDeadline } from '../util/deadline';
-import type { Attempt } from '../hold/holdings';
+import type { Attempt } from '../hold/ledger';
 import type { Holding } from '../hold/holding';
 import { recover } from './recover';
 import { SemaphoreClosedError } from '../errors';
@@ -11,32 +11,25 @@ import { endRegistrations, type Registration } from './registration';
 import { checkReplicated, withReplicaWait } from '../hold/replication';
 import { tryLock, type TryLockReply } from '../redis/commands';
 import type { Replied } from '../redis/send';
-import type { WaitParts } from './slice';
+import type { BlockingParts } from './slice';
 import { acquireTraced, debug, debugEnabled, traceAcquire, type AcquireForm, type AcquireTrace } from '../telemetry';
 import type { BlockingWait } from './blocking-wait';
-
-/**
- * How long a lock waits for its tryLock's answer before it goes on without it. Past this, Redis is
- * stalled or the client does not deliver (node-redis can stay "not ready" after a reconnect): a lock
- * with a timeout then resolves null once the timeout has passed too, and any other waits on a
- * blocking connection of its own.
- */
-export const TRY_ANSWER_MS = 1000;
+import { readyWithinMs, registrationLifetimeMs, SETTLE_TRY_MS, TRY_ANSWER_MS, waitDeadline } from './timing';
 
 /** Every tryLock of the process, each limited to TRY_ANSWER_MS, with one timer for all. */
 const tryLockAnswers = new DeadlineQueue(TRY_ANSWER_MS);
 
-/** What acquiring works with. */
-export interface AcquireParts extends WaitParts {
-  readonly wait: BlockingWait;
+/** What taking a token works with. */
+export interface TakeParts extends BlockingParts {
+  readonly blocking: BlockingWait;
 }
 
 /**
  * A token for `attempt`, or null when none came within `timeout` ms; counts timeouts and aborts, and
  * traces the wait on the `acquire` tracing channel when someone subscribes (`form`: which call).
  */
-export function acquire(
-  parts: AcquireParts,
+export function take(
+  parts: TakeParts,
   timeout: number | null,
   attempt: Attempt,
   form: AcquireForm = 'lock',
@@ -52,10 +45,10 @@ export function acquire(
   );
 }
 
-async function counted(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
+async function counted(parts: TakeParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
   const { telemetry } = parts.ctx;
   try {
-    const holding = await acquireOrAbort(parts, timeout, attempt);
+    const holding = await takeOrAbort(parts, timeout, attempt);
     if (holding === null) telemetry.timedOut(timeout ?? Infinity, attempt.startedAt);
     return holding;
   } catch (error) {
@@ -69,11 +62,11 @@ function isAbort(attempt: Attempt, error: unknown): boolean {
   return attempt.signal?.aborted === true && error === attempt.signal.reason;
 }
 
-async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
-  const { ctx, holdings, contention, reclaim } = parts;
+async function takeOrAbort(parts: TakeParts, timeout: number | null, attempt: Attempt): Promise<Holding | null> {
+  const { ctx, ledger, contention, reclaim } = parts;
   attempt.signal?.throwIfAborted();
   if (ctx.readyNow() === undefined && !(await readyInTime(ctx, timeout, attempt.signal))) return null;
-  const deadline = timeout === null ? Infinity : attempt.startedAt + timeout;
+  const deadline = waitDeadline(attempt.startedAt, timeout);
   let registration: Registration | null = null;
   if (contention.skipsTryLock(timeout)) registration = contention.takeAdvanceRegistration();
   else {
@@ -82,16 +75,14 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
     const id = newId();
     const sent = performance.now();
     let answered: Replied<TryLockReply> | null;
-    const trying = ctx.call(
-      'lock',
-      withReplicaWait(ctx, tryLock(ctx, id, timeout === 0 ? null : ctx.registrationLifetimeMs())),
-    );
+    const lifetime = registrationLifetimeMs(ctx.options.waitSlice);
+    const trying = ctx.call('lock', withReplicaWait(ctx, tryLock(ctx, id, timeout === 0 ? null : lifetime)));
     try {
       answered = await raceAbort(answerInTime(ctx, trying), attempt.signal);
     } catch (error) {
       if (attempt.signal?.aborted && error === attempt.signal.reason) {
-        // Aborted while the script was on its way: whatever it did is undone in the background.
-        void ctx.track(undoTryLock(parts, trying, id));
+        // Aborted while the script was on its way: the try is settled in the background.
+        void ctx.track(forClose(settleTry(parts, trying, id)));
         throw error;
       }
       if (!(error instanceof DeadlineExceeded)) {
@@ -100,16 +91,16 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
         if (!(isConnectionError(error) || isMisattributedReply(error)) || wasNeverSent(error)) throw error;
         const adopted = await recover(parts, id, id).catch(() => null);
         if (adopted === null) throw error;
-        return holdings.granted(adopted, attempt);
+        return ledger.granted(adopted, attempt);
       }
       // No answer in time (Redis stalled, or a client that never becomes ready again after a
-      // reconnect): the try is undone whenever its answer comes, and the lock goes on without it
+      // reconnect): the try is settled whenever its answer comes, and the lock goes on without it
       // (as do the next ones, until that answer comes: see Contention.unanswered).
       contention.unanswered++;
       const settled = () => void contention.unanswered--;
-      const undone = settleTry(parts, trying, id);
-      undone.then(settled, settled);
-      void ctx.track(withinUndoLimit(undone));
+      const settling = settleTry(parts, trying, id);
+      settling.then(settled, settled);
+      void ctx.track(forClose(settling));
       if (performance.now() >= deadline) return null;
       answered = null;
     }
@@ -122,17 +113,17 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
       if (token !== null) {
         const grant = { token, id, fence, anchor: sent };
         if (answered.acknowledged !== null)
-          await checkReplicated(ctx, 'lock', answered.acknowledged, () => holdings.giveBack(grant));
-        return holdings.granted(grant, attempt);
+          await checkReplicated(ctx, 'lock', answered.acknowledged, () => ledger.giveBack(grant));
+        return ledger.granted(grant, attempt);
       }
       if (timeout === 0) return null;
-      registration = { id, until: sent + ctx.registrationLifetimeMs() };
+      registration = { id, until: sent + lifetime };
     }
   }
   const beforeWait = checkpoint('lock:before-wait');
   if (beforeWait) await beforeWait;
   try {
-    const holding = await parts.wait.wait(deadline, attempt, registration);
+    const holding = await parts.blocking.block(deadline, attempt, registration);
     // A wait that timed out (or failed, below) proves nothing about contention: try first next time.
     if (holding === null) contention.contended = false;
     return holding;
@@ -148,13 +139,13 @@ async function acquireOrAbort(parts: AcquireParts, timeout: number | null, attem
  * an abort (which rejects with its reason) or close() (SemaphoreClosedError).
  */
 async function readyInTime(
-  ctx: AcquireParts['ctx'],
+  ctx: TakeParts['ctx'],
   timeout: number | null,
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
   let ready = ctx.ready().then(() => true);
   if (timeout !== null) {
-    ready = withDeadline(ready, Math.max(timeout, TRY_ANSWER_MS), 'ready').catch((error: unknown) => {
+    ready = withDeadline(ready, readyWithinMs(timeout), 'ready').catch((error: unknown) => {
       if (error instanceof DeadlineExceeded) return false;
       throw error;
     });
@@ -169,42 +160,31 @@ async function readyInTime(
 }
 
 /** `trying`, or a `DeadlineExceeded` once it went TRY_ANSWER_MS (and `waitReplicas`' WAIT) unanswered. */
-function answerInTime<T>(ctx: AcquireParts['ctx'], trying: Promise<T>): Promise<T> {
+function answerInTime<T>(ctx: TakeParts['ctx'], trying: Promise<T>): Promise<T> {
   const replicas = ctx.options.waitReplicas;
   if (replicas) return withDeadline(trying, TRY_ANSWER_MS + replicas.timeoutMs, 'tryLock');
   return tryLockAnswers.watch(trying, 'tryLock', asIs);
 }
 
-/** A try past TRY_ANSWER_MS rejects with the DeadlineExceeded itself, which acquireOrAbort tells apart. */
+/** A try past TRY_ANSWER_MS rejects with the DeadlineExceeded itself, which takeOrAbort tells apart. */
 const asIs = (error: DeadlineExceeded): Error => error;
 
-/**
- * How long close() waits for the undo of a try Redis has not answered: as long as a release try
- * (longer than a Sentinel failover). The undo needs the client open; an answer that comes later, to a
- * client closed meanwhile, leaves its token to its lease.
- */
-const UNDO_ANSWER_MS = 10_000;
-
-/** Gives back what an abandoned tryLock took: its token, or its waiter registration. */
-function undoTryLock(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
-  return withinUndoLimit(settleTry(parts, trying, id));
+/** What close() waits for of a try's settling: at most SETTLE_TRY_MS (it runs on after that). */
+function forClose(settling: Promise<void>): Promise<void> {
+  return withDeadline(settling, SETTLE_TRY_MS, 'settle tryLock').catch(() => undefined);
 }
 
-/** What close() waits for of an undo: the undo, or UNDO_ANSWER_MS (it runs on after that). */
-function withinUndoLimit(undone: Promise<void>): Promise<void> {
-  return withDeadline(undone, UNDO_ANSWER_MS, 'undo tryLock').catch(() => undefined);
-}
-
-async function settleTry(parts: AcquireParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
+/** Gives back what a try nobody waits for took (its token, or its registration), once its answer comes. */
+async function settleTry(parts: TakeParts, trying: Promise<Replied<TryLockReply>>, id: string): Promise<void> {
   let token: string | null;
   try {
     ({ token } = (await trying).reply);
   } catch (error) {
     if (wasNeverSent(error)) return;
     const grant = await recover(parts, id, id).catch(() => null);
-    if (grant) await parts.holdings.giveBack(grant);
+    if (grant) await parts.ledger.giveBack(grant);
     return;
   }
-  if (token !== null) await parts.holdings.releaseGrant({ token, id }, true).catch(() => undefined);
+  if (token !== null) await parts.ledger.giveBack({ token, id });
   else void endRegistrations(parts.ctx, [id]);
 }

@@ -1,8 +1,6 @@
-import { MAX_TIMER_MS } from '../util/durations';
+// The blocking connections of one semaphore (or of a lock manager): opened on demand, handed out in arrival order.
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
-
-/** How long a pool that has connections waits before it tries to open another after one failed to open. */
-const OPEN_RETRY_MS = 1000;
+import { MAX_TIMER_MS, OPEN_RETRY_MS } from '../lock/timing';
 
 /** What a queued caller is handed: a connection, the error that kept one from opening, or null (gave up). */
 type Handoff = Connection | Error | null;
@@ -26,9 +24,9 @@ export interface ConnectionPool {
    * the next caller will queue, and its turn must come soon.
    */
   readonly crowded: boolean;
-  acquire(deadline: number, signal?: AbortSignal): Promise<Connection | null>;
-  takeIdle(): Connection | undefined;
-  release(connection: Connection, broken?: boolean): void;
+  checkout(deadline: number, signal?: AbortSignal): Promise<Connection | null>;
+  checkoutIdle(): Connection | undefined;
+  checkin(connection: Connection, broken?: boolean): void;
   idOf(connection: Connection): string | undefined;
   stopServing(): void;
   control(): Promise<Connection>;
@@ -58,14 +56,12 @@ export class BlockingPool implements ConnectionPool {
   readonly #open = new Set<Connection>();
   readonly #queue: Array<(handoff: Handoff) => void> = [];
   #opening = 0;
-  /** See `#mayOpen`. */
   #openPausedUntil = 0;
   /** What `#openOne` is doing now, for `openingSettled()`. */
   readonly #openings = new Set<Promise<void>>();
   #closed = false;
   /** No longer hands out connections (see `stopServing`). */
   #stopped = false;
-  /** See `control()`. */
   #control: Promise<Connection> | undefined;
 
   /**
@@ -84,7 +80,6 @@ export class BlockingPool implements ConnectionPool {
     this.#idleMs = idleMs;
   }
 
-  /** How many callers are queued for a connection. */
   get queued(): number {
     return this.#queue.length;
   }
@@ -109,24 +104,22 @@ export class BlockingPool implements ConnectionPool {
     return this.#open.size === 0 || performance.now() >= this.#openPausedUntil;
   }
 
-  /** Connections open and not in use. */
   get idle(): number {
     return this.#idle.length;
   }
 
-  /** Connections open or opening. */
   get size(): number {
     return this.#open.size + this.#opening;
   }
 
   /**
-   * A connection of the caller's own until `release`, or null once `deadline` (performance.now())
+   * A connection of the caller's own until `checkin`, or null once `deadline` (performance.now())
    * passes in the queue, `signal` aborts, or the pool closes. Rejects when a connection opened for
    * it fails to open.
    */
-  async acquire(deadline: number, signal?: AbortSignal): Promise<Connection | null> {
+  async checkout(deadline: number, signal?: AbortSignal): Promise<Connection | null> {
     if (this.#stopped || signal?.aborted) return null;
-    const idle = this.takeIdle();
+    const idle = this.checkoutIdle();
     if (idle) return idle;
     const handed = new Promise<Handoff>((resolve) => {
       const entry = (handoff: Handoff): void => {
@@ -151,11 +144,8 @@ export class BlockingPool implements ConnectionPool {
     return handoff;
   }
 
-  /**
-   * An idle connection at once when nobody queues for one (`acquire` without its microtask), or
-   * undefined: then `acquire` queues.
-   */
-  takeIdle(): Connection | undefined {
+  /** An idle connection at once when nobody queues for one, or undefined: then `checkout` queues. */
+  checkoutIdle(): Connection | undefined {
     if (this.#stopped) return undefined;
     while (this.#queue.length === 0 && this.#idle.length > 0) {
       const idle = this.#idle.pop();
@@ -167,7 +157,7 @@ export class BlockingPool implements ConnectionPool {
   }
 
   /** Gives a connection back; a `broken` one (its last command failed) is closed instead of reused. */
-  release(connection: Connection, broken = false): void {
+  checkin(connection: Connection, broken = false): void {
     if (broken || this.#closed) {
       this.#discard(connection);
       if (this.#queue.length > 0 && !this.#closed && this.#mayOpen()) void this.#openOne();

@@ -1,4 +1,4 @@
-// One semaphore's share of a lock manager's pool of blocking connections: the connections it has in use, its queued callers, its own close().
+// One semaphore's share of a lock manager's blocking pool: its connections in use, its queued callers, its close().
 import { setMaxListeners } from 'node:events';
 import type { BlockingPool, ConnectionPool } from './blocking-pool';
 import type { Connection } from '../redis/client/connection';
@@ -41,13 +41,13 @@ export class PoolShare implements ConnectionPool {
     return this.#shared.full;
   }
 
-  async acquire(deadline: number, signal?: AbortSignal): Promise<Connection | null> {
+  async checkout(deadline: number, signal?: AbortSignal): Promise<Connection | null> {
     if (this.#stop.signal.aborted || signal?.aborted) return null;
     const combined = signal === undefined ? undefined : eitherSignal(signal, this.#stop.signal);
     this.#queued++;
     let connection: Connection | null;
     try {
-      connection = await this.#shared.acquire(deadline, combined?.signal ?? this.#stop.signal);
+      connection = await this.#shared.checkout(deadline, combined?.signal ?? this.#stop.signal);
     } finally {
       this.#queued--;
       combined?.dispose();
@@ -55,16 +55,16 @@ export class PoolShare implements ConnectionPool {
     return connection === null ? null : this.#lend(connection);
   }
 
-  takeIdle(): Connection | undefined {
+  checkoutIdle(): Connection | undefined {
     if (this.#stop.signal.aborted) return undefined;
-    const connection = this.#shared.takeIdle();
+    const connection = this.#shared.checkoutIdle();
     return connection === undefined ? undefined : (this.#lend(connection) ?? undefined);
   }
 
-  release(connection: Connection, broken = false): void {
+  checkin(connection: Connection, broken = false): void {
     // A connection close() already gave back (closed) must not go back twice.
     if (!this.#inUse.delete(connection)) return;
-    this.#shared.release(connection, broken || this.#stop.signal.aborted);
+    this.#shared.checkin(connection, broken || this.#stop.signal.aborted);
   }
 
   idOf(connection: Connection): string | undefined {
@@ -85,13 +85,13 @@ export class PoolShare implements ConnectionPool {
     this.#stop.abort();
     for (const connection of [...this.#inUse]) {
       this.#inUse.delete(connection);
-      this.#shared.release(connection, true);
+      this.#shared.checkin(connection, true);
     }
   }
 
   #lend(connection: Connection): Connection | null {
     if (this.#stop.signal.aborted) {
-      this.#shared.release(connection);
+      this.#shared.checkin(connection);
       return null;
     }
     this.#inUse.add(connection);

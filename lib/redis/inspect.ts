@@ -2,7 +2,7 @@
 import type { Contention } from '../lock/contention';
 import type { SemaphoreContext } from '../context';
 import { grantIdOf, snapshotOf, type HolderInfo } from './status';
-import type { Holdings } from '../hold/holdings';
+import type { Ledger } from '../hold/ledger';
 import { inspect } from './commands';
 import { status } from './operator-commands';
 import { withDeadline } from '../util/deadline';
@@ -35,11 +35,11 @@ export async function waiting(ctx: SemaphoreContext): Promise<number> {
 }
 
 /** With a token: whether anyone holds it. Without: whether this instance holds one it was not told it lost. */
-export async function isLocked(ctx: SemaphoreContext, holdings: Holdings, token: string | undefined): Promise<boolean> {
+export async function isLocked(ctx: SemaphoreContext, ledger: Ledger, token: string | undefined): Promise<boolean> {
   if (token !== undefined) {
     return (await bounded(ctx, 'isLocked', ctx.command('isLocked', ['HEXISTS', ctx.keys.grabbed, token]))) === 1;
   }
-  const held = holdings.live();
+  const held = ledger.live();
   if (held.length === 0) return false;
   const records = (await bounded(
     ctx,
@@ -67,10 +67,10 @@ export async function allTokens(ctx: SemaphoreContext): Promise<string[]> {
 }
 
 /** Removes every key of the semaphore (the operators' audit stream too) and every registered inbox; this instance's holdings are lost. */
-export async function deleteAll(ctx: SemaphoreContext, holdings: Holdings, contention: Contention): Promise<void> {
+export async function deleteAll(ctx: SemaphoreContext, ledger: Ledger, contention: Contention): Promise<void> {
   const registrations = (await ctx.command('delete', ['ZRANGE', ctx.keys.waiting, '0', '-1'])) as string[];
   const inboxes = registrations.map(ctx.keys.inboxOfRegistration);
   await ctx.command('delete', ['DEL', ...ctx.keys.scriptKeys, ctx.keys.gemReleaseGuard, ctx.keys.audit, ...inboxes]);
   contention.forgetAdvanceRegistrations(); // they went with WAITING
-  holdings.loseAll('reclaimed');
+  ledger.loseAll('reclaimed');
 }

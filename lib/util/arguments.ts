@@ -15,6 +15,13 @@ export function isAbortSignal(value: unknown): value is AbortSignal {
   return typeof aborted === 'boolean' && typeof addEventListener === 'function';
 }
 
+/** Throws unless `options` is an options object (not null, not an AbortSignal passed in its place). */
+export function assertOptions(options: unknown, expected: string): asserts options is object {
+  if (typeof options !== 'object' || options === null || isAbortSignal(options)) {
+    throw new TypeError(`Expected ${expected}, got ${describe(options)}`);
+  }
+}
+
 export function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined) return undefined;
   if (!isAbortSignal(signal)) {
@@ -23,8 +30,9 @@ export function checkSignal(signal: unknown): AbortSignal | undefined {
   return signal as AbortSignal;
 }
 
-export function assertToken(token: unknown, operation: string): asserts token is string {
+/** `or`: what else `operation` takes, for the message. */
+export function assertToken(token: unknown, operation: string, or = ''): asserts token is string {
   if (typeof token !== 'string') {
-    throw new TypeError(`Expected the token given to ${operation} to be a string, got ${describe(token)}`);
+    throw new TypeError(`Expected the token given to ${operation} to be a string${or}, got ${describe(token)}`);
   }
 }

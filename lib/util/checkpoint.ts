@@ -1,8 +1,5 @@
-/**
- * Named points between the protocol's Redis steps. Production code never sets a hook; the crash
- * tests do (see spec/support/crash-worker.js), to stop a real process exactly between two steps and
- * kill it there.
- */
+// Named points between the protocol's Redis steps, where the crash tests stop a process.
+/** Production code never sets a hook; the crash tests do (spec/support/crash-worker.js), to kill a process there. */
 export type CheckpointHook = (step: CheckpointStep) => void | Promise<void>;
 
 export type CheckpointStep =
@@ -27,10 +24,7 @@ export function hasCheckpointHook(): boolean {
   return hook !== undefined;
 }
 
-/**
- * Runs the hook, if a test set one; otherwise returns undefined at once. Awaiting that still costs a
- * microtask, so a hot path awaits only what it got: `const hooked = checkpoint(step); if (hooked) await hooked;`.
- */
+/** Runs the hook, if a test set one. A hot path awaits only what it got: `if (hooked) await hooked`. */
 export function checkpoint(step: CheckpointStep): void | Promise<void> {
   return hook?.(step);
 }

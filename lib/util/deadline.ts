@@ -21,7 +21,7 @@ function afterIo(expire: () => void, ms: number): NodeJS.Timeout {
 /**
  * Settles as `promise` does, or rejects with `DeadlineExceeded` after `ms` (or what `expired` makes
  * of it). The promise itself runs on (a command queued offline may still run later): callers that
- * care settle it in the background. One promise and one timer, cleared as soon as `promise` settles.
+ * care settle it in the background.
  */
 export function withDeadline<T>(
   promise: Promise<T>,
@@ -57,12 +57,9 @@ interface Watched {
 }
 
 /**
- * `withDeadline` for many calls with the same time limit (every release), with one timer for all of
- * them instead of one per call: the calls are queued in the order they began, so their deadlines are
- * in order too. A call that settles at the head of the queue leaves at once (calls mostly settle in
- * order, so the queue stays short); the timer, armed for the head's deadline, rejects the calls past
- * theirs and re-arms for the next. Same guarantees: a call rejects no earlier than `ms` after it
- * began and, timers allowing, not much later.
+ * `withDeadline` for many calls with the same time limit, with one timer for all: calls queue in the
+ * order they began, so their deadlines are in order; the timer, armed for the head's, rejects the
+ * calls past theirs. A call rejects no earlier than `ms` after it began.
  */
 export class DeadlineQueue {
   readonly #ms: number;

@@ -1,3 +1,4 @@
+// A bad argument, described for an error message.
 /** A short description of a bad argument for error messages: `"text"`, `null`, `a function`, `number -1`. */
 export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);

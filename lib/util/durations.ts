@@ -1,9 +1,5 @@
+// Durations: every one in the API is in milliseconds; checked here, and turned into what Redis takes.
 import { describe } from './describe';
-
-/**
- * Every duration in the API is in milliseconds; this module is the one place that checks them and
- * turns them into what Redis takes.
- */
 
 /** Throws unless `value` is a finite number ≥ 0 (or > 0 when `positive`). */
 export function assertDuration(name: string, value: unknown, positive = false): asserts value is number {
@@ -17,10 +13,7 @@ export function assertDuration(name: string, value: unknown, positive = false): 
   }
 }
 
-/**
- * Milliseconds as decimal seconds, keeping the last conversion: a busy semaphore converts the same
- * durations (its registration lifetime, its usual slice length) again and again.
- */
+/** Milliseconds as decimal seconds, keeping the last conversion (the same durations recur). */
 function secondsKeepingLast(): (ms: number) => string {
   let lastMs = Number.NaN;
   let last = '';
@@ -43,8 +36,8 @@ export function toBlockingTimeout(ms: number): string {
   return blockingSeconds(Math.max(1, Math.ceil(ms)));
 }
 
-/** setTimeout fires at once for delays past 2^31 - 1 ms; longer waits must not arm a timer. */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+/** For lib/options.ts until it imports MAX_TIMER_MS from lib/lock/timing.ts, its owner. */
+export { MAX_TIMER_MS } from '../lock/timing';
 
 /** Milliseconds as the whole number PEXPIRE takes ('' when off, which the scripts read as "none"). */
 export function toExpireArgument(ms: number | null): string {

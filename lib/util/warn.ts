@@ -1,7 +1,7 @@
+// Process warnings for problems nobody can be handed.
 /**
- * Reports a problem nobody can be handed (a failing user callback, a watchdog run) as a process
- * warning. Takes the message as text, so an error from another realm (a VM context) cannot make
- * `emitWarning` itself throw from inside a timer.
+ * Reports a failing user callback or watchdog run. Takes the message as text: an error from another
+ * realm (a VM context) could make `emitWarning` itself throw from inside a timer.
  */
 export function warn(message: string, cause?: unknown): void {
   const detail = cause === undefined ? '' : `: ${errorMessage(cause)}`;

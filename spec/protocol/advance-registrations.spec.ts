@@ -1,5 +1,6 @@
 import { Contention } from '../../lib/lock/contention';
 import { SemaphoreContext } from '../../lib/context';
+import { registrationLifetimeMs } from '../../lib/lock/timing';
 import { resolveOptions } from '../../lib/options';
 import { useFixture } from '../support/fixture';
 import { uniqueName } from '../support/redis';
@@ -32,7 +33,7 @@ async function scenario() {
       await new Promise((resolve) => setTimeout(resolve, 5));
     return members();
   };
-  return { clock, contention, until: performance.now() + ctx.registrationLifetimeMs(), sweptTo };
+  return { clock, contention, until: performance.now() + registrationLifetimeMs(ctx.options.waitSlice), sweptTo };
 }
 
 test('the idle sweep ends the registrations kept more than 200 ms ago and keeps the others', async () => {

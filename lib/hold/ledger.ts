@@ -1,18 +1,17 @@
-// This instance's acquisitions: adopting a grant, releasing, consuming and refreshing one, handing one over, giving one back, and telling a holder it lost its token.
+// This instance's holdings: a grant becomes one (or is declined); found, released, refreshed, handed over, lost.
 import type { Connection } from '../redis/client/connection';
 import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
-import { backoffMs, DeadlineExceeded, DeadlineQueue, sleep, withDeadline } from '../util/deadline';
-import { MAX_TIMER_MS } from '../util/durations';
-import { SemaphoreClosedError, SemaphoreRedisError } from '../errors';
+import { withDeadline } from '../util/deadline';
+import { SemaphoreClosedError } from '../errors';
 import { grantIdOf } from '../redis/status';
 import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holding';
 import type { LockLostReason } from '../options';
-import { replyErrorCode, wasNeverSent } from '../redis/client/classify';
-import { ANSWER_MS } from '../lock/recover';
-import { checkReplicated, withReplicaWait } from './replication';
-import { refresh, release, type ReleaseReply } from '../redis/commands';
-import type { Replied } from '../redis/send';
+import { MAX_TIMER_MS, mostlySpent, RENEW_ANSWER_MS } from '../lock/timing';
+import { checkReplicated } from './replication';
+import { REPLICATED, Releaser, type GrantRef } from './release';
+import { refresh } from '../redis/commands';
+import type { LeaseHost, LockCallback } from '../lease';
 import { debug } from '../telemetry';
 import { warn } from '../util/warn';
 
@@ -36,20 +35,7 @@ export interface Attempt {
   readonly signal: AbortSignal | undefined;
 }
 
-/**
- * How long one release try waits for its answer before the call rejects (a try with no answer is not
- * repeated: an offline queue still holds it). Longer than a failover (a Sentinel promotion takes a
- * few seconds), during which the release is held and then runs on the new primary.
- */
-const RELEASE_ANSWER_MS = 10_000;
-
-/** Every release try of the process, each limited to RELEASE_ANSWER_MS, with one timer for all. */
-const releaseDeadlines = new DeadlineQueue(RELEASE_ANSWER_MS);
-
-/** Most tries of a release whose connection failed (each after a backoff): about 3 s in all. */
-const RELEASE_TRIES = 6;
-
-export class Holdings {
+export class Ledger {
   readonly #ctx: SemaphoreContext;
   /** This instance's held tokens, oldest first. */
   readonly #holdings: Holding[] = [];
@@ -59,9 +45,9 @@ export class Holdings {
   /** The one timer of all the holdings (see `Holding.tick`), and when it fires (`performance.now()`). */
   #timer: NodeJS.Timeout | undefined;
   #timerAt = Infinity;
-  /** What a release try past its time limit rejects with, made once rather than per try. */
-  readonly #unlockExpired: (error: DeadlineExceeded) => Error;
-  readonly #consumeExpired: (error: DeadlineExceeded) => Error;
+  readonly #releaser: Releaser;
+  /** What every `Lease` of this instance asks of it. */
+  readonly leaseHost: LeaseHost;
 
   constructor(ctx: SemaphoreContext) {
     this.#ctx = ctx;
@@ -72,11 +58,16 @@ export class Holdings {
       holdingLost: (holding, reason) => this.#holdingLost(holding, reason),
       wake: (at) => this.#wake(at),
     };
-    this.#unlockExpired = (error) => new SemaphoreRedisError(ctx.name, 'unlock', error);
-    this.#consumeExpired = (error) => new SemaphoreRedisError(ctx.name, 'consume', error);
+    this.#releaser = new Releaser(ctx);
+    this.leaseHost = {
+      name: ctx.name,
+      leaseMs: ctx.options.staleClientTimeout,
+      release: async (held) => (await this.release(held, true)) !== false,
+      refresh: (held) => this.refresh(held),
+      handOver: (held) => this.handOver(held),
+    };
   }
 
-  /** The holdings not lost, oldest first. */
   live(): Holding[] {
     return this.#holdings.filter((holding) => !holding.lost);
   }
@@ -100,18 +91,18 @@ export class Holdings {
   }
 
   /**
-   * A grant Redis made for `attempt` becomes a holding. Without a test hook, a lease still fresh, and
-   * a caller still there, it all happens at once: no await, no timer, no event built that nobody hears.
+   * A grant Redis made for `attempt` becomes a holding, or goes back when its caller has gone. Not
+   * async: the usual grant settles without an await.
    */
   granted(grant: Grant, attempt: Attempt, via?: Connection): Promise<Holding> {
     // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
     // to the next waiter. `via`: the waiter's connection, still ours until the wait returns it.
-    if (this.#ctx.closing || attempt.signal?.aborted) return this.#refuse(grant, attempt.signal, via);
+    if (this.#ctx.closing || attempt.signal?.aborted) return this.#decline(grant, attempt.signal, via);
     const terms = this.#terms;
     // A grant whose lease is mostly spent (a long blocking wait counts from when the pipeline was
     // sent; see DESIGN "Leases") is refreshed once before it is handed out, which restarts its
     // lease from a known send time, or finds it already reclaimed.
-    if (terms !== null && grant.anchor + terms.holderMs - performance.now() < (2 / 3) * terms.holderMs) {
+    if (terms !== null && mostlySpent(grant.anchor, terms.holderMs, performance.now())) {
       return this.#renewThenHold(grant, attempt);
     }
     try {
@@ -122,7 +113,7 @@ export class Holdings {
   }
 
   /** A grant for a caller who has gone: closed (the token goes back first), or aborted (told at once). */
-  async #refuse(grant: Grant, signal: AbortSignal | undefined, via: Connection | undefined): Promise<never> {
+  async #decline(grant: Grant, signal: AbortSignal | undefined, via: Connection | undefined): Promise<never> {
     const ctx = this.#ctx;
     if (!ctx.closing && signal) {
       // The release runs on (close() waits for it).
@@ -136,11 +127,11 @@ export class Holdings {
   async #renewThenHold(grant: Grant, attempt: Attempt): Promise<Holding> {
     const sentAt = performance.now();
     // Bounded: a main client that does not answer (stuck reconnecting) must not hold up the grant.
-    const renewed = await withDeadline(this.refreshGrant(grant), ANSWER_MS, 'refresh').catch(() => null);
+    const renewed = await withDeadline(this.refreshGrant(grant), RENEW_ANSWER_MS, 'refresh').catch(() => null);
     return this.#hold(grant, attempt, renewed ? sentAt : grant.anchor, renewed);
   }
 
-  /** The holding, its `acquired` event, and the `lock:granted` checkpoint. `renewed`: false if the refresh found the grant ended. */
+  /** The holding, its `acquired` event and `lock:granted` checkpoint; `renewed` false: the refresh found it ended. */
   #hold(grant: Grant, attempt: Attempt, anchor: number, renewed: boolean | null): Promise<Holding> {
     const holding = new Holding(this.#host, grant, attempt.scoped, this.#terms, anchor);
     this.#holdings.push(holding);
@@ -149,6 +140,19 @@ export class Holdings {
     else holding.loseIfExpired();
     const hook = checkpoint('lock:granted');
     return hook ? Promise.resolve(hook).then(() => holding) : Promise.resolve(holding);
+  }
+
+  /** The callback form once granted: runs `fn` and releases the token, whatever happens. */
+  async runThenRelease<T>(holding: Holding, fn: LockCallback<T>): Promise<Awaited<T>> {
+    let result: Awaited<T>;
+    try {
+      result = await fn(holding.token, holding.signal, holding.fence);
+    } catch (error) {
+      await this.release(holding, true).catch(() => undefined);
+      throw error;
+    }
+    await this.release(holding, true);
+    return result;
   }
 
   async release(holding: Holding, putBack: boolean): Promise<number | false> {
@@ -163,7 +167,7 @@ export class Holdings {
     let available: number | false;
     let acknowledged: number | null;
     try {
-      ({ available, acknowledged } = await this.releaseGrant(holding, putBack, REPLICATED));
+      ({ available, acknowledged } = await this.#releaser.release(holding, putBack, REPLICATED));
     } catch (error) {
       // The token may still be held in Redis: it goes stale (no more refreshes), and the holding
       // stays, so a later unlock can try again.
@@ -211,7 +215,7 @@ export class Holdings {
     return true;
   }
 
-  /** This instance's holding of grant `grantId` of `token`, unless its release is on its way (then it is its releaser's). */
+  /** This instance's holding of grant `grantId` of `token`, unless its release is on its way (the releaser's). */
   holdingOf(grantId: string, token: string): Holding | undefined {
     return this.#holdings.find((holding) => holding.id === grantId && holding.token === token && !holding.releasing);
   }
@@ -220,8 +224,8 @@ export class Holdings {
    * Releases a grant this instance does not hold (a handed-over one) by its grant id, retried as
    * `release` is. Resolves whether it ended the grant (false: it had already ended).
    */
-  async releaseHandedOver(grant: { token: string; id: string }): Promise<boolean> {
-    const { available, acknowledged } = await this.releaseGrant(grant, true, REPLICATED);
+  async releaseHandedOver(grant: GrantRef): Promise<boolean> {
+    const { available, acknowledged } = await this.#releaser.release(grant, true, REPLICATED);
     debug(
       '%s release %s (grant %s): %s',
       this.#ctx.name,
@@ -235,81 +239,11 @@ export class Holdings {
   }
 
   /** Gives a grant back (the token goes to the next waiter) when nobody will hold it; failures are ignored. */
-  giveBack(grant: { token: string; id: string }, via?: Connection): Promise<void> {
-    return this.releaseGrant(grant, true, { via }).then(
-      () => undefined,
-      () => undefined,
-    );
+  giveBack(grant: GrantRef, via?: Connection): Promise<void> {
+    return this.#releaser.giveBack(grant, via);
   }
 
-  /**
-   * The release script, retried after a failure as its comments say. With `replicated` and
-   * `waitReplicas`, a WAIT follows it on the same connection. Not an async function: the usual
-   * release is one try, settled through that try's own promise; retries begin on a failure.
-   */
-  releaseGrant(
-    grant: { token: string; id: string },
-    putBack: boolean,
-    options: ReleaseOptions = {},
-  ): Promise<Released> {
-    let trying: Promise<Replied<ReleaseReply>>;
-    try {
-      trying = this.#tryRelease(grant, putBack, options);
-    } catch (error) {
-      trying = Promise.reject(error); // as an async function would: callers get a rejection
-    }
-    return trying.then(
-      (replied) => released(replied, false),
-      (error: unknown) => this.#retryRelease(grant, putBack, options, error),
-    );
-  }
-
-  /** One try of the release script. */
-  #tryRelease(
-    grant: { token: string; id: string },
-    putBack: boolean,
-    { replicated = false, via }: ReleaseOptions,
-  ): Promise<Replied<ReleaseReply>> {
-    const ctx = this.#ctx;
-    const operation = putBack ? 'unlock' : 'consume';
-    // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
-    // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
-    return releaseDeadlines.watch(
-      ctx.call(operation, withReplicaWait(ctx, release(ctx, grant.token, grant.id, putBack), replicated && !via), {
-        whileClosing: true,
-        via,
-      }),
-      operation,
-      putBack ? this.#unlockExpired : this.#consumeExpired,
-    );
-  }
-
-  /** The tries after a first one failed with `error`. */
-  async #retryRelease(
-    grant: { token: string; id: string },
-    putBack: boolean,
-    options: ReleaseOptions,
-    error: unknown,
-  ): Promise<Released> {
-    // A try whose reply was lost may have run: then a retry finds the grant already ended.
-    let mayHaveRun = false;
-    for (let attempt = 1; ; attempt++) {
-      // Retrying is safe, since the script only ever ends this grant (idempotent by grant id), and
-      // needed: a release that never ran would leave the token held by a live process that gave it
-      // up. So anything but a refusal that a retry would meet again is retried.
-      const cause = error instanceof SemaphoreRedisError ? error.cause : error;
-      if (attempt >= RELEASE_TRIES || cause instanceof DeadlineExceeded || isPermanentRefusal(cause)) throw error;
-      if (!wasNeverSent(cause)) mayHaveRun = true;
-      await sleep(backoffMs(attempt));
-      try {
-        return released(await this.#tryRelease(grant, putBack, options), mayHaveRun);
-      } catch (next) {
-        error = next;
-      }
-    }
-  }
-
-  async refreshGrant(grant: { token: string; id: string }): Promise<boolean> {
+  async refreshGrant(grant: GrantRef): Promise<boolean> {
     const ctx = this.#ctx;
     return ctx.call('refresh', refresh(ctx, grant.token, grant.id), { whileClosing: true });
   }
@@ -390,41 +324,6 @@ export class Holdings {
     if (next !== Infinity) this.#wake(next);
   };
 }
-
-interface ReleaseOptions {
-  /** Waits for `waitReplicas` (the grant's own release, not a give-back). */
-  readonly replicated?: boolean;
-  /** The connection to send it on (a waiter's own, free again), instead of the main one. */
-  readonly via?: Connection | undefined;
-}
-
-/** `release` waits for `waitReplicas`. */
-const REPLICATED: ReleaseOptions = { replicated: true };
-
-/** A release's outcome: the length of AVAILABLE after it (false: the grant no longer held its token), and how many replicas acknowledged (null: no WAIT). */
-export interface Released {
-  readonly available: number | false;
-  readonly acknowledged: number | null;
-}
-
-/** A try's reply as a release's outcome; after a try that may have run, "not held" means that try ended it. */
-function released({ reply, acknowledged }: Replied<ReleaseReply>, mayHaveRun: boolean): Released {
-  return { available: reply.ended || mayHaveRun ? reply.available : false, acknowledged };
-}
-
-/**
- * Failures a retry would meet again: the ACL, a wrong key type, too few replicas, no memory, or a
- * client that is closed (the semaphore's, or the caller's).
- */
-function isPermanentRefusal(error: unknown): boolean {
-  if (error instanceof SemaphoreClosedError || (error as { name?: unknown } | null)?.name === 'ClientClosedError') {
-    return true;
-  }
-  return PERMANENT_REFUSALS.has(replyErrorCode(error) ?? '');
-}
-
-/** Error codes of refusals that a retry meets again. */
-const PERMANENT_REFUSALS = new Set('NOPERM WRONGTYPE NOREPLICAS OOM'.split(' '));
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';
