@@ -77,7 +77,7 @@ export class SemaphoreContext {
       ? new PoolShare(options.sharedPool)
       : new BlockingPool(this.client, options.maxBlockingConnections, prepareConnection);
     this.telemetry = new Telemetry(name, emit, hears);
-    // Every lock waiting for the first use's server checks listens for close() (acquire.ts).
+    // Every lock waiting for the first use's server checks listens for close() (lock/take.ts).
     setMaxListeners(0, this.closeController.signal);
   }
 

@@ -543,7 +543,7 @@ describe('the grant record (includes/grant.lua)', () => {
   });
 });
 
-describe('loading (lib/redis/scripts.ts)', () => {
+describe('loading (lib/redis/lua-source.ts)', () => {
   test('drops the helpers a script never calls, and the helpers only they called', () => {
     const source = [
       'local function used()\n  return 1\nend\n',

@@ -51,7 +51,7 @@ export function isConnectionError(error: unknown): boolean {
  * a connection reset during its reconnect handshake (one command gets `ERR unknown subcommand
  * 'SETINFO'`, the next ones each other's replies). The command itself may or may not have run, like
  * one whose connection failed. The scripts whose replies a decision rests on echo the grant id they
- * acted on, and `lib/redis/scripts.ts` throws this when the reply does not.
+ * acted on, and `lib/redis/commands.ts` throws this when the reply does not.
  */
 export class MisattributedReplyError extends Error {
   override readonly name = 'MisattributedReplyError';
