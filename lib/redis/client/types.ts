@@ -66,8 +66,8 @@ export interface RedisSentinelLike {
   close(): Promise<unknown>;
   /** Closes at once. */
   destroy(): Promise<unknown>;
-  /** Listens for events (`error`, topology changes). */
-  on(event: string, listener: (...args: never[]) => void): unknown;
+  /** Listens for errors; the semaphore adds a listener so a dropped connection cannot crash the process. */
+  on(event: 'error', listener: (error: Error) => void): unknown;
   /** Whether the client is connected or reconnecting. */
   readonly isOpen: boolean;
   /** Whether commands can be sent now. */
