@@ -5,7 +5,7 @@ import { BlockingPool, type ConnectionPool } from './pool/blocking-pool';
 import { SemaphoreClosedError, SemaphoreRedisError } from './errors';
 import { semaphoreKeys, type SemaphoreKeys } from './redis/keys';
 import type { ResolvedOptions } from './options';
-import { adaptClient, topologyOf } from './redis/client/adapt';
+import { adaptClient, clientKeyPrefix, topologyOf } from './redis/client/adapt';
 import { createOwnClient } from './redis/client/standalone';
 import { runScript, type ScriptCall } from './redis/send';
 import { checkServer } from './redis/server-checks';
@@ -69,7 +69,7 @@ export class SemaphoreContext {
     const given = options.redis;
     this.keys = semaphoreKeys(name, {
       cluster: given !== undefined && topologyOf(given) === 'cluster',
-      keyPrefix: options.keyPrefix,
+      keyPrefix: clientKeyPrefix(given) + options.keyPrefix,
     });
     this.ownsClient = given === undefined;
     this.client = given === undefined ? createOwnClient(options.url) : adaptClient(given, this.keys.available);
@@ -126,7 +126,10 @@ export class SemaphoreContext {
       });
       if (check.clusterEnabled && this.keys.shortKeys !== null) {
         // A plain client on a Redis Cluster node: calls declare every key, which a slot migration needs.
-        this.keys = semaphoreKeys(this.name, { keyPrefix: this.options.keyPrefix, declareAll: true });
+        this.keys = semaphoreKeys(this.name, {
+          keyPrefix: clientKeyPrefix(this.options.redis) + this.options.keyPrefix,
+          declareAll: true,
+        });
       }
       this.functions = check.functions;
       this.#serverChecked = check.checked;

@@ -1,6 +1,6 @@
 /** What an operator does to a semaphore by name (CLI, dashboard): read it, list them, free a token, resize, delete. */
 import { existsKeyPattern, nameOfExistsKey, semaphoreKeys, type SemaphoreKeys } from '../redis/keys';
-import { adaptClient, topologyOf } from '../redis/client/adapt';
+import { adaptClient, clientKeyPrefix, topologyOf } from '../redis/client/adapt';
 import { isConnectionError } from '../redis/client/classify';
 import type { RedisClientLike, SupportedRedisClient } from '../redis/client/types';
 import { forceRelease, resize, status } from '../redis/operator-commands';
@@ -27,7 +27,10 @@ export interface Scope<Client = SupportedRedisClient> {
 
 /** The keys of `name` as a `Semaphore` in `scope` names them (with a hash tag on a cluster client). */
 export function keysOf({ redis: client, keyPrefix }: Scope, name: string): SemaphoreKeys {
-  return semaphoreKeys(name, { cluster: topologyOf(client) === 'cluster', keyPrefix });
+  return semaphoreKeys(name, {
+    cluster: topologyOf(client) === 'cluster',
+    keyPrefix: clientKeyPrefix(client) + keyPrefix,
+  });
 }
 
 /** The keys of `name` as a `Semaphore` in `scope` names them, and its client routed to their slot. */
@@ -125,6 +128,7 @@ export async function listSemaphores(
 ): Promise<{ names: string[]; truncated: boolean }> {
   const names = new Set<string>();
   let truncated = false;
+  const prefix = clientKeyPrefix(client) + keyPrefix;
   for (const node of await scanNodes(client)) {
     let cursor = '0';
     do {
@@ -132,13 +136,13 @@ export async function listSemaphores(
         'SCAN',
         cursor,
         'MATCH',
-        existsKeyPattern(keyPrefix),
+        existsKeyPattern(prefix),
         'COUNT',
         '1000',
       ]);
       const [next, keys] = reply as ScanReply;
       for (const key of keys) {
-        const name = nameOfExistsKey(key, keyPrefix);
+        const name = nameOfExistsKey(key, prefix);
         if (name !== undefined) names.add(name);
       }
       cursor = next;

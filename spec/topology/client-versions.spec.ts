@@ -1,5 +1,5 @@
 import { createClient } from 'redis';
-import { Semaphore, SemaphoreClosedError } from '../../lib';
+import { Semaphore, SemaphoreClosedError, SemaphoreRedisError } from '../../lib';
 import keySlot from 'cluster-key-slot';
 import { hasHashTag, semaphoreKeys } from '../../lib/redis/keys';
 import { keySlot as librarySlot } from '../../lib/redis/slot';
@@ -38,6 +38,22 @@ describe(`node-redis v${major} (REDIS_CLIENT=${redisClientPackage()})`, () => {
     expect(await client.exists(`SEMAPHORE:${name}:AVAILABLE`)).toBe(0);
     expect(Number(await client.hExists(`SEMAPHORE:${name}:GRABBED`, '0'))).toBe(1); // v4 true, v5+ 1
     await sem.close();
+  });
+
+  test('a client nobody connected: the call rejects with an error that says to call `await client.connect()`', async () => {
+    const client = createClient({ url: redisUrl() });
+    client.on('error', () => undefined);
+    const sem = new Semaphore(uniqueName(), { redis: client });
+    const failure = await sem.lock(0).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(SemaphoreRedisError);
+    expect((failure as Error).message).toMatch(/The client is closed: call `await client\.connect\(\)` before/);
+    await client.connect();
+    expect(await sem.lock(0)).toBe('0'); // connected, it works
+    await sem.close();
+    await client.quit();
+    const after = new Semaphore(uniqueName(), { redis: client });
+    await expect(after.lock(0)).rejects.toThrow(/await client\.connect\(\)/); // and after quit(), the same
+    await after.close();
   });
 
   test('works on a RESP3 connection where the client can speak it (v5 with RESP: 3, v6 by default)', async () => {

@@ -1,7 +1,7 @@
 // Which kind of client the caller gave (node-redis or ioredis; standalone, cluster or Sentinel), checked at construction, and the adapter the library talks to for it.
 import { describe } from '../../util/describe';
 import { ClusterAdapter } from './cluster';
-import { checkIoRedisOptions, IoRedisAdapter, IoRedisClusterAdapter } from './ioredis';
+import { adaptIoRedis, checkIoRedisKeyPrefix, ioredisKeyPrefix } from './ioredis-own';
 import { SentinelAdapter } from './sentinel';
 import { StandaloneAdapter } from './standalone';
 import type { Connection } from './connection';
@@ -43,7 +43,7 @@ export function libraryOf(client: unknown): ClientLibrary | undefined {
 
 /**
  * Throws a `TypeError` unless `client` is a client the `redis` option accepts: node-redis or ioredis,
- * by shape, and for ioredis with options the semaphore can work with (lib/redis/client/ioredis.ts).
+ * by shape, and for ioredis with a `keyPrefix` the semaphore's keys can start with (lib/redis/client/ioredis-own.ts).
  */
 export function assertSupportedClient(client: unknown): asserts client is SupportedRedisClient {
   const library = libraryOf(client);
@@ -54,8 +54,16 @@ export function assertSupportedClient(client: unknown): asserts client is Suppor
         describe(client),
     );
   }
-  if (library === 'ioredis')
-    checkIoRedisOptions(client as IoRedisLike, topologyOf(client as SupportedRedisClient) === 'cluster');
+  if (library === 'ioredis') checkIoRedisKeyPrefix(client as IoRedisLike);
+}
+
+/**
+ * What the caller's client puts in front of every key: an ioredis `keyPrefix`, or ''. The library's
+ * keys start with it, then the `keyPrefix` option (`app:SEMAPHORE:<name>:AVAILABLE`), and it sends
+ * them on connections of its own without the prefix (lib/redis/client/ioredis-own.ts).
+ */
+export function clientKeyPrefix(client: SupportedRedisClient | undefined): string {
+  return client !== undefined && libraryOf(client) === 'ioredis' ? ioredisKeyPrefix(client as IoRedisLike) : '';
 }
 
 /** Which kind of client this is, by shape (clients may come from another copy of node-redis or ioredis). */
@@ -81,9 +89,7 @@ export function topologyOf(client: SupportedRedisClient): Topology {
 export function adaptClient(client: SupportedRedisClient, routingKey: string): Connection {
   const topology = topologyOf(client);
   if (libraryOf(client) === 'ioredis') {
-    return topology === 'cluster'
-      ? new IoRedisClusterAdapter(client as IoRedisClusterLike, routingKey)
-      : new IoRedisAdapter(client as IoRedisLike);
+    return adaptIoRedis(client as IoRedisLike | IoRedisClusterLike, topology === 'cluster', routingKey);
   }
   switch (topology) {
     case 'cluster':

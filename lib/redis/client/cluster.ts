@@ -1,7 +1,7 @@
 // A node-redis cluster client (`createCluster()`): every command routed to the semaphore's slot, refusals retried, the slot map refreshed after a failover, and its blocking connections.
 import { keySlot } from '../slot';
 import { retryRefused } from './classify';
-import type { Connection } from './connection';
+import { clientNotOpen, type Connection } from './connection';
 import type { RedisClientLike, RedisClusterLike } from './types';
 
 /**
@@ -24,6 +24,8 @@ export class ClusterAdapter implements Connection {
   }
 
   sendCommand(args: Array<string>): Promise<unknown> {
+    // The caller's client (the one that retries): one not open says to connect it.
+    if (this.#retries && !this.#cluster.isOpen) return Promise.reject(clientNotOpen());
     const send = () =>
       // CLIENT names no key: sent to the slot's master itself (node-redis v6 spreads keyless commands).
       args[0] === 'CLIENT' ? this.#sendToSlotMaster(args) : this.#cluster.sendCommand(this.#routingKey, false, args);
@@ -40,6 +42,7 @@ export class ClusterAdapter implements Connection {
 
   /** One routing key, so one node client: the commands go out in order on its connection. */
   sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {
+    if (this.#retries && !this.#cluster.isOpen) return Promise.reject(clientNotOpen());
     const send = () =>
       Promise.all(commands.map((command) => this.#cluster.sendCommand(this.#routingKey, false, command)));
     return this.#retries ? retryRefused(send) : send();

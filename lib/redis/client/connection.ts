@@ -34,3 +34,14 @@ export function disconnectQuietly(client: { disconnect(): Promise<unknown> }): P
     return Promise.resolve();
   }
 }
+
+/**
+ * What a command to a caller's node-redis client that is not open rejects with (node-redis' own
+ * message, which says nothing of what to do, is the same "The client is closed"; lib/redis/client/classify.ts
+ * reads it as a command never sent).
+ */
+export function clientNotOpen(): Error {
+  return new Error(
+    'The client is closed: call `await client.connect()` before a semaphore uses it, and keep it open while semaphores do',
+  );
+}

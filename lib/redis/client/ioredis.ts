@@ -1,5 +1,4 @@
-// ioredis clients (`new Redis()`, `new Cluster()`, v5 and v6): the options a semaphore refuses, commands through `call`, replies a dropped connection lost, and the blocking connections.
-import { describe } from '../../util/describe';
+// ioredis clients (`new Redis()`, `new Cluster()`, v5 and v6) with the options the library needs: commands through `call`, replies a dropped connection lost, and the blocking connections.
 import { keySlot } from '../slot';
 import { isConnectionError, NO_SLOT_MASTER, retryRefused, wasRefusedForNow } from './classify';
 import type { Connection } from './connection';
@@ -22,45 +21,6 @@ const BLOCKING_OVERRIDES = {
   socketTimeout: undefined,
   blockingTimeout: undefined,
 } as const;
-
-/**
- * Throws a `TypeError` for an ioredis client whose options break the semaphore:
- * - `keyPrefix`: ioredis would prefix the keys the library passes (KEYS of its scripts), not the
- *   names its scripts build from them (a waiter's inbox), so holders and waiters would disagree.
- * - `autoResendUnfulfilledCommands` (ioredis' default, `true`): a command whose reply a dropped
- *   connection lost is sent again after the reconnect, so a script may run twice (a `signal` push
- *   its token twice, a `lock` take two tokens and know of one).
- * - a Cluster's `retryDelayOnFailover` above 0 (ioredis' default is 100): the same, for a command
- *   whose node connection closed.
- */
-export function checkIoRedisOptions(client: IoRedisLike | IoRedisClusterLike, cluster: boolean): void {
-  const options = client.options as IoRedisClusterLike['options'] | undefined;
-  const prefix = options?.keyPrefix || options?.redisOptions?.keyPrefix;
-  if (prefix) {
-    throw new TypeError(
-      `Expected \`redis\` to be an ioredis client without \`keyPrefix\`, got keyPrefix ${describe(prefix)}: ` +
-        `the semaphore names every key itself, and its scripts build key names a prefix would not reach ` +
-        `(give the semaphore its own \`keyPrefix\` option instead)`,
-    );
-  }
-  if (cluster) {
-    if (options?.retryDelayOnFailover !== 0) {
-      throw new TypeError(
-        `Expected \`redis\` to be an ioredis Cluster made with \`retryDelayOnFailover: 0\`, got ` +
-          `${describe(options?.retryDelayOnFailover ?? 100)}: ioredis sends a command whose connection closed ` +
-          `again, and a script that already ran would run twice (the semaphore settles such commands itself)`,
-      );
-    }
-    return;
-  }
-  if (options?.autoResendUnfulfilledCommands !== false) {
-    throw new TypeError(
-      'Expected `redis` to be an ioredis client made with `autoResendUnfulfilledCommands: false`: ioredis ' +
-        'sends a command whose reply a dropped connection lost again after reconnecting, and a script that ' +
-        'already ran would run twice (the semaphore settles such commands itself)',
-    );
-  }
-}
 
 /** `args` as ioredis' `call` takes them. */
 function send(

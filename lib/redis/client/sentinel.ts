@@ -1,6 +1,6 @@
 // A node-redis v5+ Sentinel client (`createSentinel()`): commands to the current primary, refusals retried, and its blocking connections (a reserved duplicate, or a borrowed pool connection).
 import { retryRefused, SENTINEL_RECONFIGURATION } from './classify';
-import type { Connection } from './connection';
+import { clientNotOpen, type Connection } from './connection';
 import type { RedisSentinelLike } from './types';
 
 /**
@@ -20,6 +20,8 @@ export class SentinelAdapter implements Connection {
   }
 
   sendCommand(args: Array<string>): Promise<unknown> {
+    // The caller's client (the one that retries): one not open says to connect it.
+    if (this.#retries && !this.#sentinel.isOpen) return Promise.reject(clientNotOpen());
     const send = () =>
       this.#sentinel.sendCommand(false, args).catch((error: unknown) => {
         // node-redis' Sentinel client can fail a command with a TypeError while it reconfigures
@@ -38,6 +40,7 @@ export class SentinelAdapter implements Connection {
       ): Promise<T>;
     };
     if (typeof sentinel.use !== 'function') return Promise.all(commands.map((command) => this.sendCommand(command)));
+    if (this.#retries && !this.#sentinel.isOpen) return Promise.reject(clientNotOpen());
     const send = () =>
       sentinel.use!((client) => Promise.all(commands.map((command) => client.sendCommand(false, command))));
     return this.#retries ? retryRefused(send) : send();

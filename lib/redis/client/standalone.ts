@@ -1,14 +1,14 @@
 // A node-redis standalone client (`createClient()`): the one a semaphore makes from `url`, the caller's, and how it makes a blocking connection (no idle-socket timeout).
-import { createClient } from 'redis';
+import type { createClient } from 'redis';
 import { backoffMs } from '../../util/deadline';
-import type { Connection } from './connection';
+import { clientNotOpen, type Connection } from './connection';
 import type { RedisClientLike } from './types';
 
 /** How often a semaphore's own client retries its first connection before the call fails. */
 const INITIAL_CONNECT_RETRIES = 3;
 
 /**
- * A standalone client as is, except for the duplicates blocking waits run on: node-redis v6's
+ * A caller's standalone client as is (a command while it is not open says to connect it), except for the duplicates blocking waits run on: node-redis v6's
  * `socket.socketTimeout` (an idle-socket timeout) would cut a blocked BLMOVE that waits longer
  * than it, so it is switched off there (the semaphore guards silent connections itself).
  */
@@ -20,10 +20,12 @@ export class StandaloneAdapter implements Connection {
   }
 
   sendCommand(args: Array<string>): Promise<unknown> {
+    if (!this.#client.isOpen) return Promise.reject(clientNotOpen());
     return this.#client.sendCommand(args);
   }
 
   sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {
+    if (!this.#client.isOpen) return Promise.reject(clientNotOpen());
     return Promise.all(commands.map((command) => this.#client.sendCommand(command)));
   }
 
@@ -68,7 +70,7 @@ export class StandaloneAdapter implements Connection {
  */
 export function createOwnClient(url: string): Connection {
   let connected = false;
-  const client = createClient({
+  const client = nodeRedis().createClient({
     url,
     disableOfflineQueue: true,
     socket: {
@@ -81,4 +83,16 @@ export function createOwnClient(url: string): Connection {
   client.on('ready', () => (connected = true));
   client.on('error', () => undefined); // failures reach callers as rejected calls
   return client as unknown as Connection;
+}
+
+/** node-redis, an optional peer dependency: loaded only when a semaphore makes its own client (`url`). */
+function nodeRedis(): { createClient: typeof createClient } {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- optional: an ioredis-only application has no `redis`
+    return require('redis') as { createClient: typeof createClient };
+  } catch (error) {
+    throw new Error('The `url` option needs node-redis (`npm install redis`); or pass a connected client as `redis`', {
+      cause: error,
+    });
+  }
 }

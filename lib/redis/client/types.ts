@@ -66,19 +66,19 @@ export interface RedisSentinelLike {
   close(): Promise<unknown>;
   /** Closes at once. */
   destroy(): Promise<unknown>;
-  /** Listens for events (`error`, topology changes). */
-  on(event: string, listener: (...args: never[]) => void): unknown;
+  /** Listens for errors; the semaphore adds a listener so a dropped connection cannot crash the process. */
+  on(event: 'error', listener: (error: Error) => void): unknown;
   /** Whether the client is connected or reconnecting. */
   readonly isOpen: boolean;
   /** Whether commands can be sent now. */
   readonly isReady: boolean;
 }
 
-/** The options of an ioredis client this library reads (lib/redis/client/ioredis.ts checks them). */
+/** The options of an ioredis client this library reads (lib/redis/client/ioredis-own.ts). */
 export interface IoRedisOptionsLike {
-  /** Must be empty: the library names every key itself, also inside its scripts. */
+  /** Put in front of every key the library makes (before its own `keyPrefix` option). */
   readonly keyPrefix?: string | undefined;
-  /** Must be `false`: a resent script could run twice. */
+  /** Unless `false`, the library sends its commands on a connection of its own made with `false`: a resent script could run twice. */
   readonly autoResendUnfulfilledCommands?: boolean | undefined;
 }
 
@@ -105,6 +105,8 @@ export interface IoRedisLike {
   on(event: 'error', listener: (error: Error) => void): unknown;
   /** Listens for `close`: a connection that dropped, so the replies it owed are lost. */
   on(event: 'close', listener: () => void): unknown;
+  /** Listens for `end`: closed for good; the library then closes the connection it made from this client. */
+  on(event: 'end', listener: () => void): unknown;
 }
 
 /** An ioredis cluster client (`new Cluster()`, v5 or v6): commands routed by their keys. */
@@ -117,13 +119,15 @@ export interface IoRedisClusterLike {
   readonly slots: ReadonlyArray<ReadonlyArray<string> | undefined>;
   /** The cluster's options; `redisOptions` are every node connection's. */
   readonly options: IoRedisOptionsLike & {
-    /** Must be `0`: a command whose connection closed would be sent again, and could run twice. */
+    /** Unless `0`, the library sends its commands on a cluster of its own made with `0`: a command whose connection closed would be sent again, and could run twice. */
     readonly retryDelayOnFailover?: number | undefined;
-    /** Every node connection's options (checked like a standalone client's: no `keyPrefix`, no resending). */
+    /** Every node connection's options (their `keyPrefix` is the cluster's when it has none). */
     readonly redisOptions?: IoRedisOptionsLike | undefined;
   };
   /** `wait`, `connecting`, `connect`, `ready`, `reconnecting`, `disconnecting`, `close` or `end`. */
   readonly status: string;
+  /** A new cluster client with these options and `overrideOptions`; the library's own, when it needs other options. */
+  duplicate(overrideStartupNodes: never[], overrideOptions: object): IoRedisClusterLike;
   /** Reloads the slot map (after a connection to a node failed). */
   refreshSlotsCache(callback?: (error?: Error) => void): unknown;
   /** Connects to the cluster. */
@@ -134,6 +138,8 @@ export interface IoRedisClusterLike {
   disconnect(): unknown;
   /** Listens for errors; the semaphore adds a listener so a dropped node cannot crash the process. */
   on(event: 'error', listener: (error: Error) => void): unknown;
+  /** Listens for `end`: closed for good; the library then closes the cluster client it made from this one. */
+  on(event: 'end', listener: () => void): unknown;
 }
 
 /** Any client the `redis` option accepts. */
