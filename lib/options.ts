@@ -38,9 +38,10 @@ export interface SemaphoreOptions {
   /**
    * A connected node-redis client, v4, v5 or v6: a standalone client (`createClient()`), a cluster
    * client (`createCluster()`) or (v5+) a Sentinel client (`createSentinel()`); or an ioredis client,
-   * v5 or v6 (`new Redis()` with `autoResendUnfulfilledCommands: false`, `new Cluster()` with
-   * `retryDelayOnFailover: 0`; no `keyPrefix`). It runs every non-blocking step; blocking waits run
-   * on connections duplicated from it. The semaphore never closes it. Anything else throws a `TypeError`.
+   * v5 or v6 (`new Redis()`, `new Cluster()`), as the application has it: where its options would
+   * resend commands after a reconnect or prefix keys, the library runs on one duplicate of it, shared
+   * by all its semaphores. It runs every non-blocking step; blocking waits run on connections
+   * duplicated from it. The semaphore never closes it. Anything else throws a `TypeError`.
    * When absent, the semaphore creates its own from `url`, and `close()` quits it.
    */
   readonly redis?: SupportedRedisClient;
