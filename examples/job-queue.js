@@ -13,10 +13,11 @@
  * in Redis. Without REDIS_URL it starts a throwaway redis-server from PATH.
  *
  * Worth knowing about semaphore queues:
- * - A new semaphore starts with its tokens ("0", …); a consumer receives them too. Consume and skip.
+ * - A new semaphore starts with its tokens ("0", …) unless made with `resources: 0`; a consumer
+ *   receives them too. Consume and skip.
  * - A job goes to the consumer that has waited longest; jobs that pile up while every consumer is
- *   busy are handed out newest first (the list is a stack, as in the Ruby gem). Use it for work
- *   whose order does not matter.
+ *   busy are handed out in the order they were signalled (a job a Ruby gem process signals goes
+ *   first: the gem pushes at the head).
  * - Leave `staleClientTimeout` off on a job queue, or a slow consumer's job is handed out again.
  */
 const { fork } = require('node:child_process');

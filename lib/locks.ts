@@ -32,6 +32,13 @@ export interface LocksOptions extends Omit<SemaphoreOptions, 'redis' | 'url' | '
   readonly idleTimeout?: number;
   /** How many tokens each name has unless `semaphore(name, { resources })` says otherwise. @default 1 */
   readonly resources?: number;
+  /**
+   * Every key of a name expires this many milliseconds after the name was last used, so names that
+   * come and go leave nothing in Redis; never while a token of the name is held, nor while a waiter
+   * is registered (see `SemaphoreOptions.expiration`). `null` keeps the keys for good.
+   * @default 60000
+   */
+  readonly expiration?: number | null;
 }
 
 /** What `locks.stats()` reports. */
@@ -56,6 +63,8 @@ interface Entry {
 
 const DEFAULT_MAX_CONNECTIONS = 50;
 const DEFAULT_IDLE_TIMEOUT = 30_000;
+/** A lock manager's names are many and short-lived: unlike a `Semaphore`'s, their keys expire by default. */
+export const DEFAULT_LOCKS_EXPIRATION = 60_000;
 
 /**
  * Any number of semaphore names on one client: `locks.lock(name, fn)` for a lock per user, order or
@@ -86,8 +95,10 @@ export class Locks {
       redis,
       maxBlockingConnections = DEFAULT_MAX_CONNECTIONS,
       idleTimeout = DEFAULT_IDLE_TIMEOUT,
-      ...semaphoreOptions
+      expiration = DEFAULT_LOCKS_EXPIRATION,
+      ...rest
     } = options;
+    const semaphoreOptions = { ...rest, expiration };
     if (redis === undefined) throw new TypeError('createLocks needs the `redis` client its names share');
     if ('url' in semaphoreOptions) throw new TypeError('createLocks takes a connected `redis` client, not a `url`');
     assertDuration('idleTimeout', idleTimeout, true);

@@ -51,7 +51,8 @@ export interface SemaphoreOptions {
    */
   readonly url?: string;
   /**
-   * How many holders may hold the semaphore at once (the number of tokens created).
+   * How many holders may hold the semaphore at once (the number of tokens created). `0` makes a
+   * queue that starts empty: nothing is created but the keys, and every `wait()` waits for a `signal`.
    * @default 1
    */
   readonly resources?: number;
@@ -232,11 +233,16 @@ const CHECKS = {
     return value as string;
   },
   resources(value) {
-    const resources = positiveInteger('resources', value);
-    if (resources > MAX_RESOURCES) {
-      throw new RangeError(`Expected \`resources\` to be at most ${MAX_RESOURCES}, got ${resources}`);
+    // 0: a queue that starts empty (jobs come from `signal`).
+    if (typeof value !== 'number') {
+      throw new TypeError(`Expected \`resources\` to be a number of tokens from 0 up, got ${describe(value)}`);
     }
-    return resources;
+    if (!Number.isInteger(value) || value < 0 || value > MAX_RESOURCES) {
+      throw new RangeError(
+        `Expected \`resources\` to be an integer from 0 (a queue that starts empty) to ${MAX_RESOURCES}, got ${value}`,
+      );
+    }
+    return value;
   },
   staleClientTimeout(value) {
     // Seconds taken for milliseconds (the Ruby gem's unit): `30` would be a lease of 30 ms.

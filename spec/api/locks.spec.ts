@@ -7,6 +7,7 @@ import {
   type LocksOptions,
 } from '../../lib';
 import { censusProblems, describeCensus, takeCensus } from '../support/census';
+import { keyPattern, semaphoreKeys } from '../../lib/redis/keys';
 import { useFixture } from '../support/fixture';
 import { PrivateServers } from '../support/private-servers';
 import { blockedClients, connectSemaphoreClient, sleep, uniqueName, until } from '../support/redis';
@@ -245,5 +246,68 @@ describe('createLocks', () => {
     return expect(locks.lock('x', 5 as unknown as () => void)).rejects.toThrow(
       /last argument of lock to be a function/,
     );
+  });
+});
+
+describe('createLocks: the keys of idle names expire', () => {
+  /** Every key of each name, with its time to live in ms (-1: none). */
+  async function keyTtls(all: string[]): Promise<Array<[string, number]>> {
+    const keys = (await Promise.all(all.map((name) => fixture.redis.keys(keyPattern(semaphoreKeys(name)))))).flat();
+    return Promise.all(keys.map(async (key): Promise<[string, number]> => [key, await fixture.redis.pTTL(key)]));
+  }
+
+  /** 2 resources per name, 3 callers each: waiters registered and served, then every name left idle. */
+  async function lockAndUnlock(locks: Locks, all: string[]): Promise<void> {
+    await Promise.all(
+      all.flatMap((name) => [1, 2, 3].map(() => locks.lock(name, 10_000, () => sleep(Math.random() * 10)))),
+    );
+  }
+
+  test('by default every key of an idle name has a deadline at most 60 s away', async () => {
+    const locks = manager({ resources: 2 });
+    const all = names(50);
+    await lockAndUnlock(locks, all);
+    const ttls = await keyTtls(all);
+    expect(ttls.length).toBeGreaterThanOrEqual(all.length * 3);
+    const wrong = ttls.filter(([, ttl]) => !(ttl > 0 && ttl <= 60_000));
+    expect(wrong).toEqual([]);
+  });
+
+  test('200 names locked and unlocked leave no key once `expiration` has passed', async () => {
+    const locks = manager({ resources: 2, expiration: 300, maxBlockingConnections: 20 });
+    const all = names(200);
+    await lockAndUnlock(locks, all);
+    const unlocked = performance.now();
+    expect((await keyTtls(all)).length).toBeGreaterThan(0);
+    // The bound: `expiration` after the last use (no waiter is registered once all are served).
+    await until(async () => (await keyTtls(all)).length === 0, 5000, 'every key to expire');
+    expect(performance.now() - unlocked).toBeLessThan(2000);
+  });
+
+  test('a held name, and one with a waiter, keep their keys past the bound, then expire once idle', async () => {
+    const locks = manager({ expiration: 200, waitSlice: 100 });
+    const [held, waited] = names(2) as [string, string];
+    const heldLease = await locks.acquire(held);
+    const waitedLease = await locks.acquire(waited);
+    const waiter = locks.lock(waited, 20_000, () => 'served');
+    await until(async () => (await blockedClients(fixture.redis)) >= 1, 5000, 'the waiter to block');
+    await sleep(800); // four times the expiration, several of the waiter's slices
+    const ttls = await keyTtls([held, waited]);
+    expect(ttls.filter(([key]) => key.startsWith(`SEMAPHORE:${held}:`)).length).toBeGreaterThanOrEqual(3);
+    expect(ttls.filter(([key]) => key.startsWith(`SEMAPHORE:${waited}:`)).length).toBeGreaterThanOrEqual(3);
+    expect(ttls.filter(([, ttl]) => ttl !== -1)).toEqual([]);
+    await waitedLease.release();
+    expect(await waiter).toBe('served');
+    await heldLease.release();
+    await until(async () => (await keyTtls([held, waited])).length === 0, 5000, 'the keys to expire');
+  });
+
+  test('`expiration: null` keeps the keys for good', async () => {
+    const locks = manager({ expiration: null });
+    const all = names(3);
+    await lockAndUnlock(locks, all);
+    const ttls = await keyTtls(all);
+    expect(ttls.length).toBeGreaterThan(0);
+    expect(ttls.filter(([, ttl]) => ttl !== -1)).toEqual([]);
   });
 });

@@ -329,6 +329,33 @@ describeRuby(
       });
     });
 
+    describe('jobs: Node signals at the tail, the gem at the head', () => {
+      test('a Ruby consumer takes Node jobs in signal order; a job the gem signals goes to the front', async () => {
+        const producer = fixture.semaphore({ resources: 0 });
+        const keys = gemKeys(producer.name);
+        for (const job of ['a', 'b', 'c']) await producer.signal(job);
+        expect(await fixture.redis.lRange(keys.available, 0, -1)).toEqual(['a', 'b', 'c']);
+        const out = await runRuby(
+          `
+        s = semaphore(ARGV[0], resources: 1)
+        first = s.lock(1)
+        s.signal('ruby-job')
+        rest = [s.lock(1), s.lock(1), s.lock(1), s.lock(0)]
+        puts JSON.generate([first, *rest])
+        `,
+          { args: [producer.name] },
+        );
+        // The gem's lock (exists_or_create!) sees the Node queue as created: it adds no token "0".
+        expect(parseLines<Array<string | false>>(out)).toEqual([['a', 'ruby-job', 'b', 'c', false]]);
+        // Node consumers see the same order: a Ruby signal (LPUSH) ahead of Node jobs (RPUSH).
+        for (const job of ['d', 'e']) await producer.signal(job);
+        await runRuby(`semaphore(ARGV[0], resources: 1).signal('ruby-2')`, { args: [producer.name] });
+        const taken = [];
+        for (let i = 0; i < 4; i++) taken.push(await producer.wait(0));
+        expect(taken).toEqual(['ruby-2', 'd', 'e', null]);
+      });
+    });
+
     test('mixed load: 2 Ruby worker processes and 4 concurrent Node callers share 3 tokens for 8 s; none duplicated or lost', async () => {
       const RESOURCES = 3;
       const DURATION = 8000;

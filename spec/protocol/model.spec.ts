@@ -180,7 +180,7 @@ class Signal implements Command {
     // The signalled token's holder no longer holds it (its instance keeps the lost grant until released).
     model.invalidate(token);
     model.indexed.delete(token);
-    model.available.unshift(token);
+    model.available.push(token); // at the tail: jobs in signal order
     expect(pushed).toBe(model.available.length);
   }
   toString = () => `c${this.client}.signal(${this.pick === 'job' ? 'job' : `#${this.pick}`})`;

@@ -155,12 +155,12 @@ describe('claim.lua', () => {
     expect(fence).toBeGreaterThan(0);
     // Nobody is blocked while a token is still free, however many registrations there are.
     await run('release', ['0', 'w', '1', '']);
-    await run('signal', ['extra', '1', '']);
+    await run('signal', ['extra', '1', '']); // behind "0"
     await run('prepareWait', ['w3', '', '10', '1', '', '']);
     await run('prepareWait', ['w4', '', '10', '1', '', '']);
     await redis.lMove(keys.available, keys.inbox('w3'), 'LEFT', 'RIGHT');
     expect(await run('claim', ['w3', '1', '', '25', 'me'], [keys.inbox('w3')])).toEqual([
-      'extra',
+      '0',
       0,
       expect.any(Number),
       0,
@@ -212,12 +212,12 @@ describe('claim.lua', () => {
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual([]);
     // A token left free: not kept even when others are registered.
     await run('release', ['0', 'g4', '1', '']);
-    await run('signal', ['job', '2', '']);
+    await run('signal', ['job', '2', '']); // behind "0"
     await run('prepareWait', ['other', '', '10', '2', '', '']);
     await run('prepareWait', ['w3', '', '10', '2', '', '']);
     await redis.lMove(keys.available, keys.inbox('w3'), 'LEFT', 'RIGHT');
     expect(await run('claim', ['w3', '2', '', '25', 'me', 'g3', '1'], [keys.inbox('w3')])).toEqual([
-      'job',
+      '0',
       0,
       19,
       0,
@@ -424,6 +424,40 @@ describe('includes: ensure and touch_expiry', () => {
     await redis.zAdd(keys.waiting, { score: far, value: 'w' });
     await run('create', ['1', '60000']);
     expect(Number(await redis.sendCommand(['PEXPIRETIME', keys.exists]))).toBeGreaterThanOrEqual(Math.ceil(far * 1000));
+  });
+});
+
+describe('signal.lua', () => {
+  test('pushes at the tail, so jobs leave in signal order, behind free tokens and tokens unlocked meanwhile', async () => {
+    const { name, keys, run } = setup();
+    expect(await run('signal', ['a', '2', ''])).toBe(3); // creates "0", "1" first, then the job behind them
+    expect(await run('signal', ['b', '2', ''])).toBe(4);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['0', '1', 'a', 'b']);
+    await run('tryLock', ['2', 'g1', '', '', 'me']); // takes "0"
+    await run('signal', ['c', '2', '']);
+    await run('release', ['0', 'g1', '1', '']); // an unlock pushes at the head
+    expect((await snapshot(redis, name)).available).toEqual(['0', '1', 'a', 'b', 'c']);
+  });
+
+  test('with resources 0 creates the keys and no token: only jobs are on AVAILABLE', async () => {
+    const { keys, run } = setup();
+    expect(await run('signal', ['a', '0', ''])).toBe(1);
+    expect(await run('signal', ['b', '0', ''])).toBe(2);
+    expect(await redis.lRange(keys.available, 0, -1)).toEqual(['a', 'b']);
+    expect(await redis.get(keys.exists)).toBe('1');
+    expect(await run('tryLock', ['0', 'g1', '', '', 'me'])).toEqual(['a', expect.any(Number), 'g1']);
+    expect(await run('tryLock', ['0', 'g2', '', '', 'me'])).toEqual(['b', expect.any(Number), 'g2']);
+    expect(await run('tryLock', ['0', 'g3', '', '', 'me'])).toEqual([null, 0, 'g3']);
+  });
+
+  test('a semaphore of resources 0 is created empty, and a re-creation pushes no token', async () => {
+    const { name, keys, run } = setup();
+    expect(await run('create', ['0', ''])).toBe(1);
+    expect(await redis.exists(keys.available)).toBe(0);
+    await run('signal', ['job', '0', '']);
+    await redis.del(keys.exists); // e.g. evicted: a re-creation scans and pushes nothing
+    expect(await run('create', ['0', ''])).toBe(1);
+    expect((await snapshot(redis, name)).available).toEqual(['job']);
   });
 });
 

@@ -1,8 +1,10 @@
 --[[
-  signal: puts a token, or any string (a job), on AVAILABLE; Redis hands it to the longest-blocked
+  signal: puts a token, or any string (a job), at the tail of AVAILABLE (RPUSH), behind every free
+  token and earlier job: waiters take from the head, so jobs are served in the order they were
+  signalled (a token an unlock pushes goes to the head). Redis hands the head to the longest-blocked
   waiter right after this script. Creates the semaphore first if needed, so a later creation can
-  never wipe it. If the token was held, its holder record goes, and that holder's unlock then
-  changes nothing (no token is ever pushed twice by one grant).
+  never wipe it. If the token was held, its holder record goes, and that
+  holder's unlock then changes nothing (no token is ever pushed twice by one grant).
   Keys: 9.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
@@ -22,6 +24,6 @@ local token = ARGV[1]
 ensure(tonumber(ARGV[2]))
 forget_holder(token)
 mark_present(token)
-local available = redis.call('LPUSH', K_AVAILABLE, token)
+local available = redis.call('RPUSH', K_AVAILABLE, token)
 touch_expiry(ARGV[3])
 return available

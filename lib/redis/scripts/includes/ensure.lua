@@ -17,9 +17,10 @@
 -- its tail, <position> entries in; the script that reaches its head also reads every registered
 -- waiter's inbox; P, push the tokens from <position> on that are not present. Why no token is
 -- missed although tokens move between batches (DESIGN "Creation and re-creation"):
---   * every push onto AVAILABLE at run time is at its head (LPUSH, RPOPLPUSH), and every pop is
---     from its head, so an entry's distance from the tail never shrinks: windows read from the tail
---     inwards meet every entry that stays on AVAILABLE;
+--   * every push onto AVAILABLE at run time is at its head (LPUSH, RPOPLPUSH) or, by signal, at its
+--     tail (which moves every other entry away from it), and every pop is from its head, so an
+--     entry's distance from the tail never shrinks: windows read from the tail inwards meet every
+--     entry that stays on AVAILABLE;
 --   * an entry in GRABBED through the whole HSCAN is returned by it;
 --   * every script that moves a token into GRABBED or from an inbox onto AVAILABLE calls
 --     mark_present, so a token that moves behind the scan is marked by the move; a token released
