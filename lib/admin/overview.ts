@@ -66,7 +66,8 @@ export type Sort = (typeof SORTS)[number];
 /**
  * A Redis-style glob over names (`*`, `?`, `[abc]`, `[a-z]`, `[^a]`, `\\` quoting the next
  * character), matched against the whole name; a pattern without glob characters matches names
- * that contain it (the dashboard's search box).
+ * that contain it (the dashboard's search box). Throws a `SyntaxError` for a pattern no glob reads
+ * (`[z-a]`).
  */
 export function nameMatcher(pattern: string, { substring = false } = {}): (name: string) => boolean {
   if (pattern === '') return () => true;
@@ -90,7 +91,12 @@ export function nameMatcher(pattern: string, { substring = false } = {}): (name:
       i = end;
     } else source += escapeRegExp(c);
   }
-  const regexp = new RegExp(`^${source}$`, 'u');
+  let regexp: RegExp;
+  try {
+    regexp = new RegExp(`^${source}$`, 'u');
+  } catch {
+    throw new SyntaxError(`Not a usable glob pattern: ${JSON.stringify(pattern)} (a character range backwards?)`);
+  }
   return (name) => regexp.test(name);
 }
 

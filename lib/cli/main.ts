@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { readAuditOrError } from '../admin/audit';
 import { statusJson } from '../admin/json';
 import { readStatus, resizeSemaphore, type Scope } from '../admin/operations';
-import { SORTS, type Sort } from '../admin/overview';
+import { nameMatcher, SORTS, type Sort } from '../admin/overview';
 import { assertKeyPrefix, DEFAULT_KEY_PREFIX, semaphoreKeys } from '../redis/keys';
 import { MAX_RESOURCES } from '../options';
 import { assertConfirmable } from './confirm';
@@ -264,6 +264,11 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       const states = (['held', 'waiting', 'expired'] as const).filter((state) => values[state] === true);
       if (states.length > 1) throw usage(`--${states.join(', --')} exclude each other: give one`);
       const options = { pattern: args[0] ?? '', state: states[0] ?? ('any' as const), sort: sort as Sort };
+      try {
+        nameMatcher(options.pattern); // a pattern no glob reads is a usage error, before connecting
+      } catch (error) {
+        throw usage((error as Error).message);
+      }
       return (scope, io) => listCommand(scope, io, options);
     }
     case 'watch': {

@@ -217,7 +217,9 @@ export class Catalog {
   async lookup(name: string): Promise<number> {
     if (name === '' || this.#names.has(name) || this.#names.size >= this.#limits.maxNames) return 0;
     const [status] = await readStatuses(this.#scope, [name], WAITER_IDS);
-    if (status !== undefined && (isUnreadable(status) || status.exists)) {
+    // (A name no key can have, such as one with a lone surrogate, is refused before Redis: not listed.)
+    const refused = status !== undefined && isUnreadable(status) && !status.error.startsWith('WRONGTYPE');
+    if (status !== undefined && !refused && (isUnreadable(status) || status.exists)) {
       this.#names.add(name);
       this.#rows = undefined;
       if (isUnreadable(status)) this.#entries.set(name, { row: status, readAt: Date.now(), firstSeen: new Map() });

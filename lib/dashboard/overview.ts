@@ -83,7 +83,12 @@ export class Overview {
       sorted = { rows, sorted: sortRows(rows, sort) };
       this.#sorted.set(sort, sorted);
     }
-    const selected = filterRows(sorted.sorted, { pattern, substring: true, state });
+    let selected: Row[];
+    try {
+      selected = filterRows(sorted.sorted, { pattern, substring: true, state });
+    } catch (error) {
+      throw new QueryError(`q: ${(error as Error).message}`);
+    }
     let held = 0;
     let waiting = 0;
     let expired = 0;

@@ -231,6 +231,7 @@ describe('createDashboard', () => {
     expect(unreadable.semaphores).toEqual([{ name: broken, error: expect.stringMatching(/^WRONGTYPE/) }]);
     expect((await fetch(`${base}/api/semaphores?sort=size`)).status).toBe(400);
     expect((await fetch(`${base}/api/semaphores?page=0`)).status).toBe(400);
+    expect((await fetch(`${base}/api/semaphores?q=${encodeURIComponent('[z-a]')}`)).status).toBe(400);
     const one = (await (await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}`)).json()) as Json;
     expect(one.semaphore.holders[0]).toMatchObject({ token: '0', owner: 'api-holder' });
     // The CLI's status JSON (lib/admin/json.ts), with the dashboard's hand-offs.

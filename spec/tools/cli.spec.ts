@@ -11,13 +11,13 @@ const fx = useFixture();
 jest.setTimeout(90_000);
 
 /** A semaphore with `holders` tokens held by real holders (labelled) and `waiters` blocked waiters. */
-async function busy(resources: number, holders: number, waiters: number, name = uniqueName('cli')) {
+async function busy(resources: number, holders: number, waiters: number, name = uniqueName('cli'), waitMs = 20_000) {
   const holderSem = fx.semaphore({ resources, owner: 'holder@host-a' }, name);
   const waiterSem = fx.semaphore({ resources, owner: 'waiter@host-b' }, name);
   const tokens: string[] = [];
   for (let i = 0; i < holders; i++) tokens.push((await holderSem.lock(0)) as string);
   const blockedBefore = await blockedClients(fx.redis);
-  const waiting = Array.from({ length: waiters }, () => waiterSem.lock(20_000));
+  const waiting = Array.from({ length: waiters }, () => waiterSem.lock(waitMs));
   await until(async () => (await blockedClients(fx.redis)) >= blockedBefore + waiters, 10_000, 'waiters to block');
   return { name, holderSem, waiterSem, tokens, waiting };
 }
@@ -181,7 +181,7 @@ test('list [pattern] --held/--waiting/--expired --sort: many names filtered, num
   const names = ['user:10', 'user:2', 'user:1', 'order:7'].map((n) => `${base}:${n}`);
   for (const name of names) await fx.semaphore({ resources: 2 }, name).existsOrCreate();
   await fx.semaphore({ resources: 2 }, `${base}:user:10`).lock(0);
-  const { waiting, holderSem, tokens } = await busy(1, 1, 1, `${base}:order:30`);
+  const { waiting, holderSem, tokens } = await busy(1, 1, 1, `${base}:order:30`, 120_000);
   // A dead holder: its lease (300 ms) is over and nobody refreshes it.
   const dead = `${base}:gpu`;
   await fx.semaphore({ resources: 2, staleClientTimeout: 300, autoRefresh: false, owner: 'gone@host' }, dead).lock(0);
@@ -216,8 +216,11 @@ test('list [pattern] --held/--waiting/--expired --sort: many names filtered, num
   expect((await runCli(['list', '--sort', 'size'])).code).toBe(2);
   expect((await runCli(['list', '--held', '--waiting'])).code).toBe(2);
   expect((await runCli(['list', 'a', 'b'])).code).toBe(2);
+  const backwards = await runCli(['list', 'user:[z-a]']);
+  expect(backwards.code).toBe(2);
+  expect(backwards.stderr).toContain('Not a usable glob pattern');
   await holderSem.unlock(tokens[0] as string);
-  await Promise.all(waiting); // (its token, or null if this slow run outlasted its 20 s wait)
+  await expect(waiting[0]).resolves.toBe(tokens[0]);
 });
 
 describe('release', () => {

@@ -100,8 +100,10 @@
       stat('wait', 'longest wait seen', m.longestWaitMs === null ? '-' : duration(m.longestWaitMs)),
       ...(m.unreadable > 0 ? [stat('unreadable alert', 'unreadable', String(m.unreadable))] : []),
     );
-    if (m.pending > 0)
-      summary.append(el('p', 'note', m.pending + ' names not read yet (read in turn, a bounded number per refresh).'));
+    const notes = [];
+    if (!m.listed) notes.push('Listing names: the first scan of this Redis is under way.');
+    if (m.pending > 0) notes.push(m.pending + ' names not read yet (read in turn, a bounded number per refresh).');
+    if (notes.length > 0) summary.append(el('p', 'note', notes.join(' ')));
   }
 
   function cell(className, text) {
