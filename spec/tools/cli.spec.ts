@@ -96,6 +96,34 @@ describe('status', () => {
     expect(stdout).toContain('evil\\x1b]0;title\\x07label');
   });
 
+  test('a holder whose renewals are overdue is flagged before its lease ends; an expired one is marked and counted', async () => {
+    const name = uniqueName('cli-overdue');
+    const sem = fx.semaphore({ resources: 3 }, name);
+    await sem.existsOrCreate();
+    const keys = semaphoreKeys(name);
+    const [seconds] = (await fx.redis.sendCommand(['TIME'])) as [string, string];
+    const now = Number(seconds);
+    // Grant records as this library writes them: a 600 s lease last renewed 500 s ago (overdue: more
+    // than two thirds unrenewed), and a 60 s lease last renewed 100 s ago (expired 40 s ago).
+    await fx.redis.lRem(keys.available, 0, '0');
+    await fx.redis.lRem(keys.available, 0, '1');
+    await fx.redis.hSet(keys.grabbed, '0', `${now - 500}.000000 spec0.1 7 600000 ${now - 900}.000000 hung@host`);
+    await fx.redis.hSet(keys.grabbed, '1', `${now - 100}.000000 spec0.2 8 60000 ${now - 100}.000000 dead@host`);
+    const text = await runCli(['status', name]);
+    expect(text.stdout).toMatch(
+      /^holders {4}2 \(1 lease EXPIRED: holder dead or cut off, release-stale frees it; 1 renewal OVERDUE\)$/m,
+    );
+    expect(text.stdout).toMatch(/^ {2}1 {6}EXPIRED (\d\d\.\ds|1m \d\ds) ago +1m \d\ds +1m \d\ds .* dead@host$/m);
+    expect(text.stdout).toMatch(
+      /^ {2}0 {6}ends in (1m \d\ds|\d\d\.\ds), RENEWAL OVERDUE +15m \d\ds +8m \d\ds .* hung@host$/m,
+    );
+    const json = JSON.parse((await runCli(['status', name, '--json'])).stdout);
+    expect(json).toMatchObject({ expired: 1, overdue: 1 });
+    const list = JSON.parse((await runCli(['list', name, '--json'])).stdout);
+    expect(list.semaphores).toEqual([expect.objectContaining({ name, held: 2, expired: 1, overdue: 1 })]);
+    expect(list.semaphores[0].leaseLeftMs).toBeLessThan(-39_000);
+  });
+
   test('C1 controls (U+009B: CSI), DEL and bidi controls (U+202E) are escaped in every output form, --json too', async () => {
     const name = uniqueName('cli-c1-\u009b2J-\u202egnp.exe-\u007f');
     const owner = 'pod\u009b31m\u2066x\u2069\u200f';
