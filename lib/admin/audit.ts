@@ -1,6 +1,7 @@
 /** The operators' release log: every release the CLI or the dashboard makes, in a capped stream per semaphore (its AUDIT key). */
 import { isConnectionError } from '../redis/client/classify';
 import type { HolderInfo } from '../redis/status';
+import type { Holder } from './leases';
 import { readStatus, releaseStale, target, type Scope } from './operations';
 
 /**
@@ -116,11 +117,11 @@ export function auditEntry(
 export async function releaseStaleLogged(
   scope: Scope,
   name: string,
-  olderThanMs: number,
-  stale: readonly HolderInfo[],
+  rubyOlderThanMs: number | null,
+  stale: readonly Holder[],
   actor: Actor,
 ): Promise<{ released: number; auditError?: string }> {
-  const released = await releaseStale(scope, name, olderThanMs);
+  const released = await releaseStale(scope, name, rubyOlderThanMs);
   if (released === 0) return { released };
   const after = await readStatus(scope, name, 0);
   const still = new Set(after.holders.map((h) => `${h.token}\n${h.grantId ?? ''}`));

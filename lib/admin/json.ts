@@ -1,5 +1,5 @@
 /** The JSON shapes of a semaphore's status and holders: the CLI's `--json` output and the dashboard's API. */
-import type { HolderInfo } from '../redis/status';
+import { leaseCounts, type Holder } from './leases';
 import type { SemaphoreStatus, UnreadableSemaphore } from './operations';
 
 /** A holder: times as ISO 8601 strings, what was not recorded (a Ruby gem holder) as `null`. */
@@ -10,6 +10,14 @@ export interface HolderJson {
   readonly refreshedAt: string | null;
   readonly refreshedMs: number | null;
   readonly leaseMs: number | null;
+  /** When the lease ends; `null` for no lease or a Ruby holder (see lib/admin/leases.ts). */
+  readonly leaseEndsAt: string | null;
+  /** Until then, negative once over. */
+  readonly leaseLeftMs: number | null;
+  /** The lease is over: a dead holder, which `release-stale` frees. */
+  readonly expired: boolean;
+  /** Renewals more than one interval late, the lease not over yet. */
+  readonly overdue: boolean;
   readonly fence: number | null;
   readonly owner: string | null;
   readonly grantId: string | null;
@@ -25,18 +33,12 @@ export interface StatusJson {
   readonly held: number;
   readonly available: number;
   readonly waiting: number;
+  /** Holders whose lease is over. */
+  readonly expired: number;
+  /** Holders whose renewals are overdue (not counted in `expired`). */
+  readonly overdue: number;
   /** Longest-held first. */
   readonly holders: readonly HolderJson[];
-}
-
-/** A semaphore in a list without its holders (`list --json`). */
-export interface SummaryJson {
-  readonly name: string;
-  readonly tokens: number;
-  readonly held: number;
-  readonly available: number;
-  readonly waiting: number;
-  readonly longestHeldMs: number | null;
 }
 
 /** A semaphore in a list whose keys Redis refused to read. */
@@ -54,11 +56,12 @@ export function statusJson(status: SemaphoreStatus): StatusJson {
     held: status.holders.length,
     available: status.available,
     waiting: status.waiting,
+    ...leaseCounts(status.holders),
     holders: status.holders.map(holderJson),
   };
 }
 
-export function holderJson(h: HolderInfo): HolderJson {
+export function holderJson(h: Holder): HolderJson {
   return {
     token: h.token,
     since: h.since?.toISOString() ?? null,
@@ -66,20 +69,13 @@ export function holderJson(h: HolderInfo): HolderJson {
     refreshedAt: h.refreshedAt?.toISOString() ?? null,
     refreshedMs: h.refreshedMs,
     leaseMs: h.leaseMs ?? null,
+    leaseEndsAt: h.leaseEndsAt?.toISOString() ?? null,
+    leaseLeftMs: h.leaseLeftMs,
+    expired: h.expired,
+    overdue: h.overdue,
     fence: h.fence ?? null,
     owner: h.owner ?? null,
     grantId: h.grantId ?? null,
-  };
-}
-
-export function summaryJson(status: SemaphoreStatus): SummaryJson {
-  return {
-    name: status.name,
-    tokens: status.tokens,
-    held: status.holders.length,
-    available: status.available,
-    waiting: status.waiting,
-    longestHeldMs: status.holders[0]?.heldMs ?? null,
   };
 }
 

@@ -5,7 +5,8 @@ import { isConnectionError } from '../redis/client/classify';
 import type { RedisClientLike, SupportedRedisClient } from '../redis/client/types';
 import { forceRelease, resize, status } from '../redis/operator-commands';
 import { runScript } from '../redis/send';
-import { snapshotOf, type HolderInfo } from '../redis/status';
+import { snapshotOf } from '../redis/status';
+import { withLease, type Holder } from './leases';
 import { Semaphore } from '../semaphore';
 import { MAX_RESOURCES } from '../options';
 
@@ -54,12 +55,12 @@ export interface SemaphoreStatus {
   readonly waiting: number;
   /** Their grant ids, earliest expiry first (at most `waiterIds` of them). */
   readonly waiterIds: readonly string[];
-  /** Held tokens, longest-held first. */
-  readonly holders: readonly HolderInfo[];
+  /** Held tokens, longest-held first, each with its lease judged at `now`. */
+  readonly holders: readonly Holder[];
 }
 
 /** SCAN's reply: the next cursor and a batch of keys. */
-type ScanReply = [cursor: string, keys: string[]];
+export type ScanReply = [cursor: string, keys: string[]];
 
 /** How many waiter ids a status lists by default (the count is always complete). */
 const WAITER_IDS = 100;
@@ -74,15 +75,16 @@ export async function readStatus(scope: Scope, name: string, waiterIds = WAITER_
     waiterIds: ids,
     holders,
   } = snapshotOf(await runScript(redis, status({ keys }, waiterIds)));
+  const now = new Date(nowSeconds * 1000);
   return {
     name,
     exists,
-    now: new Date(nowSeconds * 1000),
+    now,
     tokens: available + holders.length,
     available,
     waiting,
     waiterIds: ids,
-    holders,
+    holders: holders.map((holder) => withLease(holder, now)),
   };
 }
 
@@ -118,17 +120,18 @@ export function isUnreadable(status: SemaphoreStatus | UnreadableSemaphore): sta
 
 /**
  * Names of the semaphores on this Redis under the scope's prefix (SCAN of every `exists` key),
- * sorted. Stops after `limit` names (then `truncated`). On a node-redis cluster client it scans
+ * sorted, and how many SCAN calls it took. Stops after `limit` names (then `truncated`). On a node-redis cluster client it scans
  * every master; a semaphore made on a cluster client is listed by its tagged name (`{jobs}`), which
  * names the same keys.
  */
 export async function listSemaphores(
   { redis: client, keyPrefix }: Scope,
   limit = 10_000,
-): Promise<{ names: string[]; truncated: boolean }> {
+): Promise<{ names: string[]; truncated: boolean; scans: number }> {
   const names = new Set<string>();
   let truncated = false;
   const prefix = clientKeyPrefix(client) + keyPrefix;
+  let scans = 0;
   for (const node of await scanNodes(client)) {
     let cursor = '0';
     do {
@@ -140,6 +143,7 @@ export async function listSemaphores(
         'COUNT',
         '1000',
       ]);
+      scans++;
       const [next, keys] = reply as ScanReply;
       for (const key of keys) {
         const name = nameOfExistsKey(key, prefix);
@@ -151,11 +155,11 @@ export async function listSemaphores(
     if (names.size >= limit) break;
   }
   const sorted = [...names].sort();
-  return { names: sorted.slice(0, limit), truncated: truncated || sorted.length > limit };
+  return { names: sorted.slice(0, limit), truncated: truncated || sorted.length > limit, scans };
 }
 
 /** What SCAN runs on: every master of a node-redis cluster client, else the client itself (adapted). */
-async function scanNodes(
+export async function scanNodes(
   client: SupportedRedisClient,
 ): Promise<Array<{ sendCommand(args: string[]): Promise<unknown> }>> {
   if (topologyOf(client) !== 'cluster') return [adaptClient(client, '')];
@@ -185,15 +189,14 @@ export async function releaseToken(scope: Scope, name: string, token: string, gr
 }
 
 /**
- * The holders `releaseStale(…, olderThanMs)` would free now: this library's grants whose own lease
- * is over (a lease of 0 never ends), and Ruby gem holders held longer than `olderThanMs`. (It also
- * returns tokens stranded in dead waiters' inboxes, which no status shows.)
+ * The holders `releaseStale(…, rubyOlderThanMs)` would free now: this library's grants whose own
+ * lease is over (a lease of 0 never ends), and, only when `rubyOlderThanMs` is given, Ruby gem
+ * holders (which record no lease) held longer than that. (It also returns tokens stranded in dead
+ * waiters' inboxes, which no status shows.)
  */
-export function staleHolders(status: SemaphoreStatus, olderThanMs: number): HolderInfo[] {
+export function staleHolders(status: SemaphoreStatus, rubyOlderThanMs: number | null): Holder[] {
   return status.holders.filter((h) =>
-    h.leaseMs === undefined
-      ? h.heldMs === null || h.heldMs > olderThanMs
-      : h.leaseMs > 0 && h.refreshedMs !== null && h.refreshedMs > h.leaseMs,
+    h.leaseMs === undefined ? rubyOlderThanMs !== null && (h.heldMs === null || h.heldMs > rubyOlderThanMs) : h.expired,
   );
 }
 
@@ -209,7 +212,7 @@ export function ownerMatches(pattern: string, owner: string | undefined): boolea
 
 /** A holder and what releasing it came to. */
 export interface GrantRelease {
-  readonly holder: HolderInfo;
+  readonly holder: Holder;
   readonly outcome: ReleaseOutcome;
 }
 
@@ -217,11 +220,7 @@ export interface GrantRelease {
  * Releases each of `holders` if its grant still holds its token (a Ruby holder's, which has no grant
  * id, whoever holds it): a token given back and taken again since is left to its new holder.
  */
-export async function releaseGrants(
-  scope: Scope,
-  name: string,
-  holders: readonly HolderInfo[],
-): Promise<GrantRelease[]> {
+export async function releaseGrants(scope: Scope, name: string, holders: readonly Holder[]): Promise<GrantRelease[]> {
   const released: GrantRelease[] = [];
   for (const holder of holders) {
     released.push({ holder, outcome: await releaseToken(scope, name, holder.token, holder.grantId ?? '') });
@@ -237,12 +236,23 @@ export async function semaphoreExists(scope: Scope, name: string): Promise<boole
 
 /**
  * Frees every token whose holder's lease is over (each grant of this library carries its holder's
- * own lease, which no operator setting overrides), every Ruby gem holder's token held longer than
- * `olderThanMs` (on Redis' clock), and tokens stranded by waiters that died mid-hand-off: what
- * `releaseStaleLocks()` does with `staleClientTimeout: olderThanMs`. Resolves how many tokens went back.
+ * own lease, which no operator setting overrides), and tokens stranded by waiters that died
+ * mid-hand-off: what `releaseStaleLocks()` does with `staleClientTimeout: null`. Ruby gem holders
+ * record no lease: they are freed only when `rubyOlderThanMs` is given and they have held longer
+ * than that (on Redis' clock), as `staleClientTimeout: rubyOlderThanMs` would. Resolves how many
+ * tokens went back.
  */
-export async function releaseStale({ redis, keyPrefix }: Scope, name: string, olderThanMs: number): Promise<number> {
-  const semaphore = new Semaphore(name, { redis, keyPrefix, staleClientTimeout: olderThanMs, autoRefresh: false });
+export async function releaseStale(
+  { redis, keyPrefix }: Scope,
+  name: string,
+  rubyOlderThanMs: number | null = null,
+): Promise<number> {
+  const semaphore = new Semaphore(name, {
+    redis,
+    keyPrefix,
+    staleClientTimeout: rubyOlderThanMs,
+    autoRefresh: false,
+  });
   try {
     return await semaphore.releaseStaleLocks();
   } finally {

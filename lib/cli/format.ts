@@ -1,5 +1,6 @@
 /** The CLI's text output: durations, tables, and user data made safe for a terminal. */
 import type { AuditRecord } from '../admin/audit';
+import { leaseCounts, type Holder } from '../admin/leases';
 import type { SemaphoreStatus } from '../admin/operations';
 
 /** `850ms`, `12.3s`, `1m 05s`, `2h 03m`, `3d 04h`; `?` for an unknown duration. */
@@ -15,16 +16,35 @@ export function formatDuration(ms: number | null | undefined): string {
 }
 
 /**
- * Names, tokens and owner labels are user data: control characters (a terminal escape sequence in a
- * label could rewrite the screen) are shown as `\xNN`/`\uNNNN`, and an empty string as `""`.
+ * Every character a terminal may act on rather than show: C0 controls, DEL, C1 controls (U+009B
+ * is CSI, as ESC [ is), the line and paragraph separators, and the bidirectional controls that
+ * reorder what follows them on screen (U+202E), so a name cannot hide or fake what is printed.
+ */
+// eslint-disable-next-line no-control-regex -- these are what it finds
+const TERMINAL_ACTIVE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+
+/** `\xNN` for a code below 0x100, else `\uNNNN`. */
+function escapeCode(c: string): string {
+  const code = c.charCodeAt(0);
+  return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+}
+
+/**
+ * Names, tokens and owner labels are user data: the characters a terminal acts on (a terminal
+ * escape sequence in a label could rewrite the screen, a bidi override reverse it) are shown as
+ * `\xNN`/`\uNNNN`, and an empty string as `""`.
  */
 export function printable(text: string): string {
   if (text === '') return '""';
-  // eslint-disable-next-line no-control-regex
-  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => {
-    const code = c.charCodeAt(0);
-    return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
-  });
+  return text.replace(TERMINAL_ACTIVE, escapeCode);
+}
+
+/**
+ * `value` as one line of JSON that is safe on a terminal: `JSON.stringify` escapes C0 only, so DEL,
+ * C1 and the bidi controls are written as `\uNNNN` escapes too (the same string once parsed).
+ */
+export function terminalJson(value: unknown): string {
+  return JSON.stringify(value).replace(TERMINAL_ACTIVE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** Left-aligned columns separated by two spaces; the header row first. */
@@ -67,19 +87,41 @@ export function parseDuration(text: string): number | undefined {
   return Number.isFinite(ms) ? ms : undefined;
 }
 
-/** `status` as text: a header, then one row per holder, longest-held first. */
+/** A holder's lease in a word or three: `ends in 28.1s`, `EXPIRED 8.7s ago`, `ends in 3.2s, RENEWAL OVERDUE`. */
+export function formatLease(h: Holder): string {
+  if (h.leaseMs === undefined) return 'not recorded';
+  if (h.leaseLeftMs === null) return 'none';
+  if (h.expired) return `EXPIRED ${formatDuration(-h.leaseLeftMs)} ago`;
+  return `ends in ${formatDuration(h.leaseLeftMs)}${h.overdue ? ', RENEWAL OVERDUE' : ''}`;
+}
+
+/** What the holders' leases come to, after the count of holders: ` (1 lease expired: …)`, or `''`. */
+export function formatLeaseCounts(holders: readonly Holder[]): string {
+  const { expired, overdue } = leaseCounts(holders);
+  const parts = [
+    ...(expired > 0
+      ? [`${expired} lease${expired === 1 ? '' : 's'} EXPIRED: holder dead or cut off, release-stale frees it`]
+      : []),
+    ...(overdue > 0 ? [`${overdue} renewal${overdue === 1 ? '' : 's'} OVERDUE`] : []),
+  ];
+  return parts.length === 0 ? '' : ` (${parts.join('; ')})`;
+}
+
+/** `status` as text: a header, then one row per holder, longest-held first, with its lease. */
 export function formatStatus(status: SemaphoreStatus): string {
   const lines = [
     `semaphore  ${printable(status.name)}`,
     `tokens     ${status.tokens} (${status.holders.length} held, ${status.available} free)`,
     `waiting    ${status.waiting}`,
+    `now        ${formatTime(status.now)} UTC (Redis' clock)`,
   ];
   if (status.holders.length === 0) {
     lines.push('holders    none');
   } else {
-    lines.push('holders');
+    lines.push(`holders    ${status.holders.length}${formatLeaseCounts(status.holders)}`);
     const rows = status.holders.map((h) => [
       printable(h.token),
+      formatLease(h),
       formatDuration(h.heldMs),
       formatDuration(h.refreshedMs),
       formatTime(h.since),
@@ -87,7 +129,7 @@ export function formatStatus(status: SemaphoreStatus): string {
       h.owner === undefined ? '(not recorded: Ruby gem?)' : printable(h.owner),
     ]);
     lines.push(
-      table(['TOKEN', 'HELD FOR', 'REFRESHED AGO', 'SINCE (UTC)', 'FENCE', 'OWNER'], rows)
+      table(['TOKEN', 'LEASE', 'HELD FOR', 'REFRESHED AGO', 'SINCE (UTC)', 'FENCE', 'OWNER'], rows)
         .split('\n')
         .map((line) => `  ${line}`)
         .join('\n'),

@@ -4,21 +4,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { readAuditOrError } from '../admin/audit';
-import { statusJson, summaryJson, unreadableJson } from '../admin/json';
-import {
-  isUnreadable,
-  listSemaphores,
-  readStatus,
-  readStatuses,
-  resizeSemaphore,
-  type Scope,
-} from '../admin/operations';
-import { assertKeyPrefix, DEFAULT_KEY_PREFIX, existsKeyPattern, semaphoreKeys } from '../redis/keys';
+import { statusJson } from '../admin/json';
+import { readStatus, resizeSemaphore, type Scope } from '../admin/operations';
+import { nameMatcher, SORTS, type Sort } from '../admin/overview';
+import { assertKeyPrefix, DEFAULT_KEY_PREFIX, semaphoreKeys } from '../redis/keys';
 import { MAX_RESOURCES, MIN_LEASE_MS } from '../options';
 import { assertConfirmable } from './confirm';
 import { connect, connectOptions, type ConnectValues } from './connect';
 import { CliError, EXIT, missing, usage } from './failures';
-import { formatAudit, formatDuration, formatStatus, parseDuration, printable, table } from './format';
+import { formatAudit, formatStatus, parseDuration, printable, terminalJson } from './format';
+import { listCommand } from './list';
 import { deleteCommand, releaseOne, releaseOwner, releaseStaleCommand, type Change } from './release';
 import { watch, type Io } from './watch';
 
@@ -29,16 +24,17 @@ const HELP = `Usage: ${BIN} <command> [arguments] [options]
 See who holds a semaphore, and free what is stuck.
 
 Commands:
-  status <name>                       tokens, free tokens, holders (age, last refresh, owner, fence), waiters,
-                                      and the last releases made by operators (the audit log)
-  list                                every semaphore on this Redis (SCAN; every master of a cluster), with counts
+  status <name>                       tokens, free tokens, waiters, holders (lease: ends in / EXPIRED ago,
+                                      renewal overdue; age, last refresh, owner, fence), and the last
+                                      releases made by operators (the audit log)
+  list [pattern]                      every semaphore on this Redis (SCAN; every master of a cluster), with
+                                      counts and expired leases; a glob pattern (order:*) keeps matching names
   watch <name>                        status, refreshed until Ctrl-C (or --count refreshes)
   release <name> <token>              free a held token from the grant holding it; a waiter gets it at once
   release --owner <label> <name>...   free every grant of that owner (a dead pod's) in these semaphores;
                                       a label ending with * matches every owner starting with the rest
-  release-stale <name> --older-than <duration>
-                                      free every token whose holder's lease is over,
-                                      and Ruby gem holders' held longer than that
+  release-stale <name>                free every token whose holder's lease has expired (a dead holder);
+                                      Ruby gem holders record no lease: see --ruby-older-than
   resize <name> <tokens>              add tokens, or retire free ones (never below those held)
   delete <name>                       delete every key of the semaphore (its audit log too)
   dashboard                           serve the web dashboard (see --port, --host, --token, --watch)
@@ -61,7 +57,12 @@ Options:
                        terminal, and refuse (exit 2) when stdin is not a terminal
   --reason <text>      release, release-stale: why, recorded in the audit log
   --owner <label>      release: every grant of this owner instead of one token
-  --older-than <d>     release-stale: a duration with a unit: 500ms, 30s, 5m, 2h
+  --ruby-older-than <d>  release-stale: also free Ruby gem holders held longer than this duration
+                       (a unit is needed: 500ms, 30s, 5m, 2h); holders of this library go by their lease
+  --held, --waiting, --expired
+                       list: only semaphores with held tokens, waiters, expired leases
+  --sort <key>         list: name (default; numbers in order: user:2 before user:10), trouble
+                       (expired leases, then waiters), held, waiting, expired, longest-held
   --interval <d>       watch: time between refreshes (default 1s)
   --count <n>          watch: stop after n refreshes
   --port <n>           dashboard: port (default 8080; 0 picks a free one)
@@ -90,10 +91,10 @@ const CHANGE = ['yes', 'dry-run', 'reason'];
 /** Which arguments and options each command takes (beyond COMMON). */
 const COMMANDS: Record<string, { readonly positionals: readonly string[]; readonly options: readonly string[] }> = {
   status: { positionals: ['name'], options: [] },
-  list: { positionals: [], options: [] },
+  list: { positionals: [], options: ['held', 'waiting', 'expired', 'sort'] },
   watch: { positionals: ['name'], options: ['interval', 'count'] },
   release: { positionals: ['name', 'token'], options: [...CHANGE, 'owner'] },
-  'release-stale': { positionals: ['name'], options: [...CHANGE, 'older-than'] },
+  'release-stale': { positionals: ['name'], options: [...CHANGE, 'ruby-older-than'] },
   resize: { positionals: ['name', 'tokens'], options: [] },
   delete: { positionals: ['name'], options: ['yes', 'dry-run'] },
   dashboard: { positionals: [], options: ['port', 'host', 'token', 'read-only', 'watch'] },
@@ -108,7 +109,12 @@ type Values = ConnectValues & {
   'dry-run'?: boolean;
   reason?: string;
   owner?: string;
+  'ruby-older-than'?: string;
   'older-than'?: string;
+  held?: boolean;
+  waiting?: boolean;
+  expired?: boolean;
+  sort?: string;
   interval?: string;
   count?: string;
   port?: string;
@@ -149,7 +155,12 @@ export async function main(argv: readonly string[]): Promise<number> {
           'dry-run': { type: 'boolean' },
           reason: { type: 'string' },
           owner: { type: 'string' },
+          'ruby-older-than': { type: 'string' },
           'older-than': { type: 'string' },
+          held: { type: 'boolean' },
+          waiting: { type: 'boolean' },
+          expired: { type: 'boolean' },
+          sort: { type: 'string' },
           interval: { type: 'string' },
           count: { type: 'string' },
           port: { type: 'string' },
@@ -166,7 +177,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     json = io.json = values.json === true;
     const [command, ...args] = parsed.positionals;
     if (values.version) {
-      io.out(json ? JSON.stringify({ version: version() }) : version());
+      io.out(json ? terminalJson({ version: version() }) : version());
       return EXIT.ok;
     }
     if (values.help || command === undefined || command === 'help') {
@@ -176,14 +187,25 @@ export async function main(argv: readonly string[]): Promise<number> {
     const spec = COMMANDS[command];
     if (!spec) throw usage(`unknown command "${printable(command)}" (see --help)`);
     for (const option of Object.keys(values)) {
+      if (option === 'older-than' && command === 'release-stale') {
+        throw usage(
+          "--older-than is now --ruby-older-than, for Ruby gem holders only: this library's holders are released when their lease has expired, with no option",
+        );
+      }
       if (![...COMMON, ...spec.options].includes(option)) {
         throw usage(`--${option} does not apply to ${command}`);
       }
     }
     // release --owner takes one or more names, not a name and a token.
     const byOwner = command === 'release' && values.owner !== undefined;
-    if (byOwner ? args.length === 0 : args.length !== spec.positionals.length) {
-      const expected = byOwner ? '<name>...' : spec.positionals.map((p) => `<${p}>`).join(' ');
+    // list takes an optional pattern.
+    const counted = command === 'list' && args.length === 1 ? 0 : args.length;
+    if (byOwner ? args.length === 0 : counted !== spec.positionals.length) {
+      const expected = byOwner
+        ? '<name>...'
+        : command === 'list'
+          ? 'at most a [pattern]'
+          : spec.positionals.map((p) => `<${p}>`).join(' ');
       throw usage(
         `${command}${byOwner ? ' --owner' : ''} takes ${expected || 'no arguments'}, got ${args.length} argument${args.length === 1 ? '' : 's'}`,
       );
@@ -208,9 +230,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   } catch (error) {
     const cliError =
-      error instanceof CliError ? error : new CliError(EXIT.error, 'error', (error as Error)?.message ?? String(error));
+      error instanceof CliError
+        ? error
+        : new CliError(EXIT.error, 'error', printable((error as Error)?.message ?? String(error)));
     if (json) {
-      process.stdout.write(`${JSON.stringify({ error: { code: cliError.code, message: cliError.message } })}\n`);
+      process.stdout.write(`${terminalJson({ error: { code: cliError.code, message: cliError.message } })}\n`);
     } else {
       process.stderr.write(`${BIN}: ${cliError.message}\n`);
       if (cliError.exitCode === EXIT.usage) process.stderr.write(`Try '${BIN} --help'.\n`);
@@ -230,37 +254,23 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
         if (!status.exists) throw missing(name, scope);
         const { records, error } = await readAuditOrError(scope, name, AUDIT_SHOWN);
         const json = { ...statusJson(status), audit: records, ...(error !== undefined && { auditError: error }) };
-        io.out(io.json ? JSON.stringify(json) : `${formatStatus(status)}\n${formatAudit(records, error)}`);
+        io.out(io.json ? terminalJson(json) : `${formatStatus(status)}\n${formatAudit(records, error)}`);
         return EXIT.ok;
       };
-    case 'list':
-      return async (scope, io) => {
-        const { names, truncated } = await listSemaphores(scope);
-        const statuses = await readStatuses(scope, names, 0);
-        const present = statuses.filter((s) => isUnreadable(s) || s.exists);
-        if (io.json) {
-          const summaries = present.map((s) => (isUnreadable(s) ? unreadableJson(s) : summaryJson(s)));
-          io.out(JSON.stringify({ semaphores: summaries, truncated }));
-        } else if (present.length === 0) {
-          io.out(`No semaphores (no ${printable(existsKeyPattern(scope.keyPrefix))} key on this Redis).`);
-        } else {
-          const rows = present.map((s) =>
-            isUnreadable(s)
-              ? [printable(s.name), '?', '?', '?', '?', `unreadable: ${printable(s.error)}`]
-              : [
-                  printable(s.name),
-                  String(s.tokens),
-                  String(s.holders.length),
-                  String(s.available),
-                  String(s.waiting),
-                  s.holders.length > 0 ? formatDuration(s.holders[0]?.heldMs) : '-',
-                ],
-          );
-          io.out(table(['NAME', 'TOKENS', 'HELD', 'FREE', 'WAITING', 'LONGEST HELD'], rows));
-          if (truncated) io.out('(truncated: more semaphores than listed)');
-        }
-        return EXIT.ok;
-      };
+    case 'list': {
+      const sort = values.sort ?? 'name';
+      if (!(SORTS as readonly string[]).includes(sort))
+        throw usage(`--sort takes one of ${SORTS.join(', ')}, got "${printable(sort)}"`);
+      const states = (['held', 'waiting', 'expired'] as const).filter((state) => values[state] === true);
+      if (states.length > 1) throw usage(`--${states.join(', --')} exclude each other: give one`);
+      const options = { pattern: args[0] ?? '', state: states[0] ?? ('any' as const), sort: sort as Sort };
+      try {
+        nameMatcher(options.pattern); // a pattern no glob reads is a usage error, before connecting
+      } catch (error) {
+        throw usage((error as Error).message);
+      }
+      return (scope, io) => listCommand(scope, io, options);
+    }
     case 'watch': {
       const interval = values.interval === undefined ? 1000 : durationOption('interval', values.interval);
       if (interval < 100) throw usage('--interval must be at least 100ms');
@@ -277,12 +287,12 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
       return (scope, io) => releaseOne(scope, name, token, { ...change, io });
     }
     case 'release-stale': {
-      if (values['older-than'] === undefined)
-        throw usage('release-stale needs --older-than <duration>, e.g. --older-than 30s');
-      const olderThan = durationOption('older-than', values['older-than']);
-      if (olderThan < MIN_LEASE_MS) throw usage(`--older-than must be at least ${MIN_LEASE_MS}ms`);
+      const option = values['ruby-older-than'];
+      const rubyOlderThan = option === undefined ? null : durationOption('ruby-older-than', option);
+      if (rubyOlderThan !== null && rubyOlderThan < MIN_LEASE_MS)
+        throw usage(`--ruby-older-than must be at least ${MIN_LEASE_MS}ms`);
       const change = changeOf(command, args, values);
-      return (scope, io) => releaseStaleCommand(scope, name, olderThan, { ...change, io });
+      return (scope, io) => releaseStaleCommand(scope, name, rubyOlderThan, { ...change, io });
     }
     case 'resize': {
       const tokens = positiveInteger('<tokens>', args[1] as string);
@@ -297,7 +307,7 @@ function prepare(command: string, args: readonly string[], values: Values): Run 
             `cannot resize "${printable(name)}" to ${tokens}: ${outcome.held} tokens are held (nothing changed; release some first)`,
           );
         }
-        if (io.json) io.out(JSON.stringify({ name, before: outcome.before, after: outcome.after, held: outcome.held }));
+        if (io.json) io.out(terminalJson({ name, before: outcome.before, after: outcome.after, held: outcome.held }));
         else
           io.out(
             `Resized "${printable(name)}" from ${outcome.before} to ${outcome.after} tokens (${outcome.held} held).`,
@@ -326,7 +336,7 @@ function changeOf(command: string, args: readonly string[], values: Values): Omi
   assertConfirmable(command, consent);
   const flags = [
     ...(values.owner === undefined ? [] : ['--owner', values.owner]),
-    ...(values['older-than'] === undefined ? [] : ['--older-than', values['older-than']]),
+    ...(values['ruby-older-than'] === undefined ? [] : ['--ruby-older-than', values['ruby-older-than']]),
   ];
   return {
     consent,

@@ -13,10 +13,10 @@ import {
   type Scope,
   type SemaphoreStatus,
 } from '../admin/operations';
-import type { HolderInfo } from '../redis/status';
+import type { Holder } from '../admin/leases';
 import { cliActor, confirm, type Consent } from './confirm';
 import { CliError, EXIT, missing, notFound } from './failures';
-import { formatDuration, printable, table } from './format';
+import { formatDuration, formatLease, printable, table, terminalJson } from './format';
 import type { Io } from './watch';
 
 /** What a destructive command needs besides the scope: where to write, consent, and its own command line for the log. */
@@ -33,15 +33,16 @@ async function existing(scope: Scope, name: string): Promise<SemaphoreStatus> {
   return status;
 }
 
-function holderRows(holders: readonly HolderInfo[]): string {
+function holderRows(holders: readonly Holder[]): string {
   const rows = holders.map((h) => [
     printable(h.token),
+    formatLease(h),
     formatDuration(h.heldMs),
     formatDuration(h.refreshedMs),
     h.grantId === undefined ? '-' : printable(h.grantId),
     h.owner === undefined ? '(not recorded: Ruby gem?)' : printable(h.owner),
   ]);
-  return table(['TOKEN', 'HELD FOR', 'REFRESHED AGO', 'GRANT', 'OWNER'], rows)
+  return table(['TOKEN', 'LEASE', 'HELD FOR', 'REFRESHED AGO', 'GRANT', 'OWNER'], rows)
     .split('\n')
     .map((line) => `  ${line}`)
     .join('\n');
@@ -67,7 +68,7 @@ function actorOf(change: Change): Actor {
   return { by: cliActor(), command: change.command, reason: change.consent.reason };
 }
 
-function entry(action: string, holder: HolderInfo, change: Change) {
+function entry(action: string, holder: Holder, change: Change) {
   return auditEntry(action, holder, actorOf(change));
 }
 
@@ -84,7 +85,7 @@ export async function releaseOne(scope: Scope, name: string, token: string, chan
   if (holder === undefined)
     throw notFound(`token "${printable(token)}" of semaphore "${printable(name)}" is not held; nothing released`);
   if (consent.dryRun) {
-    if (io.json) io.out(JSON.stringify({ name, dryRun: true, release: [holderJson(holder)] }));
+    if (io.json) io.out(terminalJson({ name, dryRun: true, release: [holderJson(holder)] }));
     else
       io.out(
         `Would release token "${printable(token)}" of "${printable(name)}" (dry run: nothing changed):\n${holderRows([holder])}`,
@@ -114,7 +115,7 @@ export async function releaseOne(scope: Scope, name: string, token: string, chan
   await record(scope, name, [entry('release', holder, change)]);
   if (io.json) {
     io.out(
-      JSON.stringify({
+      terminalJson({
         name,
         token,
         released: true,
@@ -143,7 +144,7 @@ export async function releaseOwner(
   change: Change,
 ): Promise<number> {
   const { io, consent } = change;
-  const plans: Array<{ name: string; holders: HolderInfo[] }> = [];
+  const plans: Array<{ name: string; holders: Holder[] }> = [];
   for (const name of names) {
     const status = await existing(scope, name);
     plans.push({ name, holders: status.holders.filter((h) => ownerMatches(owner, h.owner)) });
@@ -160,7 +161,7 @@ export async function releaseOwner(
   if (consent.dryRun || total === 0) {
     if (io.json) {
       io.out(
-        JSON.stringify({
+        terminalJson({
           owner,
           dryRun: consent.dryRun,
           semaphores: plans.map((p) => ({ name: p.name, release: p.holders.map(holderJson), released: [] })),
@@ -190,7 +191,7 @@ export async function releaseOwner(
   const freed = results.reduce((sum, r) => sum + r.released.filter((x) => x.outcome.status === 'released').length, 0);
   if (io.json) {
     io.out(
-      JSON.stringify({
+      terminalJson({
         owner,
         dryRun: false,
         semaphores: results.map((r) => ({
@@ -219,22 +220,27 @@ export async function releaseOwner(
 }
 
 /**
- * `release-stale <name> --older-than <d>`: what `releaseStaleLocks()` frees. The log gets one entry
- * per holder that was stale before and is gone after (a holder that unlocked meanwhile would be
- * counted too), and one for the rest of the count (tokens of dead waiters' inboxes).
+ * `release-stale <name> [--ruby-older-than <d>]`: frees the tokens of holders whose lease is over
+ * (dead processes), as `releaseStaleLocks()` does; Ruby gem holders, which record no lease, only
+ * with `--ruby-older-than` and when held longer than that. The log gets one entry per holder that
+ * was stale before and is gone after (a holder that unlocked meanwhile would be counted too), and
+ * one for the rest of the count (tokens of dead waiters' inboxes).
  */
 export async function releaseStaleCommand(
   scope: Scope,
   name: string,
-  olderThan: number,
+  rubyOlderThan: number | null,
   change: Change,
 ): Promise<number> {
   const { io, consent } = change;
   const before = await existing(scope, name);
-  const stale = staleHolders(before, olderThan);
-  const rule = `whose holder's lease is over (Ruby holders: held longer than ${formatDuration(olderThan)})`;
+  const stale = staleHolders(before, rubyOlderThan);
+  const rule =
+    "whose holder's lease has expired" +
+    (rubyOlderThan === null ? '' : `, and of Ruby gem holders held longer than ${formatDuration(rubyOlderThan)}`);
+  const json = { name, rubyOlderThanMs: rubyOlderThan };
   if (consent.dryRun) {
-    if (io.json) io.out(JSON.stringify({ name, olderThanMs: olderThan, dryRun: true, release: stale.map(holderJson) }));
+    if (io.json) io.out(terminalJson({ ...json, dryRun: true, release: stale.map(holderJson) }));
     else {
       io.out(
         `Would release ${plural(stale.length, 'token')} of "${printable(name)}" ${rule}, and any token stranded by a dead waiter (dry run: nothing changed)` +
@@ -250,9 +256,9 @@ export async function releaseStaleCommand(
       `Release ${plural(stale.length, 'stale token')} of "${printable(name)}" (and any stranded by dead waiters)?`,
     );
   }
-  const { released, auditError } = await releaseStaleLogged(scope, name, olderThan, stale, actorOf(change));
+  const { released, auditError } = await releaseStaleLogged(scope, name, rubyOlderThan, stale, actorOf(change));
   if (auditError !== undefined) warnUnrecorded(auditError);
-  if (io.json) io.out(JSON.stringify({ name, olderThanMs: olderThan, released }));
+  if (io.json) io.out(terminalJson({ ...json, released }));
   else io.out(`Released ${plural(released, 'token')} of "${printable(name)}" ${rule}.`);
   return EXIT.ok;
 }
@@ -269,7 +275,7 @@ export async function deleteCommand(scope: Scope, name: string, change: Change):
     for (const key of candidates) if ((await redis.sendCommand(['EXISTS', key])) === 1) present.push(key);
     if (io.json)
       io.out(
-        JSON.stringify({
+        terminalJson({
           name,
           dryRun: true,
           tokens: status.tokens,
@@ -291,6 +297,6 @@ export async function deleteCommand(scope: Scope, name: string, change: Change):
     await confirm(consent, `Delete semaphore "${printable(name)}": ${summary}?`);
   }
   await deleteSemaphore(scope, name);
-  io.out(io.json ? JSON.stringify({ name, deleted: true }) : `Deleted semaphore "${printable(name)}".`);
+  io.out(io.json ? terminalJson({ name, deleted: true }) : `Deleted semaphore "${printable(name)}".`);
   return EXIT.ok;
 }

@@ -1,6 +1,6 @@
 /** `redis-token-semaphore dashboard`: the dashboard's handler served over HTTP until a signal. */
 import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer } from 'node:http';
 import { isIP } from 'node:net';
 import { createDashboard } from '../dashboard/handler';
 import { DEFAULT_KEY_PREFIX } from '../redis/keys';
@@ -40,18 +40,20 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
     return 1;
   }
   const { client } = connected;
-  const handler = createDashboard({ redis: client, token, readOnly, keyPrefix, watch: watched });
   const loopback = LOOPBACK.has(host);
-  const server = createServer((request, response) => {
-    // Bound to loopback, answer only requests addressed to loopback: a web page elsewhere cannot reach
-    // the dashboard through a DNS name rebound to 127.0.0.1.
-    if (loopback && !LOOPBACK.has(hostOf(request))) {
-      response.writeHead(421, { 'content-type': 'text/plain; charset=utf-8' });
-      response.end('Misdirected request: this dashboard answers only to 127.0.0.1, localhost or [::1]\n');
-      return;
-    }
-    handler(request, response);
+  // Bound to loopback, it answers only requests addressed to loopback (createDashboard's default): a
+  // web page elsewhere cannot reach it through a DNS name rebound to 127.0.0.1. Bound elsewhere, by
+  // whatever name the operator chose to publish it.
+  const handler = createDashboard({
+    redis: client,
+    token,
+    readOnly,
+    keyPrefix,
+    watch: watched,
+    allowedHosts: loopback ? undefined : 'any',
+    redisName: describeTarget(connection),
   });
+  const server = createServer(handler);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -92,9 +94,4 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await connected.close();
   return 0;
-}
-
-function hostOf(request: IncomingMessage): string {
-  const header = request.headers.host ?? '';
-  return header.startsWith('[') ? header.slice(0, header.indexOf(']') + 1) : header.replace(/:\d+$/, '');
 }

@@ -2,7 +2,7 @@
 import { statusJson } from '../admin/json';
 import { readStatus, type Scope } from '../admin/operations';
 import { EXIT, missing } from './failures';
-import { formatDuration, formatStatus, formatTime, printable } from './format';
+import { formatDuration, formatStatus, formatTime, printable, terminalJson } from './format';
 
 /** Where a command writes: lines on stdout, as text or JSON. */
 export interface Io {
@@ -29,7 +29,7 @@ export async function watch(scope: Scope, io: Io, name: string, interval: number
       const status = await readStatus(scope, name);
       if (frame === 1 && !status.exists) throw missing(name, scope);
       if (io.json) {
-        io.out(JSON.stringify(statusJson(status)));
+        io.out(terminalJson(statusJson(status)));
       } else {
         const body = status.exists ? formatStatus(status) : `semaphore  ${printable(name)}\n(does not exist any more)`;
         const header = `${formatTime(status.now)} UTC, every ${formatDuration(interval)}${tty ? ' (Ctrl-C to stop)' : ''}`;

@@ -1,18 +1,11 @@
 /** `createDashboard`: the dashboard's routes, its JSON API, authentication and security headers. */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { appendAudit, auditEntry, releaseStaleLogged, type Actor, type AuditRecord } from '../admin/audit';
-import { statusJson, unreadableJson, type StatusJson } from '../admin/json';
-import {
-  isUnreadable,
-  readStatus,
-  releaseToken,
-  staleHolders,
-  type Scope,
-  type SemaphoreStatus,
-} from '../admin/operations';
+import { statusJson, type StatusJson } from '../admin/json';
+import { readStatus, releaseToken, staleHolders, type Scope, type SemaphoreStatus } from '../admin/operations';
 import { adaptClient, topologyOf } from '../redis/client/adapt';
 import type { SupportedRedisClient } from '../redis/client/types';
 import { describe } from '../util/describe';
@@ -20,6 +13,20 @@ import { assertKeyPrefix, DEFAULT_KEY_PREFIX } from '../redis/keys';
 import { MIN_LEASE_MS } from '../options';
 import { metricsText, METRICS_TYPE } from './metrics';
 import { notFoundPage, page } from './page';
+import {
+  allow,
+  decodeSegment,
+  digest,
+  hostAllowed,
+  HttpError,
+  LOOPBACK_NAMES,
+  readJson,
+  SECURITY_HEADERS,
+  send,
+  sendJson,
+  withTimeout,
+} from './http';
+import { Overview, QueryError } from './overview';
 import { Sampler, type HandOff } from './sampler';
 
 /** What `createDashboard` takes. */
@@ -62,6 +69,20 @@ export interface DashboardOptions {
    * @default []
    */
   readonly watch?: readonly string[];
+  /**
+   * The host names (as in the `Host` header, without the port) the dashboard answers; any other gets
+   * 421. This stops DNS rebinding: a web page elsewhere whose name was rebound to your server's
+   * address reaches it with its own name in `Host`, and would read the dashboard. Give the names
+   * your operators use (`['ops.example.com']`), or `'any'` behind a proxy that checks `Host` itself.
+   * @default ['localhost', '127.0.0.1', '[::1]'] and the address the request arrived on
+   */
+  readonly allowedHosts?: readonly string[] | 'any';
+  /**
+   * How the page's header names this Redis besides the address, role and version the server reports
+   * (`'redis://cache-eu:6379'`; never put a password in it).
+   * @default none
+   */
+  readonly redisName?: string;
 }
 
 /** A node:http request handler (`http.createServer(createDashboard({ redis }))`). */
@@ -69,6 +90,8 @@ export type DashboardHandler = (request: IncomingMessage, response: ServerRespon
 
 const PUBLIC = join(__dirname, 'public');
 const ASSETS: Record<string, { readonly file: string; readonly type: string }> = {
+  '/common.js': { file: 'common.js', type: 'text/javascript; charset=utf-8' },
+  '/card.js': { file: 'card.js', type: 'text/javascript; charset=utf-8' },
   '/app.js': { file: 'app.js', type: 'text/javascript; charset=utf-8' },
   '/app.css': { file: 'app.css', type: 'text/css; charset=utf-8' },
 };
@@ -81,28 +104,6 @@ const MAX_REASON = 500;
 
 /** How long `/healthz` waits for PING. */
 const PING_TIMEOUT_MS = 2000;
-
-/** Request bodies are tiny JSON objects. */
-const MAX_BODY = 16 * 1024;
-
-/** Strict headers on every response: no inline script can run, even if escaping ever failed. */
-const SECURITY_HEADERS = {
-  'content-security-policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-  'x-frame-options': 'DENY',
-};
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 /**
  * The dashboard as a request handler for node:http: a page listing every semaphore (held and free
@@ -138,9 +139,23 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     throw new TypeError(`Expected \`watch\` to be an array of semaphore names, got ${describe(watch)}`);
   }
   const watched = [...new Set(watch)];
+  const allowedHosts = options.allowedHosts ?? LOOPBACK_NAMES;
+  if (
+    allowedHosts !== 'any' &&
+    !(Array.isArray(allowedHosts) && allowedHosts.every((host) => typeof host === 'string' && host !== ''))
+  ) {
+    throw new TypeError(
+      `Expected \`allowedHosts\` to be an array of host names or 'any', got ${describe(allowedHosts)}`,
+    );
+  }
+  const hosts = allowedHosts === 'any' ? undefined : new Set(allowedHosts.map((host) => host.toLowerCase()));
   const scope: Scope = { redis, keyPrefix };
   const expected = token === undefined ? undefined : digest(token);
   const sampler = new Sampler(scope);
+  if (options.redisName !== undefined && typeof options.redisName !== 'string') {
+    throw new TypeError(`Expected \`redisName\` to be a string, got ${describe(options.redisName)}`);
+  }
+  const overview = new Overview(scope, options.redisName ?? null);
   const assets = new Map<string, Buffer>();
   const config = { basePath, readOnly, refreshMs, keyPrefix, cluster: topologyOf(redis) === 'cluster' };
 
@@ -197,11 +212,10 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const [verb, ...extra] = rest;
     if (semaphore === undefined) {
       allow(method, ['GET', 'HEAD']);
-      const { statuses, truncated } = await sampler.all();
-      const semaphores = statuses.map((s) =>
-        isUnreadable(s) ? unreadableJson(s) : semaphoreJson(s, sampler.handOffs(s.name), sampler.audit(s.name)),
-      );
-      return sendJson(response, 200, { readOnly, truncated, semaphores });
+      const answer = await overview.answer(url.searchParams).catch((error: unknown) => {
+        throw error instanceof QueryError ? new HttpError(400, 'bad_request', error.message) : error;
+      });
+      return sendJson(response, 200, { readOnly, ...answer });
     }
     if (semaphore === '' || extra.length > 0) throw new HttpError(404, 'not_found', 'Not found');
     if (verb === undefined) {
@@ -252,6 +266,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
             (error: unknown) => String((error as { message?: unknown } | null)?.message ?? error),
           );
           sampler.forget(semaphore);
+          overview.forget(semaphore);
           return sendJson(response, 200, {
             released: true,
             token: held,
@@ -271,12 +286,16 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
           );
       }
     }
-    const { olderThanMs } = body as { olderThanMs?: unknown };
-    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < MIN_LEASE_MS) {
+    // Holders whose lease has expired; Ruby gem holders (no lease) only by the age given.
+    const { rubyOlderThanMs = null } = body as { rubyOlderThanMs?: unknown };
+    if (
+      rubyOlderThanMs !== null &&
+      (typeof rubyOlderThanMs !== 'number' || !Number.isFinite(rubyOlderThanMs) || rubyOlderThanMs < MIN_LEASE_MS)
+    ) {
       throw new HttpError(
         400,
         'bad_request',
-        `Expected {"olderThanMs": a number ≥ ${MIN_LEASE_MS}, "reason"?: string}`,
+        `Expected {"rubyOlderThanMs"?: a number ≥ ${MIN_LEASE_MS}, "reason"?: string}`,
       );
     }
     const before = await readStatus(scope, semaphore, 0);
@@ -284,15 +303,23 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const { released, auditError } = await releaseStaleLogged(
       scope,
       semaphore,
-      olderThanMs,
-      staleHolders(before, olderThanMs),
+      rubyOlderThanMs,
+      staleHolders(before, rubyOlderThanMs),
       actor,
     );
     sampler.forget(semaphore);
+    overview.forget(semaphore);
     return sendJson(response, 200, { released, ...(auditError && { auditError }) });
   };
 
   return (request, response) => {
+    if (hosts !== undefined && !hostAllowed(request, hosts)) {
+      response.writeHead(421, { ...SECURITY_HEADERS, 'content-type': 'text/plain; charset=utf-8' });
+      response.end(
+        'Misdirected request: this dashboard answers only to the host names it is given (its allowedHosts option)\n',
+      );
+      return;
+    }
     const timer = setTimeout(() => {
       if (response.headersSent) return;
       const message = `Redis did not answer within ${REDIS_TIMEOUT_MS} ms${request.method === 'POST' ? '; the change may still happen' : ''}`;
@@ -323,53 +350,6 @@ function semaphoreNotFound(name: string): HttpError {
   return new HttpError(404, 'semaphore_not_found', `Semaphore "${name}" does not exist`);
 }
 
-function allow(method: string, methods: readonly string[]): void {
-  if (!methods.includes(method))
-    throw new HttpError(405, 'method_not_allowed', `Method not allowed: ${methods.join(', ')}`);
-}
-
-function decodeSegment(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    throw new HttpError(400, 'bad_request', 'Malformed percent-encoding in the path');
-  }
-}
-
-function digest(text: string): Buffer {
-  return createHash('sha256').update(text).digest();
-}
-
-async function readJson(request: IncomingMessage): Promise<unknown> {
-  if (!/^application\/json\b/i.test(request.headers['content-type'] ?? '')) {
-    throw new HttpError(415, 'unsupported_media_type', 'Expected Content-Type: application/json');
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of request as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY) throw new HttpError(413, 'too_large', `Request bodies are at most ${MAX_BODY} bytes`);
-    chunks.push(chunk);
-  }
-  try {
-    const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('not an object');
-    return value;
-  } catch {
-    throw new HttpError(400, 'bad_request', 'Expected a JSON object');
-  }
-}
-
-function send(response: ServerResponse, status: number, type: string, body: string | Buffer, cache = 'no-store'): void {
-  if (response.headersSent) return; // answered already (timed out)
-  response.writeHead(status, { ...SECURITY_HEADERS, 'content-type': type, 'cache-control': cache });
-  response.end(response.req.method === 'HEAD' ? undefined : body);
-}
-
-function sendJson(response: ServerResponse, status: number, value: unknown): void {
-  send(response, status, 'application/json; charset=utf-8', JSON.stringify(value));
-}
-
 /** A semaphore in the API: its status, the hand-offs the dashboard saw, and the latest operator releases (newest first). */
 function semaphoreJson(
   status: SemaphoreStatus,
@@ -386,18 +366,5 @@ async function ping(redis: SupportedRedisClient): Promise<string | undefined> {
     return reply === 'PONG' ? undefined : `PING answered ${String(reply)}`;
   } catch (error) {
     return String((error as { message?: unknown } | null)?.message ?? error);
-  }
-}
-
-/** `promise`, or a rejection once `ms` have passed: `/healthz` and `/metrics` answer in time even when Redis does not. */
-async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
   }
 }

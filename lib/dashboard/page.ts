@@ -51,12 +51,16 @@ export function page(config: PageConfig, name?: string): string {
     name === undefined ? 'Semaphores' : `Semaphore ${name}`,
     `<header>
 <h1><a href="${base}/">Semaphores</a>${crumb}</h1>
+<span id="server" title="the Redis this dashboard reads: address, role, version"></span>
 <div id="auth"></div>
 <span id="updated" aria-live="off"></span>
 </header>
 <p id="message" role="status"></p>
-<main id="semaphores"><p class="empty">Loading…</p></main>
+${name === undefined ? '<section id="summary" aria-label="summary"></section>\n<div id="controls"></div>\n' : ''}<main id="semaphores"><p class="empty">Loading…</p></main>
+${name === undefined ? '<nav id="pager" aria-label="pages"></nav>\n' : ''}<footer>All times are UTC; ages and leases are on Redis' clock.</footer>
 <noscript>This page needs JavaScript. The same data is at <a href="${base}/api/semaphores">${base}/api/semaphores</a>.</noscript>
+<script src="${base}/common.js"></script>
+<script src="${base}/card.js"></script>
 <script src="${base}/app.js"></script>`,
     data,
   );

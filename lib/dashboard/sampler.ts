@@ -1,14 +1,6 @@
-/** The dashboard's snapshots of semaphores, shared by every page polling it, the hand-offs seen between them, and their audit logs' latest entries. */
+/** The dashboard's snapshots of single semaphores (detail cards, `/metrics`), shared by every page polling it, the hand-offs seen between them, and their audit logs' latest entries. */
 import { readAuditOrError, type AuditRecord } from '../admin/audit';
-import {
-  isUnreadable,
-  listSemaphores,
-  readStatus,
-  unreadable,
-  type Scope,
-  type SemaphoreStatus,
-  type UnreadableSemaphore,
-} from '../admin/operations';
+import { readStatus, type Scope, type SemaphoreStatus } from '../admin/operations';
 
 /**
  * A hand-off: a grant the dashboard saw appear, with how long its holder had waited for it.
@@ -55,33 +47,11 @@ export class Sampler {
   readonly #histories = new Map<string, History>();
   /** The latest audit entries of each semaphore sampled, newest first. */
   readonly #audits = new Map<string, readonly AuditRecord[]>();
-  #all:
-    | { at: number; promise: Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> }
-    | undefined;
   readonly #one = new Map<string, { at: number; promise: Promise<SemaphoreStatus> }>();
 
   constructor(scope: Scope, minIntervalMs = 250) {
     this.#scope = scope;
     this.#minIntervalMs = minIntervalMs;
-  }
-
-  /** Every semaphore (SCAN), freshly sampled unless a snapshot younger than the interval exists. */
-  all(): Promise<{ statuses: Array<SemaphoreStatus | UnreadableSemaphore>; truncated: boolean }> {
-    const now = Date.now();
-    if (this.#all && now - this.#all.at < this.#minIntervalMs) return this.#all.promise;
-    const promise = (async () => {
-      const { names, truncated } = await listSemaphores(this.#scope, 500);
-      const sampled = await Promise.all(
-        names.map((name) => this.#sample(name).catch((error: unknown) => unreadable(name, error))),
-      );
-      const statuses = sampled.filter((s) => isUnreadable(s) || s.exists);
-      for (const name of this.#histories.keys()) if (!names.includes(name)) this.#histories.delete(name);
-      for (const name of this.#audits.keys()) if (!names.includes(name)) this.#audits.delete(name);
-      return { statuses, truncated };
-    })();
-    this.#all = { at: now, promise };
-    promise.catch(() => (this.#all = undefined));
-    return promise;
   }
 
   /** One semaphore (it may not exist: `exists: false`). */
@@ -110,7 +80,6 @@ export class Sampler {
   /** Drops the cached snapshot of `name`, after a change: the next read is fresh. */
   forget(name: string): void {
     this.#one.delete(name);
-    this.#all = undefined;
   }
 
   async #sample(name: string): Promise<SemaphoreStatus> {

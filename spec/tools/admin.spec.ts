@@ -1,4 +1,6 @@
-import { createServer, type Server } from 'node:http';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { createCluster } from 'redis';
 import { createDashboard, Semaphore, type DashboardHandler } from '../../lib';
@@ -12,6 +14,8 @@ import {
   semaphoreExists,
 } from '../../lib/admin/operations';
 import { readAudit } from '../../lib/admin/audit';
+import { withLease } from '../../lib/admin/leases';
+import { compareNames, filterRows, nameMatcher, sortRows, type Summary } from '../../lib/admin/overview';
 import { metricsText } from '../../lib/dashboard/metrics';
 import { escapeHtml } from '../../lib/dashboard/page';
 import {
@@ -208,12 +212,27 @@ describe('createDashboard', () => {
     const broken = uniqueName('dash-broken');
     await fx.redis.set(semaphoreKeys(broken).exists, '1');
     await fx.redis.set(semaphoreKeys(broken).available, 'not a list');
-    const list = (await (await fetch(`${base}/api/semaphores`)).json()) as { semaphores: Array<{ name: string }> };
-    expect(list.semaphores.find((s) => s.name === name)).toMatchObject({ tokens: 2, held: 1, available: 1 });
-    expect(list.semaphores.find((s) => s.name === broken)).toEqual({
-      name: broken,
-      error: expect.stringMatching(/^WRONGTYPE/),
+    // A search for the name (the listing pages and sorts by trouble), and the Redis it reads.
+    const list = (await (await fetch(`${base}/api/semaphores?q=${encodeURIComponent(name)}`)).json()) as Json;
+    expect(list.semaphores).toEqual([
+      expect.objectContaining({ name, tokens: 2, held: 1, available: 1, waiting: 0, expired: 0 }),
+    ]);
+    expect(list).toMatchObject({
+      readOnly: false,
+      timeZone: 'UTC',
+      server: {
+        address: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
+        role: 'master',
+        version: expect.stringMatching(/^(Redis|Valkey) \d/),
+      },
+      matched: 1,
+      page: 1,
     });
+    const unreadable = (await (await fetch(`${base}/api/semaphores?q=${encodeURIComponent(broken)}`)).json()) as Json;
+    expect(unreadable.semaphores).toEqual([{ name: broken, error: expect.stringMatching(/^WRONGTYPE/) }]);
+    expect((await fetch(`${base}/api/semaphores?sort=size`)).status).toBe(400);
+    expect((await fetch(`${base}/api/semaphores?page=0`)).status).toBe(400);
+    expect((await fetch(`${base}/api/semaphores?q=${encodeURIComponent('[z-a]')}`)).status).toBe(400);
     const one = (await (await fetch(`${base}/api/semaphores/${encodeURIComponent(name)}`)).json()) as Json;
     expect(one.semaphore.holders[0]).toMatchObject({ token: '0', owner: 'api-holder' });
     // The CLI's status JSON (lib/admin/json.ts), with the dashboard's hand-offs.
@@ -259,22 +278,28 @@ describe('createDashboard', () => {
     expect(((await missing.json()) as Json).error.code).toBe('semaphore_not_found');
   });
 
-  test('release-stale frees Ruby holders held longer than olderThanMs, never a live lease', async () => {
+  test('release-stale frees expired-lease holders; Ruby holders only with rubyOlderThanMs; never a live lease', async () => {
     const name = uniqueName('dash-stale');
-    const sem = fx.semaphore({ resources: 2 }, name);
+    const sem = fx.semaphore({ resources: 3 }, name);
     await sem.lock(0); // a live holder with a 30 s lease
+    const dead = (await fx
+      .semaphore({ resources: 3, staleClientTimeout: 200, autoRefresh: false }, name)
+      .lock(0)) as string;
     const [seconds] = (await fx.redis.sendCommand(['TIME'])) as [string, string];
     const ruby = (await fx.redis.lPop(semaphoreKeys(name).available)) as string;
     await fx.redis.hSet(semaphoreKeys(name).grabbed, ruby, `${Number(seconds)}.000000`); // a Ruby gem holder
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await new Promise((resolve) => setTimeout(resolve, 400));
     const path = `/api/semaphores/${encodeURIComponent(name)}/release-stale`;
-    expect((await post(path, { olderThanMs: -1 })).status).toBe(400);
-    expect((await post(path, { olderThanMs: 50 })).status).toBe(400); // below the shortest lease
-    expect(await (await post(path, { olderThanMs: 60_000 })).json()).toEqual({ released: 0 });
-    expect(await (await post(path, { olderThanMs: 100 })).json()).toEqual({ released: 1 });
-    await expect(sem.availableCount()).resolves.toBe(1);
+    expect((await post(path, { rubyOlderThanMs: -1 })).status).toBe(400);
+    expect((await post(path, { rubyOlderThanMs: 50 })).status).toBe(400); // below the shortest lease
+    expect(await (await post(path, {})).json()).toEqual({ released: 1 }); // the expired lease alone
+    await expect(sem.isLocked(dead)).resolves.toBe(false);
+    await expect(sem.isLocked(ruby)).resolves.toBe(true);
+    expect(await (await post(path, { rubyOlderThanMs: 60_000 })).json()).toEqual({ released: 0 });
+    expect(await (await post(path, { rubyOlderThanMs: 100 })).json()).toEqual({ released: 1 });
+    await expect(sem.availableCount()).resolves.toBe(2);
     // Logged: the Ruby holder (no grant id, no owner recorded), by the dashboard, with the request.
-    expect(await readAudit(scope(), name)).toEqual([
+    expect((await readAudit(scope(), name))[0]).toEqual(
       expect.objectContaining({
         action: 'release-stale',
         token: ruby,
@@ -284,7 +309,7 @@ describe('createDashboard', () => {
         command: `POST ${path}`,
         reason: '',
       }),
-    ]);
+    );
   });
 
   test('every release is logged with the holder it took the token from and the reason given; the API shows the log', async () => {
@@ -326,6 +351,19 @@ describe('createDashboard', () => {
       const label = name.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
       expect(text).toContain(`redis_token_semaphore_held{semaphore="${label}"} 1\n`);
       expect(text.split('\n').filter((line) => line.startsWith('redis_token_semaphore_held'))).toHaveLength(1);
+      // Leases: the count of expired ones, and each holder's lease, age and last refresh.
+      expect(text).toContain(`redis_token_semaphore_expired_leases{semaphore="${label}"} 0\n`);
+      expect(text).toMatch(
+        new RegExp(
+          `^redis_token_semaphore_holder_lease_remaining_seconds\\{semaphore="${label.replace(/[\\"]/g, '\\$&')}",token="0"\\} (29|30)\\.\\d+$`,
+          'm',
+        ),
+      );
+      expect(text).toContain(`redis_token_semaphore_holder_held_seconds{semaphore="${label}",token="0"} `);
+      expect(text).toContain(`redis_token_semaphore_holder_refreshed_seconds_ago{semaphore="${label}",token="0"} `);
+      expect(text).toContain(
+        `redis_token_semaphore_holder_acquired_timestamp_seconds{semaphore="${label}",token="0"} `,
+      );
       expect((await fetch(`${url}/healthz`)).status).toBe(200);
       expect((await fetch(`${base}/healthz`)).status).toBe(200); // under basePath
       expect(await (await fetch(`${base}/metrics`)).text()).not.toContain('semaphore="'); // nothing watched
@@ -383,10 +421,127 @@ describe('createDashboard', () => {
     }
   });
 
+  test('checks Host by default: a rebound name gets 421 and no data; allowedHosts names others, or turns it off', async () => {
+    const name = uniqueName('dash-host');
+    await fx.semaphore({ owner: 'secret-owner' }, name).lock(0);
+    const get = (handler: DashboardHandler, host: string) =>
+      new Promise<{ status: number | undefined; body: string }>((resolve, reject) => {
+        const server = createServer(handler);
+        server.listen(0, '127.0.0.1', () => {
+          const port = (server.address() as AddressInfo).port;
+          const request = httpRequest(
+            { host: '127.0.0.1', port, path: `/api/semaphores/${encodeURIComponent(name)}`, headers: { host } },
+            (response) => {
+              let body = '';
+              response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+              response.on('end', () => {
+                server.close();
+                resolve({ status: response.statusCode, body });
+              });
+            },
+          );
+          request.on('error', reject).end();
+        });
+      });
+    const embedded = createDashboard({ redis: client() });
+    const rebound = await get(embedded, 'rebound.example:8080');
+    expect(rebound.status).toBe(421);
+    expect(rebound.body).not.toContain('secret-owner');
+    for (const host of ['localhost:1234', '127.0.0.1', '[::1]:80', 'LOCALHOST']) {
+      expect({ host, status: (await get(embedded, host)).status }).toEqual({ host, status: 200 });
+    }
+    const named = createDashboard({ redis: client(), allowedHosts: ['ops.example.com'] });
+    expect((await get(named, 'ops.example.com:443')).status).toBe(200);
+    expect((await get(named, 'localhost')).status).toBe(421);
+    expect((await get(named, '127.0.0.1:9')).status).toBe(200); // the address it arrived on
+    expect((await get(createDashboard({ redis: client(), allowedHosts: 'any' }), 'rebound.example')).status).toBe(200);
+    expect(() => createDashboard({ redis: client(), allowedHosts: [''] })).toThrow(TypeError);
+    expect(() => createDashboard({ redis: client(), allowedHosts: 'all' as never })).toThrow(TypeError);
+  });
+
   test('escapeHtml covers element content and quoted attributes', () => {
     expect(escapeHtml(`<a href="x" onclick='y'>&</a>`)).toBe(
       '&#60;a href=&#34;x&#34; onclick=&#39;y&#39;&#62;&#38;&#60;/a&#62;',
     );
+  });
+});
+
+describe('leases and lists for operators (lib/admin/leases.ts, overview.ts)', () => {
+  const at = (ms: number) => new Date(Date.UTC(2026, 0, 1) + ms);
+  const holder = (leaseMs: number | undefined, refreshedMs: number) => ({
+    token: '0',
+    since: at(0),
+    heldMs: refreshedMs,
+    refreshedAt: at(0),
+    refreshedMs,
+    leaseMs,
+    fence: leaseMs === undefined ? undefined : 1,
+    owner: leaseMs === undefined ? undefined : 'o',
+    grantId: leaseMs === undefined ? undefined : 'g.1',
+  });
+  test('a lease is expired past its end, overdue past two thirds unrenewed; none for no lease or a Ruby holder', () => {
+    expect(withLease(holder(30_000, 5_000), at(5_000))).toMatchObject({
+      leaseEndsAt: at(30_000),
+      leaseLeftMs: 25_000,
+      expired: false,
+      overdue: false,
+    });
+    expect(withLease(holder(30_000, 20_001), at(20_001))).toMatchObject({ expired: false, overdue: true });
+    expect(withLease(holder(30_000, 30_000), at(30_000))).toMatchObject({ expired: false, leaseLeftMs: 0 });
+    expect(withLease(holder(30_000, 38_700), at(38_700))).toMatchObject({
+      expired: true,
+      overdue: false,
+      leaseLeftMs: -8_700,
+    });
+    for (const unleased of [holder(0, 99_000), holder(undefined, 99_000)]) {
+      expect(withLease(unleased, at(99_000))).toMatchObject({
+        leaseEndsAt: null,
+        leaseLeftMs: null,
+        expired: false,
+        overdue: false,
+      });
+    }
+  });
+
+  test('names in natural order; globs and plain text; most trouble first', () => {
+    expect(['user:10', 'user:2', 'b', 'user:1', 'A', 'user:02', 'order:30', 'order:7'].sort(compareNames)).toEqual([
+      'A',
+      'b',
+      'order:7',
+      'order:30',
+      'user:1',
+      'user:2',
+      'user:02',
+      'user:10',
+    ]);
+    expect(['order:1', 'order:2x', 'orders', 'user:1'].filter(nameMatcher('order:*'))).toEqual(['order:1', 'order:2x']);
+    expect(['a1', 'a22', 'b1'].filter(nameMatcher('a?'))).toEqual(['a1']);
+    expect(['a1', 'a22', 'b1', 'c1'].filter(nameMatcher('[ab]1'))).toEqual(['a1', 'b1']);
+    expect(['a*', 'ab'].filter(nameMatcher('a\\*'))).toEqual(['a*']);
+    expect(['xorder:1y', 'user'].filter(nameMatcher('order', { substring: true }))).toEqual(['xorder:1y']);
+    const row = (name: string, fields: Partial<Summary>): Summary => ({
+      name,
+      tokens: 1,
+      held: 0,
+      available: 1,
+      waiting: 0,
+      expired: 0,
+      overdue: 0,
+      longestHeldMs: null,
+      leaseLeftMs: null,
+      longestWaitMs: null,
+      ...fields,
+    });
+    const rows = [
+      row('idle', {}),
+      row('busy', { held: 1, longestHeldMs: 9_000 }),
+      row('queue', { held: 1, waiting: 5, longestWaitMs: 1_000 }),
+      row('stuck', { held: 1, waiting: 1, longestWaitMs: 60_000 }),
+      row('dead', { held: 1, expired: 1, longestHeldMs: 1 }),
+      { name: 'broken', error: 'WRONGTYPE' },
+    ];
+    expect(sortRows(rows, 'trouble').map((r) => r.name)).toEqual(['dead', 'broken', 'stuck', 'queue', 'busy', 'idle']);
+    expect(filterRows(rows, { state: 'expired' }).map((r) => r.name)).toEqual(['dead', 'broken']);
   });
 });
 
@@ -425,6 +580,91 @@ describe('key names for operators (lib/redis/keys.ts)', () => {
     expect(grantIdOfInboxKey(keys, keys.inbox('g1'))).toBe('g1');
     expect(grantIdOfInboxKey(keys, keys.available)).toBeUndefined();
   });
+});
+
+describe('the incident view with 10,000 names (a private Redis)', () => {
+  // The figures behind docs/OPERATIONS.md "How much a refresh costs": REDIS_CLIENT=redis npx jest
+  // spec/tools/admin.spec.ts -t '10,000 names' (they are written to spec/artifacts/dashboard-scale.json).
+  const NAMES = 10_000;
+  test('10,000 names: the dead holder is on the first row within a scan pass; each answer costs Redis a bounded number of commands', async () => {
+    const server = await startRedisServer();
+    const redis = await connectClient(server.url);
+    const http = createServer(createDashboard({ redis: redis as unknown as RedisClientLike }));
+    try {
+      for (let i = 0; i < NAMES; i += 1000) {
+        const batch = redis.multi();
+        for (let j = i; j < i + 1000; j++) {
+          const keys = semaphoreKeys(`user:${j}`);
+          batch.set(keys.exists, '1').set(keys.version, '1').rPush(keys.available, ['0', '1']);
+        }
+        await batch.exec();
+      }
+      const dead = new Semaphore('user:4242', { redis, resources: 2, staleClientTimeout: 200, autoRefresh: false });
+      await dead.lock(0);
+      await dead.close();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+      const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/api/semaphores`;
+      const commandStats = async () => {
+        const text = (await redis.sendCommand(['INFO', 'commandstats'])) as string;
+        const calls = new Map<string, number>();
+        for (const [, command, count] of text.matchAll(/^cmdstat_(\S+?):calls=(\d+)/gm))
+          calls.set(command as string, Number(count));
+        return calls;
+      };
+      const SENT = ['scan', 'evalsha', 'eval', 'fcall', 'info', 'client|info'];
+      const answers: Array<{ ms: number; sent: number; processed: number; cost: Json; pending: number }> = [];
+      for (let i = 0; i < 24; i++) {
+        const before = await commandStats();
+        const started = performance.now();
+        const answer = (await (await fetch(url)).json()) as Json;
+        const ms = performance.now() - started;
+        const after = await commandStats();
+        let sent = 0;
+        let processed = 0;
+        for (const [command, count] of after) {
+          const delta = count - (before.get(command) ?? 0) - (command === 'info' ? 1 : 0); // our own INFO
+          processed += delta;
+          if (SENT.includes(command)) sent += delta;
+        }
+        answers.push({ ms, sent, processed, cost: answer.cost, pending: answer.summary.pending });
+        // Once the scan has passed its keys (a whole pass takes 2 refreshes here), the dead holder
+        // leads, marked: it is read first among names never read, as its GRABBED key was seen.
+        if (i >= 2 || answer.summary.expired > 0) {
+          expect(answer.semaphores[0]).toMatchObject({ name: 'user:4242', expired: 1 });
+          expect(answer.summary).toMatchObject({ expired: 1 });
+        }
+        // Bounded: at most 20 SCAN calls and 500 reads a refresh (plus INFO and CLIENT INFO every 30 s).
+        expect(answer.cost.scans).toBeLessThanOrEqual(20);
+        expect(answer.cost.reads).toBeLessThanOrEqual(500);
+        // (The very first read of each script is refused NOSCRIPT and sent again as EVAL, once per server.)
+        expect(sent).toBeLessThanOrEqual(answer.cost.scans + answer.cost.reads * (i === 0 ? 2 : 1) + 3);
+        await new Promise((resolve) => setTimeout(resolve, 260)); // past the shared refresh's lifetime
+      }
+      const final = (await (await fetch(`${url}?page=200&size=50`)).json()) as Json;
+      expect(final.summary).toMatchObject({ names: NAMES, pending: 0, listed: true });
+      expect(final.semaphores).toHaveLength(50);
+      const steady = answers
+        .slice(-10)
+        .map((a) => a.ms)
+        .sort((a, b) => a - b);
+      const median = steady[Math.floor(steady.length / 2)] as number;
+      mkdirSync(join(__dirname, '..', 'artifacts'), { recursive: true });
+      writeFileSync(
+        join(__dirname, '..', 'artifacts', 'dashboard-scale.json'),
+        JSON.stringify({ names: NAMES, medianSteadyMs: Math.round(median), answers }, null, 1),
+      );
+      process.stdout.write(
+        `dashboard API with ${NAMES} names: first answer ${Math.round(answers[0]?.ms ?? 0)} ms, steady median ${Math.round(median)} ms (max ${Math.round(steady[steady.length - 1] ?? 0)} ms); commands sent per answer: ${answers.map((a) => a.sent).join(' ')}; processed (with those inside scripts): ${answers.map((a) => a.processed).join(' ')}\n`,
+      );
+      expect(median).toBeLessThan(1500); // the figure itself is in the report; this bound is for a loaded CI machine
+    } finally {
+      http.closeAllConnections();
+      await new Promise((resolve) => http.close(resolve));
+      await redis.quit().catch(() => undefined);
+      await server.stop();
+    }
+  }, 120_000);
 });
 
 describe('operators on a Redis Cluster client', () => {

@@ -96,9 +96,15 @@ test('Cluster: status, list, release --owner and its audit entry (in the semapho
     const metrics = await (await fetch(`${dashboard.url}metrics`)).text();
     expect(metrics).toContain(`redis_token_semaphore_held{semaphore="${name}"} 1`);
     const api = (await (await fetch(`${dashboard.url}api/semaphores`)).json()) as {
-      semaphores: Array<{ name: string; audit: unknown[] }>;
+      server: { role: string };
+      semaphores: Array<{ name: string; held: number }>;
     };
-    expect(api.semaphores.find((s) => s.name === `{${name}}`)?.audit).toHaveLength(2);
+    expect(api.server.role).toBe('cluster');
+    expect(api.semaphores.find((s) => s.name === `{${name}}`)).toMatchObject({ held: 1 });
+    const one = (await (await fetch(`${dashboard.url}api/semaphores/${encodeURIComponent(`{${name}}`)}`)).json()) as {
+      semaphore: { audit: unknown[] };
+    };
+    expect(one.semaphore.audit).toHaveLength(2);
   } finally {
     await dashboard.stop();
   }
