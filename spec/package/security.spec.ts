@@ -267,9 +267,9 @@ describe('names and payloads', () => {
     for (const sem of sems) for (const payload of PAYLOADS) await sem.signal(payload);
     for (const sem of sems) {
       const waiter = fixture.semaphore({ resources: 2, waitSlice: 100 }, sem.name);
-      // LPUSH puts the newest first: payloads come back in reverse, then the initial "1".
-      for (const payload of [...PAYLOADS].reverse()) expect(await waiter.lock(0)).toBe(payload);
+      // The initial "1" first, then the payloads in signal order (signal pushes at the tail).
       expect(await waiter.lock(0)).toBe('1');
+      for (const payload of PAYLOADS) expect(await waiter.lock(0)).toBe(payload);
       const waiting = waiter.lock(5000);
       await sleep(50);
       expect(await sem.unlock('0')).toBe(1);
