@@ -3,7 +3,7 @@ import type { Connection } from '../redis/client/connection';
 import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
 import { withDeadline } from '../util/deadline';
-import { SemaphoreClosedError } from '../errors';
+import { LockLostError, SemaphoreClosedError } from '../errors';
 import { grantIdOf } from '../redis/status';
 import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holding';
 import type { LockLostReason } from '../options';
@@ -142,7 +142,11 @@ export class Ledger {
     return hook ? Promise.resolve(hook).then(() => holding) : Promise.resolve(holding);
   }
 
-  /** The callback form once granted: runs `fn` and releases the token, whatever happens. */
+  /**
+   * The callback form once granted: runs `fn` and releases the token, whatever happens. A token lost
+   * while `fn` ran (its signal aborted, or the release found it no longer held) rejects with a
+   * `LockLostError` carrying `fn`'s result: never a plain success.
+   */
   async runThenRelease<T>(holding: Holding, fn: LockCallback<T>): Promise<Awaited<T>> {
     let result: Awaited<T>;
     try {
@@ -151,7 +155,9 @@ export class Ledger {
       await this.release(holding, true).catch(() => undefined);
       throw error;
     }
-    await this.release(holding, true);
+    const released = await this.release(holding, true);
+    const lost = holding.lostReason ?? (released === false ? 'reclaimed' : undefined);
+    if (lost !== undefined) throw new LockLostError(this.#ctx.name, holding.token, lost, { result });
     return result;
   }
 
