@@ -37,8 +37,11 @@ export type { Watchdog, WatchdogOptions } from './hold/reclaim';
 /** What `unlock` resolves when this instance holds nothing to release. */
 const NOT_HELD: Promise<false> = Promise.resolve(false);
 
+/** lock()'s answer: the token, its holding now its caller's to `unlock(token)` (see `Ledger.find`). */
 function tokenOf(holding: Holding | null): string | null {
-  return holding?.token ?? null;
+  if (holding === null) return null;
+  holding.delivered = true;
+  return holding.token;
 }
 
 const LOCK_KEYS = ['signal'] as const;
@@ -129,7 +132,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       if (typeof first === 'function') {
         assertArgumentCount(args.length, 2, 'lock(fn, { signal }) to take at most 2 arguments');
         return this.#ctx.track(
-          this.#withToken(null, first, lockSignal(second, 'the options of lock(fn, options) to be { signal? }')),
+          this.#withToken(null, first, lockSignal(second, 'the options of lock(fn, options) to be { signal }')),
         );
       }
       assertArgumentCount(args.length, 3, 'lock(timeout, fn, { signal }) to take at most 3 arguments');
@@ -139,7 +142,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
           this.#withToken(
             timeout,
             second,
-            lockSignal(third, 'the options of lock(timeout, fn, options) to be { signal? }'),
+            lockSignal(third, 'the options of lock(timeout, fn, options) to be { signal }'),
           ),
         );
       }
@@ -148,7 +151,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
           `Expected the second argument of lock to be a function when a third is given, got ${describe(second)}`,
         );
       }
-      const signal = lockSignal(second, 'the second argument of lock to be a function or { signal? }');
+      const signal = lockSignal(second, 'the second argument of lock to be a function or { signal }');
       const attempt = this.#attempt(false, signal);
       return this.#ctx.track(take(this.#parts, timeout, attempt).then(tokenOf));
     } catch (error) {
@@ -187,7 +190,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   unlock(token?: string): Promise<number | false> {
     try {
-      const found = this.#findHolding(token, 'unlock');
+      const found = this.#findHolding(token, 'unlock', true);
       if (found instanceof Promise || hasCheckpointHook()) return this.#unlock(found);
       return found ? this.#ledger.release(found, true) : NOT_HELD;
     } catch (error) {
@@ -210,7 +213,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * took with `wait()`. Resolves `false` when this acquisition no longer holds it.
    */
   async consume(token?: string): Promise<boolean> {
-    const holding = await this.#findHolding(token, 'consume');
+    const holding = await this.#findHolding(token, 'consume', true);
     if (!holding) return false;
     return (await this.#ledger.release(holding, false)) !== false;
   }
@@ -259,7 +262,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   async refresh(target?: string | GrantHandle): Promise<boolean> {
     if (typeof target === 'object' && target !== null) return this.#refreshHandedOver(target);
     if (target !== undefined) assertToken(target, 'refresh', ' or a handle from lease.handOver()');
-    const holding = await this.#findHolding(target, 'refresh');
+    const holding = await this.#findHolding(target, 'refresh', false);
     if (!holding) return false;
     await checkpoint('refresh:before');
     return this.#ledger.refresh(holding);
@@ -397,10 +400,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return { scoped, startedAt: performance.now(), signal };
   }
 
-  /** The holding `unlock(token)`, `consume(token)` or `refresh(token)` acts on (see `Ledger.find`). */
-  #findHolding(token: string | undefined, operation: string) {
+  /** The holding `unlock(token)`, `consume(token)` (`ends`) or `refresh(token)` acts on (see `Ledger.find`). */
+  #findHolding(token: string | undefined, operation: string, ends: boolean) {
     if (token !== undefined) assertToken(token, operation);
-    return this.#ledger.find(token, operation);
+    return this.#ledger.find(token, operation, ends);
   }
 
   /** Where an async listener's rejection goes (captureRejections): a warning, never a crash. */
