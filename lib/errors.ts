@@ -51,7 +51,9 @@ export class SemaphoreClosedError extends SemaphoreError {
 
 /**
  * A held token was lost (see `LockLostReason`): the reason an acquisition's `AbortSignal` aborts
- * with. Nothing throws it on its own; code that checks `signal.throwIfAborted()` gets it.
+ * with, and what `lock(fn)` rejects with when the token was lost while `fn` ran, even if `fn`
+ * resolved (its value is then in `result`): a callback that ran without its lock never looks like a
+ * plain success.
  */
 export class LockLostError extends SemaphoreError {
   override readonly name = 'LockLostError';
@@ -59,15 +61,19 @@ export class LockLostError extends SemaphoreError {
   readonly token: string;
   /** Why: `'reclaimed'` or `'expired'`. */
   readonly reason: LockLostReason;
+  /** What the callback resolved, when `lock(fn)` rejects with this error after `fn` resolved; else `undefined`. */
+  readonly result: unknown;
 
-  constructor(semaphore: string, token: string, reason: LockLostReason) {
+  constructor(semaphore: string, token: string, reason: LockLostReason, options?: { result: unknown }) {
     const why =
       reason === 'reclaimed'
         ? 'Redis no longer records this holder'
         : 'no refresh was confirmed within staleClientTimeout';
-    super(semaphore, `Token "${token}" of semaphore "${semaphore}" was lost: ${why}`);
+    const when = options ? ' while the callback ran (its result is on `result`)' : '';
+    super(semaphore, `Token "${token}" of semaphore "${semaphore}" was lost${when}: ${why}`);
     this.token = token;
     this.reason = reason;
+    this.result = options?.result;
   }
 }
 

@@ -8,7 +8,7 @@ import { describe } from './util/describe';
 import { assertDuration } from './util/durations';
 import { CLIENT_WATCH_MS, CLOSE_OPENING_MS, MAX_TIMER_MS } from './lock/timing';
 import { SemaphoreClosedError } from './errors';
-import type { AcquireOptions, Lease, LockCallback } from './lease';
+import type { AcquireOptions, Lease, LockCallback, LockOptions } from './lease';
 import { assertName, resolveOptions, SHARED_POOL, type SemaphoreOptions } from './options';
 import { IS_CLOSED, IS_IDLE, Semaphore } from './semaphore';
 import { prepareConnection } from './lock/slice';
@@ -121,29 +121,39 @@ export class Locks {
     this.#defaults = { ...semaphoreOptions, redis, [SHARED_POOL]: this.#pool };
   }
 
-  /** Runs `fn` while holding a token of `name` (waiting as long as it takes) and releases it afterwards. */
-  lock<T>(name: string, fn: LockCallback<T>): Promise<Awaited<T>>;
+  /** Runs `fn` while holding a token of `name` (waiting as long as it takes) and releases it afterwards (see `Semaphore.lock(fn)`). */
+  lock<T>(name: string, fn: LockCallback<T>, options?: LockOptions): Promise<Awaited<T>>;
   /** Like `lock(name, fn)`, but rejects with `LockTimeoutError` if no token came within `timeout` ms (`0`: no wait). */
-  lock<T>(name: string, timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
   lock<T>(
     name: string,
-    ...args: [LockCallback<T>] | [number | null | undefined, LockCallback<T>]
+    timeout: number | null | undefined,
+    fn: LockCallback<T>,
+    options?: LockOptions,
+  ): Promise<Awaited<T>>;
+  lock<T>(
+    name: string,
+    ...args: [LockCallback<T>, LockOptions?] | [number | null | undefined, LockCallback<T>, LockOptions?]
   ): Promise<Awaited<T>> {
     try {
-      const fn = args.length === 1 ? args[0] : args[1];
-      if (typeof fn !== 'function')
-        throw new TypeError(`Expected the last argument of lock to be a function, got ${describe(fn)}`);
-      const semaphore = this.#entry(name).semaphore;
-      return args.length === 1 ? semaphore.lock(fn) : semaphore.lock(args[0], fn);
+      // The callback decides the form; the semaphore checks the rest (options, timeout, extra arguments).
+      if (typeof args[0] !== 'function' && typeof args[1] !== 'function') {
+        throw new TypeError(
+          `Expected the last argument of lock to be a function (lock(name, fn) or lock(name, timeout, fn)), got ${describe(args.at(-1))}`,
+        );
+      }
+      const { semaphore } = this.#entry(name);
+      return (semaphore.lock as (...rest: unknown[]) => Promise<Awaited<T>>).apply(semaphore, args);
     } catch (error) {
       return Promise.reject(error as Error);
     }
   }
 
   /** A token of `name` as a `Lease` (see `Semaphore.acquire`). */
-  acquire(name: string, options?: AcquireOptions): Promise<Lease> {
+  acquire(name: string, options?: AcquireOptions): Promise<Lease>;
+  acquire(name: string, ...args: [AcquireOptions?]): Promise<Lease> {
     try {
-      return this.#entry(name).semaphore.acquire(options);
+      const { semaphore } = this.#entry(name);
+      return (semaphore.acquire as (...rest: unknown[]) => Promise<Lease>).apply(semaphore, args);
     } catch (error) {
       return Promise.reject(error as Error);
     }

@@ -26,7 +26,8 @@ import * as inspect from './redis/inspect';
 import { create, signal } from './redis/commands';
 import type { HolderInfo } from './redis/status';
 import { holdTraced, traceHold, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
-import { assertOptions, assertToken, checkSignal, checkTimeout } from './util/arguments';
+import { assertArgumentCount, assertOptions, assertToken, checkSignal, checkTimeout } from './util/arguments';
+import { describe } from './util/describe';
 import { checkpoint, hasCheckpointHook } from './util/checkpoint';
 import { assertDuration } from './util/durations';
 import { warn } from './util/warn';
@@ -36,8 +37,21 @@ export type { Watchdog, WatchdogOptions } from './hold/reclaim';
 /** What `unlock` resolves when this instance holds nothing to release. */
 const NOT_HELD: Promise<false> = Promise.resolve(false);
 
+/** lock()'s answer: the token, its holding now its caller's to `unlock(token)` (see `Ledger.find`). */
 function tokenOf(holding: Holding | null): string | null {
-  return holding?.token ?? null;
+  if (holding === null) return null;
+  holding.delivered = true;
+  return holding.token;
+}
+
+const LOCK_KEYS = ['signal'] as const;
+const ACQUIRE_KEYS = ['timeout', 'signal'] as const;
+
+/** The signal of lock()'s options (`expected`: what a TypeError says they must be), checked as acquire's are. */
+function lockSignal(options: unknown, expected: string): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  assertOptions(options, expected, LOCK_KEYS);
+  return checkSignal((options as LockOptions).signal);
 }
 
 /** A lock manager's question (lib/locks.ts): whether this semaphore holds, awaits and keeps nothing. */
@@ -94,29 +108,51 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   lock(): Promise<string>;
   /**
    * Resolves a token, or `null` if none came within `timeout` ms; `0` never blocks; `null`, `undefined`
-   * and `Infinity` wait forever.
+   * and `Infinity` wait forever. `signal` ends the wait and rejects with its reason (a token arriving
+   * then goes back).
    */
-  lock(timeout: number | null | undefined): Promise<string | null>;
-  /** Like `lock(timeout)`; `signal` ends the wait and rejects with its reason (a token arriving then goes back). */
-  lock(timeout: number | null | undefined, options: LockOptions): Promise<string | null>;
+  lock(timeout: number | null | undefined, options?: LockOptions): Promise<string | null>;
   /**
    * Runs `fn(token, signal, fence)` while holding a token and releases it afterwards, whatever
-   * happens; resolves what `fn` resolves. `signal` aborts if the token is lost while `fn` runs.
+   * happens; resolves what `fn` resolves. `signal` aborts if the token is lost while `fn` runs, and
+   * then `lock` rejects with a `LockLostError` (its `result`: what `fn` resolved) even if `fn` resolved.
+   * `options.signal` ends the wait for the token (as for `lock(timeout, options)`).
    */
-  lock<T>(fn: LockCallback<T>): Promise<Awaited<T>>;
+  lock<T>(fn: LockCallback<T>, options?: LockOptions): Promise<Awaited<T>>;
   /** Like `lock(fn)`, but rejects with `LockTimeoutError` (not running `fn`) if no token came within `timeout` ms. */
-  lock<T>(timeout: number | null | undefined, fn: LockCallback<T>): Promise<Awaited<T>>;
+  lock<T>(timeout: number | null | undefined, fn: LockCallback<T>, options?: LockOptions): Promise<Awaited<T>>;
   lock<T>(
     ...args:
-      [] | [number | null | undefined | LockCallback<T>] | [number | null | undefined, LockCallback<T> | LockOptions]
+      | []
+      | [number | null | undefined | LockCallback<T>, LockOptions?]
+      | [number | null | undefined, LockCallback<T>, LockOptions?]
   ) {
-    const [first, second] = args;
+    const [first, second, third] = args;
     try {
-      if (typeof first === 'function') return this.#ctx.track(this.#withToken(null, first));
+      if (typeof first === 'function') {
+        assertArgumentCount(args.length, 2, 'lock(fn, { signal }) to take at most 2 arguments');
+        return this.#ctx.track(
+          this.#withToken(null, first, lockSignal(second, 'the options of lock(fn, options) to be { signal }')),
+        );
+      }
+      assertArgumentCount(args.length, 3, 'lock(timeout, fn, { signal }) to take at most 3 arguments');
       const timeout = checkTimeout(first);
-      if (typeof second === 'function') return this.#ctx.track(this.#withToken(timeout, second));
-      if (second !== undefined) assertOptions(second, 'the second argument of lock to be a function or { signal }');
-      const attempt = this.#attempt(false, checkSignal(second?.signal));
+      if (typeof second === 'function') {
+        return this.#ctx.track(
+          this.#withToken(
+            timeout,
+            second,
+            lockSignal(third, 'the options of lock(timeout, fn, options) to be { signal }'),
+          ),
+        );
+      }
+      if (args.length > 2) {
+        throw new TypeError(
+          `Expected the second argument of lock to be a function when a third is given, got ${describe(second)}`,
+        );
+      }
+      const signal = lockSignal(second, 'the second argument of lock to be a function or { signal }');
+      const attempt = this.#attempt(false, signal);
       return this.#ctx.track(take(this.#parts, timeout, attempt).then(tokenOf));
     } catch (error) {
       return Promise.reject(error);
@@ -128,9 +164,12 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * `await using` scope. Rejects with `LockTimeoutError` when `timeout` runs out, and with the
    * signal's reason when `signal` aborts.
    */
-  acquire(options: AcquireOptions = {}): Promise<Lease> {
+  acquire(options?: AcquireOptions): Promise<Lease>;
+  acquire(...args: [AcquireOptions?]): Promise<Lease> {
     try {
-      assertOptions(options, 'acquire options to be { timeout?, signal? }');
+      assertArgumentCount(args.length, 1, 'acquire({ timeout, signal }) to take at most 1 argument');
+      const [options = {}] = args;
+      assertOptions(options, 'acquire options to be { timeout?, signal? }', ACQUIRE_KEYS);
       const timeout = checkTimeout(options.timeout);
       const attempt = this.#attempt(true, checkSignal(options.signal));
       return this.#ctx.track(
@@ -151,7 +190,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    */
   unlock(token?: string): Promise<number | false> {
     try {
-      const found = this.#findHolding(token, 'unlock');
+      const found = this.#findHolding(token, 'unlock', true);
       if (found instanceof Promise || hasCheckpointHook()) return this.#unlock(found);
       return found ? this.#ledger.release(found, true) : NOT_HELD;
     } catch (error) {
@@ -174,7 +213,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
    * took with `wait()`. Resolves `false` when this acquisition no longer holds it.
    */
   async consume(token?: string): Promise<boolean> {
-    const holding = await this.#findHolding(token, 'consume');
+    const holding = await this.#findHolding(token, 'consume', true);
     if (!holding) return false;
     return (await this.#ledger.release(holding, false)) !== false;
   }
@@ -223,7 +262,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   async refresh(target?: string | GrantHandle): Promise<boolean> {
     if (typeof target === 'object' && target !== null) return this.#refreshHandedOver(target);
     if (target !== undefined) assertToken(target, 'refresh', ' or a handle from lease.handOver()');
-    const holding = await this.#findHolding(target, 'refresh');
+    const holding = await this.#findHolding(target, 'refresh', false);
     if (!holding) return false;
     await checkpoint('refresh:before');
     return this.#ledger.refresh(holding);
@@ -344,8 +383,12 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return this.#ctx.closing !== undefined;
   }
 
-  async #withToken<T>(timeout: number | null, fn: LockCallback<T>): Promise<Awaited<T>> {
-    const holding = await take(this.#parts, timeout, this.#attempt(true, undefined), 'callback');
+  async #withToken<T>(
+    timeout: number | null,
+    fn: LockCallback<T>,
+    signal: AbortSignal | undefined,
+  ): Promise<Awaited<T>> {
+    const holding = await take(this.#parts, timeout, this.#attempt(true, signal), 'callback');
     if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
     const ledger = this.#ledger;
     if (holdTraced()) return traceHold(this.name, this.resources, holding, () => ledger.runThenRelease(holding, fn));
@@ -357,10 +400,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return { scoped, startedAt: performance.now(), signal };
   }
 
-  /** The holding `unlock(token)`, `consume(token)` or `refresh(token)` acts on (see `Ledger.find`). */
-  #findHolding(token: string | undefined, operation: string) {
+  /** The holding `unlock(token)`, `consume(token)` (`ends`) or `refresh(token)` acts on (see `Ledger.find`). */
+  #findHolding(token: string | undefined, operation: string, ends: boolean) {
     if (token !== undefined) assertToken(token, operation);
-    return this.#ledger.find(token, operation);
+    return this.#ledger.find(token, operation, ends);
   }
 
   /** Where an async listener's rejection goes (captureRejections): a warning, never a crash. */

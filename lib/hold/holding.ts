@@ -43,10 +43,15 @@ export class Holding {
   readonly token: string;
   readonly id: string;
   readonly fence: number;
-  /** Taken by the callback form, which releases it itself; `unlock()` without a token skips it. */
+  /** Taken by the callback form or `acquire()`, which release it themselves; `unlock` and `consume` never find it. */
   readonly scoped: boolean;
   /** When this process got it (`performance.now()`). */
   readonly acquiredAt = performance.now();
+  /**
+   * `lock()` (no callback) resolved it to its caller: only from then may `unlock(token)` end it, so a
+   * call made before cannot be that caller's (see `Ledger.find`).
+   */
+  delivered = false;
 
   readonly #host: HoldingHost;
   readonly #terms: LeaseTerms | null;

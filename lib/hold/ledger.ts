@@ -3,7 +3,7 @@ import type { Connection } from '../redis/client/connection';
 import { checkpoint } from '../util/checkpoint';
 import type { SemaphoreContext } from '../context';
 import { withDeadline } from '../util/deadline';
-import { SemaphoreClosedError } from '../errors';
+import { LockLostError, SemaphoreClosedError } from '../errors';
 import { grantIdOf } from '../redis/status';
 import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holding';
 import type { LockLostReason } from '../options';
@@ -142,7 +142,11 @@ export class Ledger {
     return hook ? Promise.resolve(hook).then(() => holding) : Promise.resolve(holding);
   }
 
-  /** The callback form once granted: runs `fn` and releases the token, whatever happens. */
+  /**
+   * The callback form once granted: runs `fn` and releases the token, whatever happens. A token lost
+   * while `fn` ran (its signal aborted, or the release found it no longer held) rejects with a
+   * `LockLostError` carrying `fn`'s result: never a plain success.
+   */
   async runThenRelease<T>(holding: Holding, fn: LockCallback<T>): Promise<Awaited<T>> {
     let result: Awaited<T>;
     try {
@@ -151,7 +155,9 @@ export class Ledger {
       await this.release(holding, true).catch(() => undefined);
       throw error;
     }
-    await this.release(holding, true);
+    const released = await this.release(holding, true);
+    const lost = holding.lostReason ?? (released === false ? 'reclaimed' : undefined);
+    if (lost !== undefined) throw new LockLostError(this.#ctx.name, holding.token, lost, { result });
     return result;
   }
 
@@ -249,37 +255,48 @@ export class Ledger {
   }
 
   /**
-   * The holding `unlock(token)`, `consume(token)` or `refresh(token)` acts on. When this instance
+   * The holding `unlock(token)`, `consume(token)` or `refresh(token)` acts on. `unlock` and `consume`
+   * (`ends`) find only grants `lock()` took without a callback and already resolved to its caller:
+   * never one of `lock(fn)` or `acquire()` (their holders release them), nor one a caller has not
+   * received yet (a late or repeated call made before cannot be its holder's). When this instance
    * holds `token` under several acquisitions (one was reclaimed and the token granted again to
    * another caller), the ones Redis no longer records come first, newest first: a call can then only
    * ever end a grant that is already over, never another caller's live one.
    */
-  find(token: string | undefined, operation: string): Holding | undefined | Promise<Holding | undefined> {
+  find(
+    token: string | undefined,
+    operation: string,
+    ends: boolean,
+  ): Holding | undefined | Promise<Holding | undefined> {
     const holdings = this.#holdings;
     if (token === undefined) {
-      for (let i = holdings.length - 1; i >= 0; i--) if (!holdings[i]!.scoped) return holdings[i];
+      for (let i = holdings.length - 1; i >= 0; i--) if (isLinear(holdings[i]!)) return holdings[i];
       return undefined;
     }
     // A holding whose release is on its way is its releaser's, not this caller's.
     let found: Holding | undefined;
     for (const holding of holdings) {
-      if (holding.token !== token || holding.releasing) continue;
-      if (found !== undefined) return this.#findAmong(token, operation);
+      if (holding.token !== token || holding.releasing || (ends && !isLinear(holding))) continue;
+      if (found !== undefined) return this.#findAmong(token, operation, ends);
       found = holding;
     }
     return found;
   }
 
   /** `find` when this instance holds `token` under several acquisitions. */
-  async #findAmong(token: string, operation: string): Promise<Holding | undefined> {
-    const candidates = this.#holdings.filter((holding) => holding.token === token && !holding.releasing);
+  async #findAmong(token: string, operation: string, ends: boolean): Promise<Holding | undefined> {
+    const candidates = this.#holdings.filter(
+      (holding) => holding.token === token && !holding.releasing && (!ends || isLinear(holding)),
+    );
     const known = candidates.findLast((holding) => holding.lostReason === 'reclaimed');
     if (known) return known;
     // A grant id never holds again once it stopped, so this read needs no atomicity with the call.
     const current = grantIdOf(
       (await this.#ctx.command(operation, ['HGET', this.#ctx.keys.grabbed, token])) as string | null,
     );
-    return candidates.findLast((holding) => holding.id !== current) ?? candidates.at(-1);
+    // Not the candidates' statuses from before the read: a holding released meanwhile is not found.
+    const live = candidates.filter((holding) => !holding.releasing && this.#holdings.includes(holding));
+    return live.findLast((holding) => holding.id !== current) ?? live.at(-1);
   }
 
   #holdingLost(holding: Holding, reason: LockLostReason): void {
@@ -323,6 +340,11 @@ export class Ledger {
     for (const holding of [...this.#holdings]) next = Math.min(next, holding.tick(now));
     if (next !== Infinity) this.#wake(next);
   };
+}
+
+/** Taken by `lock()` without a callback and resolved to its caller: what `unlock` and `consume` may end. */
+function isLinear(holding: Holding): boolean {
+  return !holding.scoped && holding.delivered;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

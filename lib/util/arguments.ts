@@ -15,11 +15,25 @@ export function isAbortSignal(value: unknown): value is AbortSignal {
   return typeof aborted === 'boolean' && typeof addEventListener === 'function';
 }
 
-/** Throws unless `options` is an options object (not null, not an AbortSignal passed in its place). */
-export function assertOptions(options: unknown, expected: string): asserts options is object {
-  if (typeof options !== 'object' || options === null || isAbortSignal(options)) {
+/**
+ * Throws unless `options` is an options object (not null, not an array, not an AbortSignal passed
+ * in its place) whose every own key is one of `keys`: a misspelt or unsupported option is a mistake,
+ * never ignored.
+ */
+export function assertOptions(options: unknown, expected: string, keys: readonly string[]): asserts options is object {
+  if (typeof options !== 'object' || options === null || Array.isArray(options) || isAbortSignal(options)) {
     throw new TypeError(`Expected ${expected}, got ${describe(options)}`);
   }
+  for (const key in options) {
+    if (Object.hasOwn(options, key) && !keys.includes(key)) {
+      throw new TypeError(`Unknown option \`${key}\`: expected ${expected}`);
+    }
+  }
+}
+
+/** Throws when a call got more arguments than any of its forms takes (`expected` names the forms). */
+export function assertArgumentCount(count: number, most: number, expected: string): void {
+  if (count > most) throw new TypeError(`Expected ${expected}, got ${count} arguments`);
 }
 
 export function checkSignal(signal: unknown): AbortSignal | undefined {

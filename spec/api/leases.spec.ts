@@ -67,10 +67,15 @@ describe('losing a token', () => {
     const holder = fixture.semaphore({ staleClientTimeout: 300, autoRefresh: false, onLockLost });
     const started = performance.now();
     let reason: unknown;
-    await holder.lock(async (_token, signal) => {
-      await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
-      reason = signal.reason;
-    });
+    const outcome = await holder
+      .lock(async (_token, signal) => {
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        reason = signal.reason;
+        return 'stopped';
+      })
+      .catch((error: unknown) => error);
+    // lock(fn) rejects: the callback ran past its lease (its result kept on the error).
+    expect(outcome).toMatchObject({ name: 'LockLostError', reason: 'expired', result: 'stopped' });
     const elapsed = performance.now() - started;
     expect(elapsed).toBeGreaterThanOrEqual(250);
     expect(elapsed).toBeLessThan(2000);
