@@ -23,12 +23,13 @@ function expectClean(report: AbortStormReport): void {
   // slice with Redis granting nothing while the workers ran fails, and so does one in which Redis
   // granted only to callers whose deadline had passed while the workers kept up with the deadlines
   // (after the warm-up, as a wall-clock bound of a slice did before; that bound failed whenever the
-  // other CPU was busy). So does less than 10 grants a second where the workers keep up.
+  // other CPU was busy). So does less than 10 grants a second where the workers keep up; where they
+  // do not (callers gone before a grant reaches them), Redis must still grant.
   expect(report.checks.filter((check) => !check.ok)).toEqual([]);
   expect(report.leftoverInboxKeys).toEqual([]);
   expect(report.errors).toEqual([]);
   expect(report.aborts).toBeGreaterThan(0);
-  expect(report.grants).toBeGreaterThan(0);
+  expect(report.redisGrants).toBeGreaterThan(0);
 }
 
 test(
