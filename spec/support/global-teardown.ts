@@ -2,8 +2,8 @@
 const LEAKS = new Set(['TCPSocketWrap', 'TCPWRAP', 'TCPServerWrap', 'ProcessWrap', 'PipeWrap', 'PipeConnectWrap']);
 
 export default async function globalTeardown(): Promise<void> {
-  await globalThis.__RTS_REDIS__?.stop();
-  // Specs run in this process (--runInBand): a client, server or child process a spec left open
+  await Promise.all((globalThis.__RTS_REDIS__ ?? []).map((server) => server.stop()));
+  // With --runInBand specs run in this process: a client, server or child process a spec left open
   // would keep it alive. jest.config.js sets forceExit so CI cannot hang on one; this says what it was.
   // Not unref'd: with the server stopped, an unref'd timer could leave the event loop empty, and
   // Node would exit in the middle of this teardown with code 0, before jest sets the run's own code
