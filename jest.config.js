@@ -1,25 +1,29 @@
 /**
- * The passes of `npm test` (package.json), each a jest run with two workers:
+ * The jest passes of `npm test` (package.json), run as one jest run of five projects with two
+ * workers (TEST_ALL_CLIENTS=1, `npm run test:clients`), or one at a time (`npm run test:v5`, or
+ * REDIS_CLIENT=redis5 npx jest …):
  *
- *   test:v4       REDIS_CLIENT=redis    every spec, on node-redis v4 (the first pass)
- *   test:v5       REDIS_CLIENT=redis5   the client-dependent specs, on node-redis v5
- *   test:v6       REDIS_CLIENT=redis6   the same on node-redis v6 (RESP3 by default)
- *   test:ioredis  REDIS_CLIENT=ioredis6 / ioredis: the API specs and the ioredis spec
- *   test:servers  TEST_SERVER_MATRIX=redis-6.2 / valkey-8 (spec/support/server-matrix.js): the
- *                 server-dependent specs on Redis 6.2.16 and Valkey 8.0.1, on node-redis v4
+ *   v4        REDIS_CLIENT=redis    every spec, on node-redis v4 (the first pass)
+ *   v5        REDIS_CLIENT=redis5   the client-dependent specs, on node-redis v5
+ *   v6        REDIS_CLIENT=redis6   the same on node-redis v6 (RESP3 by default)
+ *   ioredis6  REDIS_CLIENT=ioredis6 the API specs and the ioredis spec, semaphores on ioredis 6
+ *   ioredis5  REDIS_CLIENT=ioredis  the ioredis spec and the behaviour suite on ioredis 5
  *
- * REDIS_CLIENT picks the node-redis major the whole run uses, library and specs alike: `redis` (v4,
+ * and then, apart, the server matrix (`npm run test:servers`, spec/support/server-matrix.js,
+ * TEST_SERVER_MATRIX=redis-6.2 or valkey-8): the server-dependent specs on Redis 6.2.16 and Valkey
+ * 8.0.1, on node-redis v4.
+ *
+ * REDIS_CLIENT picks the node-redis major a project uses, library and specs alike: `redis` (v4,
  * the default), `redis5` or `redis6` (aliased dev dependencies). Every `require('redis')` resolves to it.
  * `ioredis` or `ioredis6`: the specs' semaphores get an ioredis client (spec/support/redis.ts).
  * Each worker has a redis-server of its own (spec/support/global-setup.ts), so specs in parallel
  * never see each other's clients, blocked waiters, SLOWLOG, CONFIG SET or script cache.
  */
+const CLIENTS = { v4: 'redis', v5: 'redis5', v6: 'redis6', ioredis6: 'ioredis6', ioredis5: 'ioredis' };
 const requested = process.env.REDIS_CLIENT || 'redis';
-if (!['redis', 'redis5', 'redis6', 'ioredis', 'ioredis6'].includes(requested)) {
+if (!Object.values(CLIENTS).includes(requested)) {
   throw new Error(`REDIS_CLIENT must be redis, redis5, redis6, ioredis or ioredis6, got ${requested}`);
 }
-/** An ioredis run (`ioredis`: v5, `ioredis6`) hands the semaphores an ioredis client; everything else uses node-redis v4. */
-const client = requested.startsWith('ioredis') ? 'redis' : requested;
 const matrix = process.env.TEST_SERVER_MATRIX;
 if (matrix !== undefined && !['redis-6.2', 'valkey-8'].includes(matrix)) {
   throw new Error(`TEST_SERVER_MATRIX must be redis-6.2 or valkey-8, got ${matrix}`);
@@ -105,28 +109,54 @@ const skipped = (notOnServer[matrix] ?? []).map(literal);
 
 /** What is specific to ioredis runs only when the semaphores get an ioredis client. */
 const ioredisOnly = ['spec/topology/ioredis.spec.ts'];
+/** The specs of the ioredis projects (the API is what a client changes; v5 gets a shorter list). */
+const ioredisSpecs = {
+  ioredis6: ['spec/api/', 'spec/topology/ioredis.spec.ts'],
+  ioredis: ['spec/topology/ioredis.spec.ts', 'spec/api/behaviour.spec.ts'],
+};
+
+/** The project of one client: which specs run, and how `redis` resolves. */
+function clientProject(name) {
+  const ioredis = name.startsWith('ioredis');
+  /** An ioredis run hands the semaphores an ioredis client; everything else uses node-redis v4. */
+  const nodeRedis = ioredis ? 'redis' : name;
+  const only =
+    matrix !== undefined ? matrixSpecs.map((path) => `/${literal(path)}$`) : ioredisSpecs[name]?.map(literal);
+  return {
+    displayName: Object.keys(CLIENTS).find((key) => CLIENTS[key] === name),
+    rootDir: __dirname,
+    // Transpiled file by file (tsconfig.jest.json sets isolatedModules): `npm test` type-checks the
+    // whole project once (`npm run typecheck`) instead of ts-jest checking each spec in every pass,
+    // which took about 3 s per spec file, cold, in each of the five passes.
+    transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.jest.json' }] },
+    testEnvironment: 'node',
+    roots: ['<rootDir>/spec'],
+    ...(only === undefined ? { testMatch: ['**/*.spec.ts'] } : { testRegex: only }),
+    moduleNameMapper: nodeRedis === 'redis' ? {} : { '^redis$': nodeRedis },
+    testPathIgnorePatterns: [
+      '/node_modules/',
+      ...(name === 'redis' ? [] : clientIndependent),
+      ...(ioredis ? [] : ioredisOnly),
+    ],
+    // RTS_CLIENT: the REDIS_CLIENT of this project, which project-client.ts sets for its specs.
+    globals: { RTS_CLIENT: name },
+    globalSetup: '<rootDir>/spec/support/global-setup.ts',
+    setupFiles: [
+      '<rootDir>/spec/support/setup-realm.ts',
+      '<rootDir>/spec/support/worker-server.ts',
+      '<rootDir>/spec/support/project-client.ts',
+    ],
+    globalTeardown: '<rootDir>/spec/support/global-teardown.ts',
+  };
+}
+
+const everyClient = process.env.TEST_ALL_CLIENTS === '1' && matrix === undefined;
 
 /** @type {import('jest').Config} */
 module.exports = {
-  // Transpiled file by file (tsconfig.jest.json sets isolatedModules): `npm test` type-checks the
-  // whole project once (`npm run typecheck`) instead of ts-jest checking each spec in every pass,
-  // which took about 3 s per spec file, cold, in each of the five passes.
-  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.jest.json' }] },
-  testEnvironment: 'node',
-  roots: ['<rootDir>/spec'],
-  testMatch: ['**/*.spec.ts'],
-  // The matrix runs its own list; the other passes every spec but those another pass owns.
-  ...(matrix === undefined ? {} : { testRegex: matrixSpecs.map((path) => `/${literal(path)}$`), testMatch: undefined }),
+  ...(everyClient ? { projects: Object.values(CLIENTS).map(clientProject) } : clientProject(requested)),
   ...(skipped.length === 0 ? {} : { testNamePattern: `^(?!.*(?:${skipped.join('|')}))` }),
-  moduleNameMapper: client === 'redis' ? {} : { '^redis$': client },
-  testPathIgnorePatterns: [
-    '/node_modules/',
-    ...(requested === 'redis' ? [] : clientIndependent),
-    ...(requested.startsWith('ioredis') ? [] : ioredisOnly),
-  ],
-  globalSetup: '<rootDir>/spec/support/global-setup.ts',
-  setupFiles: ['<rootDir>/spec/support/setup-realm.ts', '<rootDir>/spec/support/worker-server.ts'],
-  globalTeardown: '<rootDir>/spec/support/global-teardown.ts',
+  testSequencer: '<rootDir>/spec/support/sequencer.js',
   testTimeout: 30000,
   // A client or child process a spec leaves open would keep jest (and CI) waiting forever after the
   // run: the global teardown names what was left, and the run ends anyway with its real exit code.
