@@ -163,7 +163,8 @@ module.exports = {
   ...(everyClient ? { projects: Object.values(CLIENTS).map(clientProject) } : clientProject(requested)),
   ...(skipped.length === 0 ? {} : { testNamePattern: `^(?!.*(?:${skipped.join('|')}))` }),
   testSequencer: '<rootDir>/spec/support/sequencer.js',
-  testTimeout: 30000,
+  // Beside another worker a spec's child processes start slower than alone (a CLI spec passed 30 s).
+  testTimeout: 60000,
   // A client or child process a spec leaves open would keep jest (and CI) waiting forever after the
   // run: the global teardown names what was left, and the run ends anyway with its real exit code.
   forceExit: true,
