@@ -5,9 +5,11 @@
  * while tryLock is on its way, mid-BLMOVE (CLIENT UNBLOCK) and as a token reaches them. Holds are
  * 0–5 ms. No faults: Redis and the network stay healthy, so every figure is the library's own.
  *
- * It fails when Redis stops granting for longer than one `waitSlice` while callers wait (a gap in
- * which Redis still granted, to callers whose deadline had passed, is reported but is the machine's
- * load, not a stuck token), when the history
+ * It fails when waiting callers go without a grant for longer than one `waitSlice` and neither what
+ * Redis did nor the machine explains it: Redis granted nothing meanwhile (a token stuck) while the
+ * workers' event loops ran, or (after a warm-up) Redis granted only to callers whose deadline had
+ * passed while the workers kept up with their deadlines. On a loaded machine grants reach callers
+ * late whatever the library does; the workers' measured event-loop delay says when. It fails when the history
  * shows more holders than resources (or one token held twice), when a call fails with anything but
  * its own signal's reason, and when, after every worker closed, the census is not exact: a token lost
  * or duplicated, an INBOX key, a WAITING registration other than an abandoned mark (`~<grant id>`),
@@ -20,7 +22,7 @@
  * workers' event-loop delay and samples of the keys; a token left held is traced to the worker,
  * caller and fence it was granted to. ABORT_STORM_DEBUG=1 logs every 200 ms sample.
  *
- * Used by spec/faults/abort-storm.spec.ts (CI, 30 s) and `npm run soak` (soak/run.ts).
+ * Used by spec/faults/abort-storm.spec.ts and `npm run soak` (soak/run.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
@@ -42,7 +44,7 @@ export interface AbortStormOptions {
   readonly workers?: number;
   /** Concurrent callers in each worker, on one Semaphore instance (default 16). */
   readonly callers?: number;
-  /** The library's `waitSlice` (default 1000 ms): also the longest gap between grants allowed. */
+  /** The library's `waitSlice` (default 1000 ms): also the longest gap between grants allowed (see the checks). */
   readonly waitSlice?: number;
   /** `maxBlockingConnections` of each worker's semaphore (default: one per caller). */
   readonly maxBlockingConnections?: number;
@@ -325,6 +327,8 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
     const stormLags = lags.filter((l) => l.at >= started && l.at <= stopSent + 250);
     const lagP99 = Math.max(0, ...stormLags.map((l) => l.p99));
     const lagMax = Math.max(0, ...stormLags.map((l) => l.max));
+    const sortedLags = stormLags.map((l) => l.p99).sort((a, b) => a - b);
+    const medianLag = sortedLags[Math.floor(sortedLags.length / 2)] ?? 0;
     const connectionsPer1000Aborts = aborts === 0 ? 0 : (newConnections * 1000) / aborts;
     const steadyConnections = connectionsAfter - (connectionsAtWarmUp ?? connectionsBefore);
     const steadyAborts = abortTimes.filter((at) => at >= warmUpEnd && at <= stopSent).length;
@@ -333,12 +337,22 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
       const during = samples.filter((s) => s.at >= gap.from && s.at <= gap.from + gap.ms);
       return during.length >= 2 ? during.at(-1)!.fence - during[0]!.fence : undefined;
     };
-    // A gap in which Redis kept granting, only to callers whose deadline had passed, is the machine's
-    // load (workers' event loops far behind 5–65 ms deadlines), not the library's: reported, not
-    // failed. A gap with no grant at all in Redis is a token stuck.
+    /** The workers' longest event-loop delay during a gap (their reports every 250 ms). */
+    const lagDuring = (gap: { from: number; ms: number }): number =>
+      Math.max(0, ...lags.filter((l) => l.at >= gap.from && l.at <= gap.from + gap.ms + 250).map((l) => l.max));
+    // A gap is judged by what Redis did meanwhile (FENCE) and by how late the workers' event loops ran,
+    // not by its length alone: on a loaded machine grants reach callers late, whatever the library does.
+    // - Redis granted nothing (a token stuck), or the samples cannot tell (and it lasted 3 slices):
+    //   fails, unless the workers' event loops were held up for a slice themselves (a holder that
+    //   cannot run cannot release).
+    // - Redis kept granting, but only to callers whose deadline had passed (after the warm-up): fails
+    //   unless the workers' event loops ran later than the longest deadline meanwhile (callers could
+    //   not take the grants in time); on a machine that keeps up, grants must reach waiting callers.
     const stuckGaps = gaps.filter((gap) => {
       const moved = movedDuring(gap);
-      return moved === 0 || (moved === undefined && gap.ms > 3 * waitSlice);
+      const still = moved === 0 || (moved === undefined && gap.ms > 3 * waitSlice);
+      if (still) return lagDuring(gap) < waitSlice;
+      return gap.from + gap.ms > warmUpEnd && lagDuring(gap) <= deadlineMs[1];
     });
     /** A hold of an overlap: its holder, fencing number and times (ms from the start). */
     const describeHold = (hold: Interval) => {
@@ -407,12 +421,12 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
 
     const checks = [
       {
-        name: `Redis never stops granting for more than one slice (${waitSlice} ms) while callers wait`,
-        ok: stuckGaps.length === 0 && inWindow.length > 0,
+        name: `waiting callers are granted within a slice (${waitSlice} ms) but while the machine holds the workers up`,
+        ok: stuckGaps.length === 0 && (inWindow.length > 0 || medianLag > deadlineMs[1]),
         detail:
           gaps.length === 0
             ? `max gap ${maxGapMs} ms`
-            : `${stuckGaps.length} with tokens stuck of ${gaps.length} gaps: ${(stuckGaps.length > 0 ? stuckGaps : gaps)
+            : `${stuckGaps.length} unexplained of ${gaps.length} gaps: ${(stuckGaps.length > 0 ? stuckGaps : gaps)
                 .slice(0, 3)
                 .map(describeGap)
                 .join(' | ')}`,
@@ -459,9 +473,16 @@ export async function runAbortStorm(options: AbortStormOptions): Promise<AbortSt
         detail: unclosed.length === 0 ? '' : `not closed within 15 s: ${unclosed}`,
       },
       {
+        // Where the workers keep up with the deadlines (median event-loop delay within the longest): at
+        // least 10 grants a second to waiting callers, by lock and by acquire. Where they do not, the
+        // callers are gone before any grant reaches them: Redis must still grant (to be given back).
         name: 'the storm aborts and grants',
-        ok: aborts > 0 && inWindow.length >= seconds * 10 && via.lock > 0 && via.acquire > 0,
-        detail: `${aborts} aborts, ${inWindow.length} grants (lock ${via.lock}, acquire ${via.acquire})`,
+        ok:
+          aborts > 0 &&
+          (medianLag > deadlineMs[1]
+            ? redisGrants > 0
+            : inWindow.length >= seconds * 10 && via.lock > 0 && via.acquire > 0),
+        detail: `${aborts} aborts, ${inWindow.length} grants (lock ${via.lock}, acquire ${via.acquire}), ${redisGrants} in Redis, median worker event-loop delay ${medianLag.toFixed(0)} ms`,
       },
       {
         name: 'census exact: no token lost or duplicated',

@@ -510,7 +510,9 @@ describe('a zombie waiter after a lost reply', () => {
       expect(await holder.lock(0)).toBe('0');
       const grantId = `zombie${nanoid(8)}`;
       const before = await blockedInBlmove(target);
-      const config = { mode: 'zombie', name: holder.name, resources: 1, grantId, leaseSeconds: 5, blockSeconds: 3 };
+      // Lease and block long enough that a loaded machine's delays before the unlock below cannot end
+      // the registration or the BLMOVE first (3 s did, with the other CPU busy); nothing waits them out.
+      const config = { mode: 'zombie', name: holder.name, resources: 1, grantId, leaseSeconds: 60, blockSeconds: 60 };
       const zombie = workers.spawn({ url: target.url, ...config });
       await zombie.waitFor((message) => 'sent' in message, 10_000, 'the pipeline to be sent');
       const blocked = await untilNewBlmove(target, before);
@@ -530,7 +532,7 @@ describe('a zombie waiter after a lost reply', () => {
       expect(await holder.unlock()).toBe(1);
       await until(
         async () => [...(await blockedInBlmove(target))].every((id) => !blocked.has(id)),
-        5000,
+        15_000,
         'the zombie BLMOVE to be served',
       );
       const bounced = async () => (await problemsOf(target, holder.name, 1, { idle: true })).length === 0;
@@ -540,12 +542,12 @@ describe('a zombie waiter after a lost reply', () => {
       // Continued, the zombie sees what its pipeline did: registered, BLMOVE moved "0", the claim bounced it
       // (no token, registration not renewed).
       process.kill(zombie.pid, 'SIGCONT');
-      const { replies } = await zombie.waitFor((message) => 'replies' in message, 5000, 'the zombie replies');
+      const { replies } = await zombie.waitFor((message) => 'replies' in message, 15_000, 'the zombie replies');
       expect(replies).toEqual([1, '0', [null, 0, 0, 0, grantId]]);
       await zombie.kill();
       await expectRecovery(target, holder, 'lock');
     });
-  });
+  }, 60_000);
 });
 
 describe('random kills under load', () => {
