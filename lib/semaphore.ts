@@ -26,8 +26,7 @@ import * as inspect from './redis/inspect';
 import { create, signal } from './redis/commands';
 import type { HolderInfo } from './redis/status';
 import { holdTraced, traceHold, type SemaphoreEvents, type SemaphoreStats } from './telemetry';
-import { assertArgumentCount, assertOptions, assertToken, checkSignal, checkTimeout } from './util/arguments';
-import { describe } from './util/describe';
+import { acquireArguments, assertToken, lockArguments } from './util/arguments';
 import { checkpoint, hasCheckpointHook } from './util/checkpoint';
 import { assertDuration } from './util/durations';
 import { warn } from './util/warn';
@@ -42,16 +41,6 @@ function tokenOf(holding: Holding | null): string | null {
   if (holding === null) return null;
   holding.delivered = true;
   return holding.token;
-}
-
-const LOCK_KEYS = ['signal'] as const;
-const ACQUIRE_KEYS = ['timeout', 'signal'] as const;
-
-/** The signal of lock()'s options (`expected`: what a TypeError says they must be), checked as acquire's are. */
-function lockSignal(options: unknown, expected: string): AbortSignal | undefined {
-  if (options === undefined) return undefined;
-  assertOptions(options, expected, LOCK_KEYS);
-  return checkSignal((options as LockOptions).signal);
 }
 
 /** A lock manager's question (lib/locks.ts): whether this semaphore holds, awaits and keeps nothing. */
@@ -127,33 +116,10 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       | [number | null | undefined | LockCallback<T>, LockOptions?]
       | [number | null | undefined, LockCallback<T>, LockOptions?]
   ) {
-    const [first, second, third] = args;
     try {
-      if (typeof first === 'function') {
-        assertArgumentCount(args.length, 2, 'lock(fn, { signal }) to take at most 2 arguments');
-        return this.#ctx.track(
-          this.#withToken(null, first, lockSignal(second, 'the options of lock(fn, options) to be { signal }')),
-        );
-      }
-      assertArgumentCount(args.length, 3, 'lock(timeout, fn, { signal }) to take at most 3 arguments');
-      const timeout = checkTimeout(first);
-      if (typeof second === 'function') {
-        return this.#ctx.track(
-          this.#withToken(
-            timeout,
-            second,
-            lockSignal(third, 'the options of lock(timeout, fn, options) to be { signal }'),
-          ),
-        );
-      }
-      if (args.length > 2) {
-        throw new TypeError(
-          `Expected the second argument of lock to be a function when a third is given, got ${describe(second)}`,
-        );
-      }
-      const signal = lockSignal(second, 'the second argument of lock to be a function or { signal }');
-      const attempt = this.#attempt(false, signal);
-      return this.#ctx.track(take(this.#parts, timeout, attempt).then(tokenOf));
+      const { timeout, fn, signal } = lockArguments<LockCallback<T>>(args);
+      if (fn !== null) return this.#ctx.track(this.#withToken(timeout, fn, signal));
+      return this.#ctx.track(take(this.#parts, timeout, this.#attempt(false, signal)).then(tokenOf));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -167,11 +133,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   acquire(options?: AcquireOptions): Promise<Lease>;
   acquire(...args: [AcquireOptions?]): Promise<Lease> {
     try {
-      assertArgumentCount(args.length, 1, 'acquire({ timeout, signal }) to take at most 1 argument');
-      const [options = {}] = args;
-      assertOptions(options, 'acquire options to be { timeout?, signal? }', ACQUIRE_KEYS);
-      const timeout = checkTimeout(options.timeout);
-      const attempt = this.#attempt(true, checkSignal(options.signal));
+      const { timeout, signal } = acquireArguments(args);
+      const attempt = this.#attempt(true, signal);
       return this.#ctx.track(
         take(this.#parts, timeout, attempt, 'lease').then((holding) => {
           if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);

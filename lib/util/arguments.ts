@@ -50,3 +50,53 @@ export function assertToken(token: unknown, operation: string, or = ''): asserts
     throw new TypeError(`Expected the token given to ${operation} to be a string${or}, got ${describe(token)}`);
   }
 }
+
+const LOCK_KEYS = ['signal'] as const;
+const ACQUIRE_KEYS = ['timeout', 'signal'] as const;
+
+/** The signal of lock()'s options (`expected`: what a TypeError says they must be), checked as acquire's are. */
+function lockSignal(options: unknown, expected: string): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  assertOptions(options, expected, LOCK_KEYS);
+  return checkSignal((options as { signal?: unknown }).signal);
+}
+
+/** `lock`'s arguments in every form (`lock()`, `lock(timeout, options)`, `lock([timeout,] fn, options)`), checked. */
+export function lockArguments<F extends (...args: never[]) => unknown>(
+  args: readonly unknown[],
+): { timeout: number | null; fn: F | null; signal: AbortSignal | undefined } {
+  const [first, second, third] = args;
+  if (typeof first === 'function') {
+    assertArgumentCount(args.length, 2, 'lock(fn, { signal }) to take at most 2 arguments');
+    const signal = lockSignal(second, 'the options of lock(fn, options) to be { signal }');
+    return { timeout: null, fn: first as F, signal };
+  }
+  assertArgumentCount(args.length, 3, 'lock(timeout, fn, { signal }) to take at most 3 arguments');
+  const timeout = checkTimeout(first);
+  if (typeof second === 'function') {
+    const signal = lockSignal(third, 'the options of lock(timeout, fn, options) to be { signal }');
+    return { timeout, fn: second as F, signal };
+  }
+  if (args.length > 2) {
+    throw new TypeError(
+      `Expected the second argument of lock to be a function when a third is given, got ${describe(second)}`,
+    );
+  }
+  return {
+    timeout,
+    fn: null,
+    signal: lockSignal(second, 'the second argument of lock to be a function or { signal }'),
+  };
+}
+
+/** `acquire`'s arguments (`acquire({ timeout?, signal? })`), checked. */
+export function acquireArguments(args: readonly unknown[]): {
+  timeout: number | null;
+  signal: AbortSignal | undefined;
+} {
+  assertArgumentCount(args.length, 1, 'acquire({ timeout, signal }) to take at most 1 argument');
+  const [options = {}] = args;
+  assertOptions(options, 'acquire options to be { timeout?, signal? }', ACQUIRE_KEYS);
+  const { timeout, signal } = options as { timeout?: unknown; signal?: unknown };
+  return { timeout: checkTimeout(timeout), signal: checkSignal(signal) };
+}
