@@ -113,6 +113,14 @@ const notInMatrix = [
 ];
 const skipped = matrix === undefined ? [] : [...notInMatrix, ...notOnServer[matrix]].map(literal);
 
+/**
+ * Specs that judge timing under load (a storm of connection resets and its stuck-release bound, the
+ * longest PING during a large creation, the abort storm's grant rate): `npm run test:clients` runs them after the parallel run,
+ * one file at a time (TEST_ALONE=1), so the other CPU is not busy with another spec meanwhile.
+ */
+const alone = ['spec/protocol/grant-identity.spec.ts', 'spec/faults/bounds.spec.ts', 'spec/faults/abort-storm.spec.ts'];
+const aloneRun = process.env.TEST_ALONE === '1';
+
 /** What is specific to ioredis runs only when the semaphores get an ioredis client. */
 const ioredisOnly = ['spec/topology/ioredis.spec.ts'];
 /** The specs of the ioredis projects (the API is what a client changes; v5 gets a shorter list). */
@@ -127,7 +135,8 @@ function clientProject(name) {
   /** An ioredis run hands the semaphores an ioredis client; everything else uses node-redis v4. */
   const nodeRedis = ioredis ? 'redis' : name;
   // Globs, not testRegex: a run given --testMatch (spec/package/exit-code.spec.ts) replaces them.
-  const only = matrix !== undefined ? matrixSpecs : ioredisSpecs[name];
+  const listed = matrix !== undefined ? matrixSpecs : ioredisSpecs[name];
+  const only = aloneRun ? alone.filter((path) => listed === undefined || listed.includes(path)) : listed;
   return {
     displayName: Object.keys(CLIENTS).find((key) => CLIENTS[key] === name),
     rootDir: __dirname,
@@ -137,12 +146,18 @@ function clientProject(name) {
     transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.jest.json' }] },
     testEnvironment: 'node',
     roots: ['<rootDir>/spec'],
-    testMatch: only === undefined ? ['**/*.spec.ts'] : only.map((path) => `<rootDir>/${path}`),
+    testMatch:
+      only === undefined
+        ? ['**/*.spec.ts']
+        : only.length === 0
+          ? ['<rootDir>/spec/none']
+          : only.map((path) => `<rootDir>/${path}`),
     moduleNameMapper: nodeRedis === 'redis' ? {} : { '^redis$': nodeRedis },
     testPathIgnorePatterns: [
       '/node_modules/',
       ...(name === 'redis' ? [] : clientIndependent),
       ...(ioredis ? [] : ioredisOnly),
+      ...(process.env.TEST_ALL_CLIENTS === '1' && !aloneRun && matrix === undefined ? alone : []),
     ],
     // RTS_CLIENT: the REDIS_CLIENT of this project, which project-client.ts sets for its specs.
     globals: { RTS_CLIENT: name },

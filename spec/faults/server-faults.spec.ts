@@ -112,8 +112,8 @@ describe('Redis restarted while tokens are held and waiters block', () => {
       const job = await holder.signal('job-1'); // a signalled string survives too
       expect(job).toBe(2);
       const waiter = servers.semaphore(name, { url: server.url, resources: N, waitSlice: 500 });
+      expect(await waiter.lock(0)).toBe('2'); // signal pushes at the tail: the free token first
       expect(await waiter.lock(0)).toBe('job-1');
-      expect(await waiter.lock(0)).toBe('2');
       const waiting = waiter.lock(20_000);
       await until(async () => (await blockedClients(first)) === 1, 5000, 'the waiter to block');
       // everysec: the AOF is written at each event loop turn and fsynced every second; a process crash
