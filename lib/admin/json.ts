@@ -1,6 +1,7 @@
 /** The JSON shapes of a semaphore's status and holders: the CLI's `--json` output and the dashboard's API. */
 import { leaseCounts, type Holder } from './leases';
 import type { SemaphoreStatus, UnreadableSemaphore } from './operations';
+import type { Summary } from './overview';
 
 /** A holder: times as ISO 8601 strings, what was not recorded (a Ruby gem holder) as `null`. */
 export interface HolderJson {
@@ -24,19 +25,13 @@ export interface HolderJson {
 }
 
 /** A semaphore's status: `status --json`, each `watch --json` frame, each semaphore of the dashboard's API. */
-export interface StatusJson {
-  readonly name: string;
+export interface StatusJson extends Pick<
+  Summary,
+  'name' | 'tokens' | 'held' | 'available' | 'waiting' | 'expired' | 'overdue'
+> {
   readonly exists: boolean;
   /** Redis' clock when it was read. */
   readonly now: string;
-  readonly tokens: number;
-  readonly held: number;
-  readonly available: number;
-  readonly waiting: number;
-  /** Holders whose lease is over. */
-  readonly expired: number;
-  /** Holders whose renewals are overdue (not counted in `expired`). */
-  readonly overdue: number;
   /** Longest-held first. */
   readonly holders: readonly HolderJson[];
 }
