@@ -43,6 +43,7 @@ const clientIndependent = [
   'spec/package/exit-code.spec.ts',
   'spec/package/docs.spec.ts',
   'spec/package/types.spec.ts',
+  'spec/package/readme-snippets.spec.ts',
   'spec/tools/examples.spec.ts',
   'spec/tools/demo.spec.ts',
   'spec/tools/cli.spec.ts',
