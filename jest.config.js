@@ -43,6 +43,7 @@ const clientIndependent = [
   'spec/package/exit-code.spec.ts',
   'spec/package/docs.spec.ts',
   'spec/package/types.spec.ts',
+  'spec/package/readme-snippets.spec.ts',
   'spec/tools/examples.spec.ts',
   'spec/tools/demo.spec.ts',
   'spec/tools/cli.spec.ts',
@@ -98,13 +99,7 @@ const notOnServer = {
     // Makes its one-node cluster with CLUSTER ADDSLOTSRANGE (7.0), and expects FCALL on a single Redis.
     'a plain (not Cluster) client on a Redis Cluster node',
   ],
-  'valkey-8': [
-    // Valkey 8.0.1 serves a token a release pushed during a stall after the CLIENT UNBLOCK queued
-    // behind it (Redis 6.2 and 7.0 serve it first), so the "release first" rounds never grant, and
-    // the cancelled wait's registration is left live in WAITING until it lapses (found by this
-    // matrix; see the closing note): left out until the library or the test handles that order.
-    'a cancellation racing a release while Redis is stalled',
-  ],
+  'valkey-8': [],
 };
 /** Left out on every server of the matrix: the v4 pass runs it, and it is the matrix's slowest by far. */
 const notInMatrix = [

@@ -3,7 +3,7 @@
  * connection and keeps the blocking connection, so the claim pipelined behind BLMOVE still runs and
  * settles the wait (DESIGN "Cancellation"). Covered here on real servers:
  *
- * 1. The race behind the ~100 s stranded token: Redis, stalled by a busy script, reads a release's
+ * 1. The race behind the ~100 s stranded token: Redis, stalled by a slow command, reads a release's
  *    LPUSH and the cancellation in either order once the stall ends (a release read first moves the
  *    token into the cancelled wait's inbox, and its pipelined claim must settle it). Before the
  *    change, on Redis 7.0.15, this sequence did not strand (recover, sent after the socket closed,
@@ -16,36 +16,39 @@ import { Semaphore, SemaphoreClosedError } from '../../lib';
 import { semaphoreKeys } from '../../lib/redis/keys';
 import { censusProblems, describeCensus, takeCensus, type Census } from '../support/census';
 import { PrivateServers } from '../support/private-servers';
-import { blockedClients, sleep, uniqueName, until, type Client } from '../support/redis';
+import {
+  blockedClients,
+  closeAll,
+  connectSemaphoreClient,
+  sleep,
+  uniqueName,
+  until,
+  type Client,
+} from '../support/redis';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster';
 
 jest.setTimeout(60_000);
 
-/** How long the busy script holds Redis, and when (after sending it) the race's two calls are made. */
+/** How long the stall holds Redis, and when (after sending it) the race's two calls are made. */
 const STALL_MS = 400;
 const LEAD_MS = 80;
 const GAP_MS = 30;
 const ROUNDS = 10;
 
 /**
- * Spins inside Redis until its clock has advanced by ARGV[1] µs (at most 20M iterations), so Redis
- * reads no socket meanwhile. Returns when it started and ended, in µs of Redis TIME (wall clock).
+ * Stalls the server of `admin` (a connection no semaphore uses) for `ms` with DEBUG SLEEP, so it
+ * reads no socket meanwhile; resolves the stall's span in wall-clock ms of Redis TIME, read in the
+ * same pipeline just before. (Not a busy Lua loop timed by TIME: Valkey 8 freezes TIME inside a
+ * script, so such a loop ran to its busy-reply-threshold, 5 s, and Valkey then answered the calls
+ * queued behind it -BUSY, the release and CLIENT UNBLOCK among them.)
  */
-const SPIN = `
-local t = redis.call('TIME')
-local started = t[1] * 1000000 + t[2]
-local now = started
-for _ = 1, 20000000 do
-  t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-  if now - started >= tonumber(ARGV[1]) then break end
-end
-return { tostring(started), tostring(now) }`;
-
-/** Stalls the server of `admin` (a connection no semaphore uses) for `ms`; resolves the stall's span in wall-clock ms. */
 async function stall(admin: Client, ms: number): Promise<{ from: number; to: number }> {
-  const [from, to] = (await admin.sendCommand(['EVAL', SPIN, '0', String(ms * 1000)])) as [string, string];
-  return { from: Number(from) / 1000, to: Number(to) / 1000 };
+  const time = admin.sendCommand(['TIME']) as Promise<[string, string]>;
+  const slept = admin.sendCommand(['DEBUG', 'SLEEP', String(ms / 1000)]);
+  const [seconds, micros] = await time;
+  await slept;
+  const from = Number(seconds) * 1000 + Number(micros) / 1000;
+  return { from, to: from + ms };
 }
 
 async function info(client: Client, field: string): Promise<number> {
@@ -87,10 +90,11 @@ function tokensInPool(census: Census): number {
 
 describe('a cancellation racing a release while Redis is stalled', () => {
   const servers = new PrivateServers();
-  afterEach(() => servers.close());
+  // The semaphores' clients (ioredis when REDIS_CLIENT names it), then the semaphores and servers.
+  afterEach(() => closeAll().then(() => servers.close()));
 
   /**
-   * One variant: A holds the mutex, B waits blocked; during a ~400 ms busy script B's wait is
+   * One variant: A holds the mutex, B waits blocked; during a ~400 ms stall (DEBUG SLEEP) B's wait is
    * cancelled (`cancel`) and A unlocks, in alternating order 30 ms apart, so that Redis reads the
    * release first in some rounds and the cancellation first in others. Then a third instance must
    * get the token at once, no INBOX key may remain and the pool must hold exactly one token.
@@ -99,10 +103,10 @@ describe('a cancellation racing a release while Redis is stalled', () => {
     variant: 'abort' | 'close',
     cancel: (waiter: Semaphore, controller: AbortController, reason: Error) => Promise<unknown>,
   ) {
-    const { server, admin } = await servers.start();
+    const { server, admin } = await servers.start(['--enable-debug-command', 'local']);
     const name = uniqueName('cancel-race');
     const keys = semaphoreKeys(name);
-    const [redisA, redisB, redisC] = await Promise.all([1, 2, 3].map(() => servers.connect(server.url)));
+    const [redisA, redisB, redisC] = await Promise.all([1, 2, 3].map(() => connectSemaphoreClient(server.url)));
     const holder = servers.semaphore(name, { redis: redisA!, resources: 1 });
     const third = servers.semaphore(name, { redis: redisC!, resources: 1 });
     // The abort variant reuses one waiter (its blocking connection should survive every round).
@@ -141,7 +145,7 @@ describe('a cancellation racing a release while Redis is stalled', () => {
 
       const stalled = stall(admin, STALL_MS);
       await sleep(LEAD_MS);
-      // Even rounds: the release first; odd rounds: the cancellation first (both while Redis spins).
+      // Even rounds: the release first; odd rounds: the cancellation first (both while Redis sleeps).
       const releaseFirst = round % 2 === 0;
       const actions: Array<() => Promise<unknown>> = [
         () => holder.unlock('0'),
@@ -155,7 +159,7 @@ describe('a cancellation racing a release while Redis is stalled', () => {
       const second = actions[1]!();
       const span = await stalled;
       const afterStall = performance.now();
-      // Did both calls reach Redis while it spun? (A late machine may miss the window: counted apart.)
+      // Did both calls reach Redis while it slept? (A late machine may miss the window: counted apart.)
       const raced = span.from < firstAt && span.to > secondAt + 15;
       if (!raced) outcomes.notRaced++;
 
