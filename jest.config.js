@@ -51,9 +51,11 @@ const clientIndependent = [
   'spec/tools/opentelemetry-example.spec.ts',
   'spec/tools/operator.spec.ts',
   'spec/tools/operator-topology.spec.ts',
-  // No client at all: the export list, and the one-timer deadline queue (no Redis).
+  // No client at all: the export list, the one-timer deadline queue (no Redis), and the scripts'
+  // headers against the registry and the argument builders (files and values, no Redis).
   'spec/package/exports.spec.ts',
   'spec/api/deadline-queue.spec.ts',
+  'spec/protocol/script-headers.spec.ts',
   // The Lua scripts with raw KEYS and ARGV. None calls redis.setresp, so its replies reach every
   // client as integers, bulk strings, arrays and nulls, decoded alike by v4, v5, v6 (RESP3) and
   // ioredis; the library's decoding of them on each client is what the API specs check in every pass.
@@ -114,12 +116,23 @@ const notInMatrix = [
 const skipped = matrix === undefined ? [] : [...notInMatrix, ...notOnServer[matrix]].map(literal);
 
 /**
- * Specs that judge timing under load (a storm of connection resets and its stuck-release bound, the
- * longest PING during a large creation, the abort storm's grant rate): `npm run test:clients` runs them after the parallel run,
- * one file at a time (TEST_ALONE=1), so the other CPU is not busy with another spec meanwhile.
+ * Tests that judge timing under load (a storm of connection resets and its stuck-release bound, the
+ * longest PING during a large creation, the abort storm's grant rate), by spec and the name jest
+ * prints (a describe block's or a test's, at its start): `npm run test:clients` runs them after the
+ * parallel run, one file at a time (TEST_ALONE=1), so the other CPU is not busy with another spec
+ * meanwhile. The other tests of those specs run in the parallel run, as they did before.
  */
-const alone = ['spec/protocol/grant-identity.spec.ts', 'spec/faults/bounds.spec.ts', 'spec/faults/abort-storm.spec.ts'];
+const alone = [
+  ['spec/protocol/grant-identity.spec.ts', 'connection resets every 100–400 ms under load'],
+  ['spec/faults/bounds.spec.ts', 'large semaphores never block Redis for long'],
+  ['spec/faults/abort-storm.spec.ts', 'an abort storm'],
+];
 const aloneRun = process.env.TEST_ALONE === '1';
+/** Specs all of whose tests are in `alone`: the parallel run leaves the file out. */
+const aloneWhole = ['spec/faults/abort-storm.spec.ts'];
+const aloneNames = `(?:${alone.map(([, name]) => literal(name)).join('|')})`;
+/** The parallel run of every client (`npm run test:clients`), which leaves the timing tests to the alone run. */
+const parallelRun = process.env.TEST_ALL_CLIENTS === '1' && !aloneRun && matrix === undefined;
 
 /** What is specific to ioredis runs only when the semaphores get an ioredis client. */
 const ioredisOnly = ['spec/topology/ioredis.spec.ts'];
@@ -136,7 +149,9 @@ function clientProject(name) {
   const nodeRedis = ioredis ? 'redis' : name;
   // Globs, not testRegex: a run given --testMatch (spec/package/exit-code.spec.ts) replaces them.
   const listed = matrix !== undefined ? matrixSpecs : ioredisSpecs[name];
-  const only = aloneRun ? alone.filter((path) => listed === undefined || listed.includes(path)) : listed;
+  const only = aloneRun
+    ? alone.map(([path]) => path).filter((path) => listed === undefined || listed.includes(path))
+    : listed;
   return {
     displayName: Object.keys(CLIENTS).find((key) => CLIENTS[key] === name),
     rootDir: __dirname,
@@ -157,7 +172,7 @@ function clientProject(name) {
       '/node_modules/',
       ...(name === 'redis' ? [] : clientIndependent),
       ...(ioredis ? [] : ioredisOnly),
-      ...(process.env.TEST_ALL_CLIENTS === '1' && !aloneRun && matrix === undefined ? alone : []),
+      ...(parallelRun ? aloneWhole : []),
     ],
     // RTS_CLIENT: the REDIS_CLIENT of this project, which project-client.ts sets for its specs.
     globals: { RTS_CLIENT: name },
@@ -176,7 +191,13 @@ const everyClient = process.env.TEST_ALL_CLIENTS === '1' && matrix === undefined
 /** @type {import('jest').Config} */
 module.exports = {
   ...(everyClient ? { projects: Object.values(CLIENTS).map(clientProject) } : clientProject(requested)),
-  ...(skipped.length === 0 ? {} : { testNamePattern: `^(?!.*(?:${skipped.join('|')}))` }),
+  ...(skipped.length > 0
+    ? { testNamePattern: `^(?!.*(?:${skipped.join('|')}))` }
+    : aloneRun
+      ? { testNamePattern: `^${aloneNames}` }
+      : parallelRun
+        ? { testNamePattern: `^(?!${aloneNames})` }
+        : {}),
   testSequencer: '<rootDir>/spec/support/sequencer.js',
   // Beside another worker a spec's child processes start slower than alone (a CLI spec passed 30 s).
   testTimeout: 60000,
