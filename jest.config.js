@@ -1,6 +1,8 @@
 /**
- * The jest passes of `npm test` (package.json), run as one jest run of five projects with two
- * workers (TEST_ALL_CLIENTS=1, `npm run test:clients`), or one at a time (`npm run test:v5`, or
+ * The jest passes of `npm test` (package.json), run as one jest run of five projects with three
+ * workers on CI's two CPUs (TEST_ALL_CLIENTS=1, `npm run test:clients`: most specs wait for
+ * timeouts, failovers and restarts far more than they compute, and spec/support/sequencer.js puts
+ * those that keep a CPU busy between them), or one at a time (`npm run test:v5`, or
  * REDIS_CLIENT=redis5 npx jest …):
  *
  *   v4        REDIS_CLIENT=redis    every spec, on node-redis v4 (the first pass)
