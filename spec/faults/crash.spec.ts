@@ -447,7 +447,7 @@ describe('a waiter that dies between BLMOVE and its claim', () => {
       leaseSeconds: LEASE,
       blockSeconds: 5,
     });
-    const { moved } = await child.waitFor((message) => 'moved' in message, 10_000, 'BLMOVE to move a token');
+    const { moved } = await child.waitFor((message) => 'moved' in message, 30_000, 'BLMOVE to move a token'); // the child starts first
     const movedAt = Date.now();
     expect(moved).toBe('0');
     await child.kill();
