@@ -249,7 +249,7 @@ async function stoppedAt(target: Target, name: string, resources: number, run: S
     stop,
   });
   await meanwhile?.();
-  await child.waitFor((message) => message['at'] === stop.step, 10_000, `the child to stop at ${stop.step}`);
+  await child.waitFor((message) => message['at'] === stop.step, 30_000, `the child to stop at ${stop.step}`);
   return child;
 }
 
@@ -447,7 +447,7 @@ describe('a waiter that dies between BLMOVE and its claim', () => {
       leaseSeconds: LEASE,
       blockSeconds: 5,
     });
-    const { moved } = await child.waitFor((message) => 'moved' in message, 10_000, 'BLMOVE to move a token');
+    const { moved } = await child.waitFor((message) => 'moved' in message, 30_000, 'BLMOVE to move a token'); // the child starts first
     const movedAt = Date.now();
     expect(moved).toBe('0');
     await child.kill();
@@ -587,7 +587,8 @@ describe('random kills under load', () => {
       const holding = (holder: string) => events.findLast((event) => event.holder === holder)?.kind === 'acquired';
 
       for (let i = 0; i < WORKERS; i++) spawnWorker();
-      await Promise.all([...live.values()].map((child) => child.waitFor((m) => m['ready'] === true, 10_000, 'ready')));
+      // Only their start is waited for here: node processes start slowly while other specs use the CPUs.
+      await Promise.all([...live.values()].map((child) => child.waitFor((m) => m['ready'] === true, 30_000, 'ready')));
 
       // Kill a random worker every 200-400 ms; every other kill aims at one that holds a token. The
       // time bound is generous (replacements start slowly on a loaded machine); the count ends it.

@@ -28,6 +28,43 @@ export function runCli(args: readonly string[], { env = {}, timeoutMs = 15_000 }
   });
 }
 
+/**
+ * Runs the built CLI's `main()` (dist/cli/main.js, what the binary runs) in this process, with
+ * stdout and stderr captured, stdin not a terminal and `env` added to the environment, as `runCli`
+ * runs the binary but without starting a Node process: for the specs that run a command many times
+ * to check what it does. Exit codes and output of the binary itself are checked with `runCli`.
+ */
+export async function runMain(
+  args: readonly string[],
+  { env = {} as Record<string, string> } = {},
+): Promise<CliResult> {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the built file, loaded when first used
+  const { main } = require(CLI) as { main: (argv: readonly string[]) => Promise<number> };
+  const output = { stdout: '', stderr: '' };
+  const stream = (key: keyof typeof output) => ({
+    isTTY: false,
+    write: (chunk: string | Uint8Array) => {
+      output[key] += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString();
+      return true;
+    },
+  });
+  const replaced = ['stdout', 'stderr', 'stdin'] as const;
+  const saved = replaced.map((key) => Object.getOwnPropertyDescriptor(process, key));
+  const savedEnv = process.env;
+  process.env = { ...process.env, REDIS_URL: redisUrl(), ...env };
+  Object.defineProperty(process, 'stdout', { configurable: true, value: stream('stdout') });
+  Object.defineProperty(process, 'stderr', { configurable: true, value: stream('stderr') });
+  Object.defineProperty(process, 'stdin', { configurable: true, value: { isTTY: false } });
+  try {
+    const code = await main(args);
+    return { code, ...output };
+  } finally {
+    process.env = savedEnv;
+    replaced.forEach((key, i) => Object.defineProperty(process, key, saved[i]!));
+  }
+}
+
 export interface RunningDashboard {
   /** `http://127.0.0.1:<port>/` */
   readonly url: string;

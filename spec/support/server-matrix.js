@@ -7,9 +7,10 @@
  * server that is not there is skipped with one line saying so (a user's fresh clone has none);
  * SERVER_MATRIX_REQUIRED=1 makes that a failure instead. Each pass runs jest with TEST_REDIS_SERVER
  * (global-setup.ts puts it first on the PATH as `redis-server`, for the run's servers and the specs'
- * own) and TEST_SERVER_MATRIX (jest.config.js picks the specs).
+ * own) and TEST_SERVER_MATRIX (jest.config.js picks the specs). The passes run side by side, and
+ * each prints its output once it ends.
  */
-const { spawnSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const { existsSync } = require('node:fs');
 const { join, resolve } = require('node:path');
 
@@ -35,25 +36,47 @@ const named = SERVERS.filter((s) => args.includes(s.matrix));
 const chosen = named.length > 0 ? named : SERVERS;
 const jestArgs = ['--maxWorkers=2', ...args.filter((arg) => !SERVERS.some((s) => s.matrix === arg))];
 
-let failed = false;
-for (const server of chosen) {
-  const binary = process.env[server.env] || server.path;
-  if (!existsSync(binary)) {
-    const line =
-      `server matrix: SKIPPED ${server.label}: no ${binary} ` +
-      `(set SERVER_FIXTURES to the folder of the servers, or ${server.env} to the binary)`;
-    console.log(line);
-    if (process.env.SERVER_MATRIX_REQUIRED === '1') failed = true;
-    continue;
-  }
-  console.log(`server matrix: ${server.label} (${binary})`);
+/** One server's jest run, its output kept until it ends (the runs go side by side). */
+function runOn(server, binary) {
   // Never a REDIS_URL: every server of the pass is the matrix's.
   const { REDIS_URL: _unused, ...env } = process.env;
-  const run = spawnSync(process.execPath, [require.resolve('jest/bin/jest'), ...jestArgs], {
+  const child = spawn(process.execPath, [require.resolve('jest/bin/jest'), ...jestArgs], {
     cwd: root,
-    stdio: 'inherit',
+    stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...env, REDIS_CLIENT: 'redis', TEST_REDIS_SERVER: binary, TEST_SERVER_MATRIX: server.matrix },
   });
-  if (run.status !== 0) failed = true;
+  const output = [];
+  child.stdout.on('data', (chunk) => output.push(chunk));
+  child.stderr.on('data', (chunk) => output.push(chunk));
+  return new Promise((resolve) => {
+    child.once('error', (error) => resolve({ code: 1, output: [...output, Buffer.from(`${error}\n`)] }));
+    child.once('close', (code) => resolve({ code, output }));
+  });
 }
-process.exit(failed ? 1 : 0);
+
+async function main() {
+  let failed = false;
+  const runs = [];
+  for (const server of chosen) {
+    const binary = process.env[server.env] || server.path;
+    if (!existsSync(binary)) {
+      const line =
+        `server matrix: SKIPPED ${server.label}: no ${binary} ` +
+        `(set SERVER_FIXTURES to the folder of the servers, or ${server.env} to the binary)`;
+      console.log(line);
+      if (process.env.SERVER_MATRIX_REQUIRED === '1') failed = true;
+      continue;
+    }
+    runs.push({ server, binary, done: runOn(server, binary) });
+  }
+  // Side by side: their specs mostly wait on restarts, pauses and timeouts (as in test:clients).
+  for (const { server, binary, done } of runs) {
+    const { code, output } = await done;
+    console.log(`server matrix: ${server.label} (${binary})`);
+    process.stdout.write(Buffer.concat(output));
+    if (code !== 0) failed = true;
+  }
+  process.exit(failed ? 1 : 0);
+}
+
+void main();

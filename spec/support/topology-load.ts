@@ -94,9 +94,9 @@ export function startLoad(
   return load;
 }
 
-/** Waits until the load has logged more than 40 events (it is running), at most 20 s. */
+/** Waits until the load has logged more than 40 events (it is running), at most 60 s (a start, on a busy machine). */
 export async function loadStarted(load: Load): Promise<void> {
-  await until(() => load.events.length > 40, 20_000, 'load to start');
+  await until(() => load.events.length > 40, 60_000, 'load to start');
 }
 
 /** Waits until the load has logged 40 more events than now (it goes on after `what`), then stops it. */

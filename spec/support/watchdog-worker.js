@@ -16,18 +16,35 @@
  *   - exits by itself after `lifetimeMs` (default 60 s), so it can never outlive a failed spec.
  * Also `{ error }` if something throws.
  */
-const { readFileSync } = require('node:fs');
+const { createHash } = require('node:crypto');
+const { mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
+const { tmpdir } = require('node:os');
 const { join } = require('node:path');
-const ts = require('typescript');
 
 // REDIS_CLIENT picks the node-redis major for this process and the library (worker-redis.js).
 require('./worker-redis');
 
+// Each file's output is kept by the hash of its source, so the children of a run after the first
+// start without loading typescript (a cold start took seconds of CPU beside another spec).
+const CACHE = join(tmpdir(), 'rts-watchdog-worker-transpiled');
+let ts;
 require.extensions['.ts'] = (module, filename) => {
-  const { outputText } = ts.transpileModule(readFileSync(filename, 'utf8'), {
-    compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
-    fileName: filename,
-  });
+  const source = readFileSync(filename, 'utf8');
+  const cached = join(CACHE, `${createHash('sha256').update(filename).update('\0').update(source).digest('hex')}.js`);
+  let outputText;
+  try {
+    outputText = readFileSync(cached, 'utf8');
+  } catch {
+    ts ??= require('typescript');
+    ({ outputText } = ts.transpileModule(source, {
+      compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
+      fileName: filename,
+    }));
+    mkdirSync(CACHE, { recursive: true });
+    const partial = `${cached}.${process.pid}`;
+    writeFileSync(partial, outputText);
+    renameSync(partial, cached); // whole files only, whichever child writes last
+  }
   module._compile(outputText, filename);
 };
 

@@ -1,13 +1,16 @@
 import { spawn } from 'node:child_process';
 import { semaphoreKeys } from '../../lib/redis/keys';
 import { useFixture } from '../support/fixture';
-import { CLI, runCli, startDashboard, type CliResult } from '../support/cli';
+import { CLI, runCli, runMain, startDashboard, type CliResult } from '../support/cli';
 import { blockedClients, redisUrl, uniqueName, until } from '../support/redis';
 import { freePort } from '../support/redis-server';
 
 const fx = useFixture();
 
-// Each test runs the real binary several times; on a loaded machine one run takes a second or two.
+// The real binary (runCli) is checked for its output and exit codes in the status, missing-semaphore
+// and usage tests, and for Ctrl-C; the other tests run what it runs, main() of the built CLI, in this
+// process (runMain): a Node process per command cost most of this spec's time. On a loaded machine
+// one run of the binary takes a second or two.
 jest.setTimeout(90_000);
 
 /** A semaphore with `holders` tokens held by real holders (labelled) and `waiters` blocked waiters. */
@@ -88,7 +91,7 @@ describe('status', () => {
     const name = uniqueName('cli-\x1b[2J');
     const sem = fx.semaphore({ owner: 'evil\x1b]0;title\x07label' }, name);
     await sem.lock(0);
-    const { code, stdout } = await runCli(['status', name]);
+    const { code, stdout } = await runMain(['status', name]);
     expect(code).toBe(0);
     // eslint-disable-next-line no-control-regex -- what is checked is that no control character is printed
     expect(stdout).not.toMatch(/[\x00-\x09\x0b-\x1f]/);
@@ -109,7 +112,7 @@ describe('status', () => {
     await fx.redis.lRem(keys.available, 0, '1');
     await fx.redis.hSet(keys.grabbed, '0', `${now - 500}.000000 spec0.1 7 600000 ${now - 900}.000000 hung@host`);
     await fx.redis.hSet(keys.grabbed, '1', `${now - 100}.000000 spec0.2 8 60000 ${now - 100}.000000 dead@host`);
-    const text = await runCli(['status', name]);
+    const text = await runMain(['status', name]);
     expect(text.stdout).toMatch(
       /^holders {4}2 \(1 lease EXPIRED: holder dead or cut off, release-stale frees it; 1 renewal OVERDUE\)$/m,
     );
@@ -117,9 +120,9 @@ describe('status', () => {
     expect(text.stdout).toMatch(
       /^ {2}0 {6}ends in (1m \d\ds|\d\d\.\ds), RENEWAL OVERDUE +15m \d\ds +8m \d\ds .* hung@host$/m,
     );
-    const json = JSON.parse((await runCli(['status', name, '--json'])).stdout);
+    const json = JSON.parse((await runMain(['status', name, '--json'])).stdout);
     expect(json).toMatchObject({ expired: 1, overdue: 1 });
-    const list = JSON.parse((await runCli(['list', name, '--json'])).stdout);
+    const list = JSON.parse((await runMain(['list', name, '--json'])).stdout);
     expect(list.semaphores).toEqual([expect.objectContaining({ name, held: 2, expired: 1, overdue: 1 })]);
     expect(list.semaphores[0].leaseLeftMs).toBeLessThan(-39_000);
   });
@@ -132,17 +135,17 @@ describe('status', () => {
     // eslint-disable-next-line no-control-regex -- these are what must never be printed raw
     const ACTIVE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/;
     const outputs = [
-      await runCli(['status', name]),
-      await runCli(['status', name, '--json']),
-      await runCli(['list', name]),
-      await runCli(['list', name, '--json']),
-      await runCli(['watch', name, '--count', '1']),
-      await runCli(['watch', name, '--count', '1', '--json']),
-      await runCli(['release', name, '0', '--dry-run']),
-      await runCli(['release', name, '0', '--dry-run', '--json']),
-      await runCli(['release', '--owner', owner, name, '--dry-run', '--json']),
-      await runCli(['status', `${name}-missing`, '--json']),
-      await runCli(['status', `${name}-missing`]),
+      await runMain(['status', name]),
+      await runMain(['status', name, '--json']),
+      await runMain(['list', name]),
+      await runMain(['list', name, '--json']),
+      await runMain(['watch', name, '--count', '1']),
+      await runMain(['watch', name, '--count', '1', '--json']),
+      await runMain(['release', name, '0', '--dry-run']),
+      await runMain(['release', name, '0', '--dry-run', '--json']),
+      await runMain(['release', '--owner', owner, name, '--dry-run', '--json']),
+      await runMain(['status', `${name}-missing`, '--json']),
+      await runMain(['status', `${name}-missing`]),
     ];
     for (const { stdout, stderr } of outputs) {
       expect(stdout + stderr).not.toMatch(ACTIVE);
@@ -166,7 +169,7 @@ test('list: every semaphore with its counts and leases, by SCAN', async () => {
   const broken = uniqueName('cli-broken');
   await fx.redis.set(semaphoreKeys(broken).exists, '1');
   await fx.redis.set(semaphoreKeys(broken).available, 'not a list');
-  const json = await runCli(['list', '--json']);
+  const json = await runMain(['list', '--json']);
   expect(json.code).toBe(0);
   const { semaphores, truncated } = JSON.parse(json.stdout);
   expect(truncated).toBe(false);
@@ -195,13 +198,13 @@ test('list: every semaphore with its counts and leases, by SCAN', async () => {
     longestWaitMs: null,
   });
   expect(semaphores).toContainEqual({ name: broken, error: expect.stringMatching(/^WRONGTYPE/) });
-  const text = await runCli(['list']);
+  const text = await runMain(['list']);
   expect(text.stdout).toMatch(/^NAME\s+TOKENS\s+HELD\s+FREE\s+WAITING\s+EXPIRED\s+LONGEST HELD\s+FIRST LEASE END$/m);
   expect(text.stdout).toMatch(new RegExp(`^${name}\\s+3\\s+2\\s+1\\s+0\\s+0\\s+\\S+\\s+ends in \\S+$`, 'm'));
   expect(text.stdout).toMatch(
     new RegExp(`^${broken}\\s+\\?\\s+\\?\\s+\\?\\s+\\?\\s+\\?\\s+\\?\\s+unreadable: WRONGTYPE`, 'm'),
   );
-  expect((await runCli(['status', broken])).stderr).toContain('WRONGTYPE');
+  expect((await runMain(['status', broken])).stderr).toContain('WRONGTYPE');
 });
 
 test('list [pattern] --held/--waiting/--expired --sort: many names filtered, numbers in natural order, trouble first', async () => {
@@ -215,14 +218,14 @@ test('list [pattern] --held/--waiting/--expired --sort: many names filtered, num
   await fx.semaphore({ resources: 2, staleClientTimeout: 300, autoRefresh: false, owner: 'gone@host' }, dead).lock(0);
   await new Promise((resolve) => setTimeout(resolve, 500));
   const namesOf = async (...args: string[]) => {
-    const result = await runCli(['list', `${base}:*`, ...args, '--json']);
+    const result = await runMain(['list', `${base}:*`, ...args, '--json']);
     expect(result.code).toBe(0);
     return JSON.parse(result.stdout).semaphores.map((s: { name: string }) => s.name.slice(base.length + 1));
   };
   await expect(namesOf()).resolves.toEqual(['gpu', 'order:7', 'order:30', 'user:1', 'user:2', 'user:10']);
-  await expect(runCli(['list', `${base}:user:*`, '--json'])).resolves.toMatchObject({ code: 0 });
+  await expect(runMain(['list', `${base}:user:*`, '--json'])).resolves.toMatchObject({ code: 0 });
   expect(
-    JSON.parse((await runCli(['list', `${base}:user:*`, '--json'])).stdout).semaphores.map(
+    JSON.parse((await runMain(['list', `${base}:user:*`, '--json'])).stdout).semaphores.map(
       (s: { name: string }) => s.name,
     ),
   ).toEqual([`${base}:user:1`, `${base}:user:2`, `${base}:user:10`]);
@@ -237,14 +240,14 @@ test('list [pattern] --held/--waiting/--expired --sort: many names filtered, num
     'user:1',
     'user:2',
   ]);
-  const text = await runCli(['list', `${base}:*`, '--expired']);
+  const text = await runMain(['list', `${base}:*`, '--expired']);
   expect(text.stdout).toMatch(new RegExp(`^${base}:gpu\\s+2\\s+1\\s+1\\s+0\\s+1\\s+\\S+\\s+EXPIRED \\S+ ago$`, 'm'));
-  const none = await runCli(['list', `${base}:nothing*`]);
+  const none = await runMain(['list', `${base}:nothing*`]);
   expect(none.stdout).toMatch(/^No semaphore matches/);
-  expect((await runCli(['list', '--sort', 'size'])).code).toBe(2);
-  expect((await runCli(['list', '--held', '--waiting'])).code).toBe(2);
-  expect((await runCli(['list', 'a', 'b'])).code).toBe(2);
-  const backwards = await runCli(['list', 'user:[z-a]']);
+  expect((await runMain(['list', '--sort', 'size'])).code).toBe(2);
+  expect((await runMain(['list', '--held', '--waiting'])).code).toBe(2);
+  expect((await runMain(['list', 'a', 'b'])).code).toBe(2);
+  const backwards = await runMain(['list', 'user:[z-a]']);
   expect(backwards.code).toBe(2);
   expect(backwards.stderr).toContain('Not a usable glob pattern');
   await holderSem.unlock(tokens[0] as string);
@@ -255,24 +258,24 @@ describe('release', () => {
   test('frees a held token: the blocked waiter gets it, and the old holder’s unlock puts nothing back', async () => {
     const { name, holderSem, tokens, waiting } = await busy(1, 1, 1);
     const token = tokens[0] as string;
-    const result = await runCli(['release', name, token, '--json', '--yes']);
+    const result = await runMain(['release', name, token, '--json', '--yes']);
     expect(result.code).toBe(0);
     expect(JSON.parse(result.stdout)).toMatchObject({ name, token, released: true });
     await expect(waiting[0]).resolves.toBe(token);
     await expect(holderSem.unlock(token)).resolves.toBe(false);
-    const status = JSON.parse((await runCli(['status', name, '--json'])).stdout);
+    const status = JSON.parse((await runMain(['status', name, '--json'])).stdout);
     expect(status).toMatchObject({ tokens: 1, held: 1, available: 0 });
     expect(status.holders[0].owner).toBe('waiter@host-b');
   });
 
   test('a token that is not held is refused with exit 3, and no token is added', async () => {
     const { name } = await busy(2, 1, 0);
-    const result = await runCli(['release', name, '1', '--yes']);
+    const result = await runMain(['release', name, '1', '--yes']);
     expect(result.code).toBe(3);
     expect(result.stderr).toContain('token "1" of semaphore');
     expect(result.stderr).toContain('is not held');
-    expect(JSON.parse((await runCli(['status', name, '--json'])).stdout)).toMatchObject({ tokens: 2, available: 1 });
-    expect((await runCli(['release', uniqueName('cli-missing'), '0', '--yes'])).code).toBe(3);
+    expect(JSON.parse((await runMain(['status', name, '--json'])).stdout)).toMatchObject({ tokens: 2, available: 1 });
+    expect((await runMain(['release', uniqueName('cli-missing'), '0', '--yes'])).code).toBe(3);
   });
 });
 
@@ -288,28 +291,28 @@ test('release-stale with no option frees the expired-lease holder and nothing el
   const ruby = (await fx.redis.lPop(semaphoreKeys(name).available)) as string;
   await fx.redis.hSet(semaphoreKeys(name).grabbed, ruby, `${Number(seconds) - 2}.000000`);
   await new Promise((resolve) => setTimeout(resolve, 1500));
-  const dry = await runCli(['release-stale', name, '--dry-run', '--json']);
+  const dry = await runMain(['release-stale', name, '--dry-run', '--json']);
   expect(JSON.parse(dry.stdout)).toMatchObject({
     name,
     rubyOlderThanMs: null,
     dryRun: true,
     release: [{ token: lapsed, expired: true }],
   });
-  const result = await runCli(['release-stale', name, '--json', '--yes']);
+  const result = await runMain(['release-stale', name, '--json', '--yes']);
   expect(result.code).toBe(0);
   expect(JSON.parse(result.stdout)).toEqual({ name, rubyOlderThanMs: null, released: 1 });
   await expect(sem.isLocked(lapsed)).resolves.toBe(false);
   for (const token of [live, unleased, ruby]) await expect(sem.isLocked(token)).resolves.toBe(true);
   // The Ruby age rule, asked for by name.
-  const aged = await runCli(['release-stale', name, '--ruby-older-than', '1s', '--json', '--yes']);
+  const aged = await runMain(['release-stale', name, '--ruby-older-than', '1s', '--json', '--yes']);
   expect(JSON.parse(aged.stdout)).toEqual({ name, rubyOlderThanMs: 1000, released: 1 });
   await expect(sem.isLocked(ruby)).resolves.toBe(false);
   for (const token of [live, unleased]) await expect(sem.isLocked(token)).resolves.toBe(true);
-  const renamed = await runCli(['release-stale', name, '--older-than', '1s', '--yes']);
+  const renamed = await runMain(['release-stale', name, '--older-than', '1s', '--yes']);
   expect(renamed.code).toBe(2);
   expect(renamed.stderr).toContain('--ruby-older-than');
-  expect((await runCli(['release-stale', name, '--ruby-older-than', '30', '--yes'])).code).toBe(2);
-  expect((await runCli(['release-stale', name, '--ruby-older-than', '50ms', '--yes'])).stderr).toContain(
+  expect((await runMain(['release-stale', name, '--ruby-older-than', '30', '--yes'])).code).toBe(2);
+  expect((await runMain(['release-stale', name, '--ruby-older-than', '50ms', '--yes'])).stderr).toContain(
     'at least 100ms',
   );
 });
@@ -317,7 +320,7 @@ test('release-stale with no option frees the expired-lease holder and nothing el
 describe('resize', () => {
   test('growing adds new tokens, which blocked waiters get at once', async () => {
     const { name, waiting } = await busy(2, 2, 2);
-    const result = await runCli(['resize', name, '4', '--json']);
+    const result = await runMain(['resize', name, '4', '--json']);
     expect(result.code).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual({ name, before: 2, after: 4, held: 2 });
     expect((await Promise.all(waiting)).sort()).toEqual(['2', '3']);
@@ -325,29 +328,29 @@ describe('resize', () => {
 
   test('shrinking retires free tokens only, the highest first, and never below the held ones', async () => {
     const { name, tokens, holderSem } = await busy(5, 2, 0);
-    const refused = await runCli(['resize', name, '1']);
+    const refused = await runMain(['resize', name, '1']);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('2 tokens are held (nothing changed');
-    expect((await runCli(['resize', name, '3'])).stdout).toContain('from 5 to 3 tokens');
+    expect((await runMain(['resize', name, '3'])).stdout).toContain('from 5 to 3 tokens');
     expect((await holderSem.allTokens()).sort()).toEqual(['0', '1', '2']);
     expect(tokens.sort()).toEqual(['0', '1']);
-    expect((await runCli(['resize', name, '2'])).code).toBe(0);
+    expect((await runMain(['resize', name, '2'])).code).toBe(0);
     await expect(holderSem.availableCount()).resolves.toBe(0);
-    expect((await runCli(['resize', uniqueName('cli-missing'), '2'])).code).toBe(3);
+    expect((await runMain(['resize', uniqueName('cli-missing'), '2'])).code).toBe(3);
   });
 });
 
 test('delete removes the semaphore; a second delete is exit 3', async () => {
   const { name, holderSem, tokens } = await busy(2, 1, 0);
-  expect(await runCli(['delete', name, '--yes'])).toMatchObject({ code: 0, stdout: `Deleted semaphore "${name}".\n` });
+  expect(await runMain(['delete', name, '--yes'])).toMatchObject({ code: 0, stdout: `Deleted semaphore "${name}".\n` });
   await expect(holderSem.exists()).resolves.toBe(false);
   await expect(holderSem.unlock(tokens[0])).resolves.toBe(false);
-  expect((await runCli(['delete', name, '--yes'])).code).toBe(3);
+  expect((await runMain(['delete', name, '--yes'])).code).toBe(3);
 });
 
 test('watch refreshes --count times, then exits 0', async () => {
   const { name } = await busy(2, 1, 0);
-  const json = await runCli(['watch', name, '--count', '3', '--interval', '100ms', '--json']);
+  const json = await runMain(['watch', name, '--count', '3', '--interval', '100ms', '--json']);
   expect(json.code).toBe(0);
   const frames = json.stdout
     .trim()
@@ -356,9 +359,9 @@ test('watch refreshes --count times, then exits 0', async () => {
   expect(frames).toHaveLength(3);
   expect(frames.every((f) => f.name === name && f.held === 1)).toBe(true);
   expect(new Set(frames.map((f) => f.now)).size).toBe(3);
-  const text = await runCli(['watch', name, '--count', '2', '--interval', '100ms']);
+  const text = await runMain(['watch', name, '--count', '2', '--interval', '100ms']);
   expect(text.stdout.match(/^--- .* UTC, every 100ms$/gm)).toHaveLength(2);
-  expect((await runCli(['watch', uniqueName('cli-missing'), '--count', '1'])).code).toBe(3);
+  expect((await runMain(['watch', uniqueName('cli-missing'), '--count', '1'])).code).toBe(3);
 });
 
 test('watch stops on Ctrl-C (SIGINT) with exit 0', async () => {
@@ -382,31 +385,31 @@ test('--prefix: every command and the dashboard address the semaphores under tha
   const name = uniqueName('cli-prefixed');
   const holder = fx.semaphore({ resources: 2, owner: 'prefixed@host', keyPrefix }, name);
   const token = (await holder.lock(0)) as string;
-  const list = await runCli(['list', '--prefix', keyPrefix, '--json']);
+  const list = await runMain(['list', '--prefix', keyPrefix, '--json']);
   expect(list.code).toBe(0);
   expect(JSON.parse(list.stdout).semaphores).toEqual([
     expect.objectContaining({ name, tokens: 2, held: 1, available: 1, waiting: 0, expired: 0 }),
   ]);
   expect(
-    JSON.parse((await runCli(['list', '--json'])).stdout).semaphores.map((s: { name: string }) => s.name),
+    JSON.parse((await runMain(['list', '--json'])).stdout).semaphores.map((s: { name: string }) => s.name),
   ).not.toContain(name);
-  expect(JSON.parse((await runCli(['status', name, '--prefix', keyPrefix, '--json'])).stdout).holders[0].owner).toBe(
+  expect(JSON.parse((await runMain(['status', name, '--prefix', keyPrefix, '--json'])).stdout).holders[0].owner).toBe(
     'prefixed@host',
   );
   // Without the prefix it is not there, and the message names the key looked for.
-  const missing = await runCli(['status', name]);
+  const missing = await runMain(['status', name]);
   expect(missing.code).toBe(3);
   expect(missing.stderr).toContain(`no SEMAPHORE:${name}:EXISTS key`);
-  expect((await runCli(['status', uniqueName('nope'), '--prefix', keyPrefix])).stderr).toContain(`no ${keyPrefix}`);
-  expect((await runCli(['release', name, token, '--prefix', keyPrefix, '--yes'])).code).toBe(0);
+  expect((await runMain(['status', uniqueName('nope'), '--prefix', keyPrefix])).stderr).toContain(`no ${keyPrefix}`);
+  expect((await runMain(['release', name, token, '--prefix', keyPrefix, '--yes'])).code).toBe(0);
   await expect(holder.isLocked(token)).resolves.toBe(false);
-  expect((await runCli(['resize', name, '3', '--prefix', keyPrefix])).code).toBe(0);
+  expect((await runMain(['resize', name, '3', '--prefix', keyPrefix])).code).toBe(0);
   await expect(holder.availableCount()).resolves.toBe(3);
-  expect((await runCli(['watch', name, '--prefix', keyPrefix, '--count', '1', '--json'])).code).toBe(0);
-  expect((await runCli(['release-stale', name, '--prefix', keyPrefix, '--yes'])).code).toBe(0);
+  expect((await runMain(['watch', name, '--prefix', keyPrefix, '--count', '1', '--json'])).code).toBe(0);
+  expect((await runMain(['release-stale', name, '--prefix', keyPrefix, '--yes'])).code).toBe(0);
   // A bad prefix is a usage error, before anything is sent.
   for (const bad of ['APP1', '{APP1}:', 'APP*:', '']) {
-    const result = await runCli(['list', '--prefix', bad]);
+    const result = await runMain(['list', '--prefix', bad]);
     expect({ bad, code: result.code }).toEqual({ bad, code: 2 });
     expect(result.stderr).toContain('--prefix');
   }
@@ -420,7 +423,7 @@ test('--prefix: every command and the dashboard address the semaphores under tha
   } finally {
     await dashboard.stop();
   }
-  expect((await runCli(['delete', name, '--prefix', keyPrefix, '--yes'])).code).toBe(0);
+  expect((await runMain(['delete', name, '--prefix', keyPrefix, '--yes'])).code).toBe(0);
   expect(await fx.redis.keys(`${keyPrefix}*`)).toEqual([]);
 });
 

@@ -2,7 +2,7 @@ import { createClient, createCluster } from 'redis';
 import { Semaphore } from '../../lib';
 import { semaphoreKeys } from '../../lib/redis/keys';
 import { keySlot } from '../../lib/redis/slot';
-import { runCli, startDashboard } from '../support/cli';
+import { runMain, startDashboard } from '../support/cli';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster';
 import { startSentinelSetup, type SentinelSetup } from '../support/redis-sentinel';
 import { uniqueName } from '../support/redis';
@@ -58,15 +58,15 @@ test('Cluster: status, list, release --owner and its audit entry (in the semapho
   const mine = [(await sem.lock(0)) as string, (await sem.lock(0)) as string];
   const theirs = (await other.lock(0)) as string;
 
-  const status = await runCli(['status', name, ...seeds, '--json']);
+  const status = await runMain(['status', name, ...seeds, '--json']);
   expect(status.code).toBe(0);
   expect(JSON.parse(status.stdout)).toMatchObject({ name, tokens: 3, held: 3, available: 0, audit: [] });
   const missing = uniqueName('ops-missing');
-  expect((await runCli(['status', missing, ...seeds])).stderr).toContain(`no SEMAPHORE:{${missing}}:EXISTS key`); // the key looked for, tagged
-  const list = await runCli(['list', ...seeds, '--json']);
+  expect((await runMain(['status', missing, ...seeds])).stderr).toContain(`no SEMAPHORE:{${missing}}:EXISTS key`); // the key looked for, tagged
+  const list = await runMain(['list', ...seeds, '--json']);
   expect(JSON.parse(list.stdout).semaphores).toContainEqual(expect.objectContaining({ name: `{${name}}`, held: 3 }));
 
-  const release = await runCli([
+  const release = await runMain([
     'release',
     '--owner',
     'cluster-pod:7',
@@ -83,7 +83,7 @@ test('Cluster: status, list, release --owner and its audit entry (in the semapho
   expect(keys.audit).toBe(`SEMAPHORE:{${name}}:AUDIT`);
   expect(keySlot(keys.audit)).toBe(keySlot(keys.available));
   await expect(clusterClient.xLen(keys.audit)).resolves.toBe(2);
-  const after = JSON.parse((await runCli(['status', name, ...seeds, '--json'])).stdout);
+  const after = JSON.parse((await runMain(['status', name, ...seeds, '--json'])).stdout);
   expect(after.audit.map((entry: { owner: string; reason: string }) => [entry.owner, entry.reason])).toEqual([
     ['cluster-pod:7', 'node drained'],
     ['cluster-pod:7', 'node drained'],
@@ -109,7 +109,7 @@ test('Cluster: status, list, release --owner and its audit entry (in the semapho
     await dashboard.stop();
   }
   await expect(clusterClient.del(keys.audit)).resolves.toBe(1);
-  expect((await runCli(['delete', name, ...seeds, '--yes'])).code).toBe(0);
+  expect((await runMain(['delete', name, ...seeds, '--yes'])).code).toBe(0);
   await expect(sem.exists()).resolves.toBe(false);
 });
 
@@ -125,16 +125,16 @@ test('Sentinel: status and a release through the Sentinels; the dashboard follow
   const sem = semaphore(name, { redis: primary, resources: 2, owner: 'sentinel-pod:1' });
   const token = (await sem.lock(0)) as string;
 
-  const status = await runCli(['status', name, ...through, '--json']);
+  const status = await runMain(['status', name, ...through, '--json']);
   expect(status.code).toBe(0);
   expect(JSON.parse(status.stdout).holders).toEqual([expect.objectContaining({ token, owner: 'sentinel-pod:1' })]);
-  const release = await runCli(['release', name, token, ...through, '--yes', '--json']);
+  const release = await runMain(['release', name, token, ...through, '--yes', '--json']);
   expect(JSON.parse(release.stdout)).toMatchObject({ released: true, token, owner: 'sentinel-pod:1' });
   await expect(sem.isLocked(token)).resolves.toBe(false);
-  expect(JSON.parse((await runCli(['status', name, ...through, '--json'])).stdout).audit).toEqual([
+  expect(JSON.parse((await runMain(['status', name, ...through, '--json'])).stdout).audit).toEqual([
     expect.objectContaining({ action: 'release', token, owner: 'sentinel-pod:1' }),
   ]);
-  const wrongName = await runCli(['status', name, '--sentinel', through[1] as string, '--sentinel-name', 'nope']);
+  const wrongName = await runMain(['status', name, '--sentinel', through[1] as string, '--sentinel-name', 'nope']);
   expect(wrongName.code).toBe(1);
   expect(wrongName.stderr).toContain('knows no primary "nope"');
 

@@ -5,13 +5,14 @@ import { join } from 'node:path';
 import { appendAudit, AUDIT_LENGTH } from '../../lib/admin/audit';
 import { semaphoreKeys } from '../../lib/redis/keys';
 import { useFixture } from '../support/fixture';
-import { CLI, runCli, startDashboard, type CliResult } from '../support/cli';
+import { CLI, runCli, runMain, startDashboard, type CliResult } from '../support/cli';
 import { blockedClients, connectClient, redisUrl, uniqueName, until, type Client } from '../support/redis';
 import { freePort, startRedisServer, type RedisServer } from '../support/redis-server';
 
 // The operator's side of the CLI and the dashboard (issue 18): --version, the guard on changes
 // (--dry-run, a prompt on a terminal, --yes), release --owner, the audit log, /healthz and /metrics,
-// and TLS with an ACL user.
+// and TLS with an ACL user. --version and the guard's refusals run the real binary (runCli, or on a
+// pseudo-terminal); the other commands run its main() in this process (runMain, spec/support/cli.ts).
 
 jest.setTimeout(60_000);
 
@@ -46,7 +47,7 @@ async function held(resources = 4, name = uniqueName('ops')) {
 }
 
 const auditOf = async (name: string) =>
-  JSON.parse((await runCli(['status', name, '--json'])).stdout).audit as Array<Record<string, string>>;
+  JSON.parse((await runMain(['status', name, '--json'])).stdout).audit as Array<Record<string, string>>;
 
 test('--version prints the package version', async () => {
   const { version } = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
@@ -115,7 +116,7 @@ test('release --owner frees only that owner’s grants, in every semaphore named
   const before = await blockedClients(fx.redis);
   const waiting = waiter.lock(20_000);
   await until(async () => (await blockedClients(fx.redis)) > before, 10_000, 'the waiter to block');
-  const result = await runCli([
+  const result = await runMain([
     'release',
     '--owner',
     'pod-a:*',
@@ -152,16 +153,16 @@ test('release --owner frees only that owner’s grants, in every semaphore named
       }),
     ),
   );
-  const status = await runCli(['status', second.name]);
+  const status = await runMain(['status', second.name]);
   expect(status.stdout).toMatch(
     /released {2}by operators, latest 2\n\s+AT \(UTC\)\s+ACTION\s+TOKEN\s+OWNER\s+BY\s+REASON\n.*release-owner\s+\d\s+pod-a:1\s+\S+\s+pod-a died/,
   );
   // An owner with no grant: nothing to do, exit 0; an exact label matches only itself.
-  expect((await runCli(['release', '--owner', 'pod-a:', second.name, '--yes'])).stdout).toContain(
+  expect((await runMain(['release', '--owner', 'pod-a:', second.name, '--yes'])).stdout).toContain(
     'Nothing to release: 0 grants',
   );
   // A missing semaphore fails the whole command before anything is released.
-  const missing = await runCli(['release', '--owner', 'pod-b:2', second.name, uniqueName('nope'), '--yes']);
+  const missing = await runMain(['release', '--owner', 'pod-b:2', second.name, uniqueName('nope'), '--yes']);
   expect(missing.code).toBe(3);
   await expect(second.b.isLocked(second.tokens.b)).resolves.toBe(true);
 });
@@ -173,10 +174,10 @@ test('release and release-stale are logged too; the log is capped near 1000 entr
   const token = (await live.lock(0)) as string;
   const stale = (await lapsed.lock(0)) as string;
   await new Promise((resolve) => setTimeout(resolve, 600));
-  expect((await runCli(['release-stale', name, '--ruby-older-than', '10s', '--yes', '--json'])).stdout).toContain(
+  expect((await runMain(['release-stale', name, '--ruby-older-than', '10s', '--yes', '--json'])).stdout).toContain(
     '"released":1',
   );
-  const released = await runCli(['release', name, token, '--yes', '--json']);
+  const released = await runMain(['release', name, token, '--yes', '--json']);
   expect(JSON.parse(released.stdout)).toMatchObject({ released: true, token, owner: 'live' });
   expect(await auditOf(name)).toEqual([
     expect.objectContaining({ action: 'release', token, owner: 'live', by: ME, reason: '' }),
@@ -193,7 +194,7 @@ test('release and release-stale are logged too; the log is capped near 1000 entr
   const length = await fx.redis.xLen(semaphoreKeys(name).audit);
   expect(length).toBeGreaterThanOrEqual(AUDIT_LENGTH);
   expect(length).toBeLessThan(1102);
-  expect((await runCli(['delete', name, '--yes'])).code).toBe(0);
+  expect((await runMain(['delete', name, '--yes'])).code).toBe(0);
   expect(await fx.redis.keys(`SEMAPHORE:${name}:*`)).toEqual([]);
 });
 
@@ -287,7 +288,7 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
     const sem = fx.semaphore({ redis: plain, owner: 'tls-holder' }, name);
     await sem.lock(0);
     const url = `rediss://127.0.0.1:${tlsPort}`;
-    const status = await runCli([
+    const status = await runMain([
       'status',
       name,
       '--url',
@@ -302,12 +303,12 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
     ]);
     expect(status.code).toBe(0);
     expect(JSON.parse(status.stdout).holders[0].owner).toBe('tls-holder');
-    const fromEnv = await runCli(['release', name, '0', '--url', url, '--tls-ca', ca(), '--user', 'ops', '--yes'], {
+    const fromEnv = await runMain(['release', name, '0', '--url', url, '--tls-ca', ca(), '--user', 'ops', '--yes'], {
       env: { REDIS_PASSWORD: 'ops-secret' },
     });
     expect(fromEnv.code).toBe(0);
     await expect(sem.isLocked('0')).resolves.toBe(false);
-    const wrong = await runCli([
+    const wrong = await runMain([
       'status',
       name,
       '--url',
@@ -322,9 +323,9 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain(`cannot connect to ${url}`);
     expect(wrong.stderr).not.toContain('not-it');
-    const untrusted = await runCli(['status', name, '--url', url, '--user', 'ops', '--password', 'ops-secret']);
+    const untrusted = await runMain(['status', name, '--url', url, '--user', 'ops', '--password', 'ops-secret']);
     expect(untrusted.code).toBe(1);
-    expect((await runCli(['status', name, '--tls-ca', join(dir, 'nope.pem')])).code).toBe(2);
+    expect((await runMain(['status', name, '--tls-ca', join(dir, 'nope.pem')])).code).toBe(2);
   });
 
   test('a user that may not write or read the audit log still releases (with a warning) and sees the status', async () => {
@@ -333,13 +334,13 @@ describe('a private Redis with TLS and an ACL user; the dashboard’s /healthz a
     const sem = fx.semaphore({ redis: plain }, name);
     await sem.lock(0);
     const url = server.url.replace('redis://', 'redis://no-log:no-log-secret@');
-    const release = await runCli(['release', name, '0', '--url', url, '--yes']);
+    const release = await runMain(['release', name, '0', '--url', url, '--yes']);
     expect(release.code).toBe(0);
     expect(release.stderr).toMatch(
       /^redis-token-semaphore: warning: released, but not recorded in the audit log: NOPERM/,
     );
     await expect(sem.isLocked('0')).resolves.toBe(false);
-    const status = await runCli(['status', name, '--url', url]);
+    const status = await runMain(['status', name, '--url', url]);
     expect(status.code).toBe(0);
     expect(status.stdout).toContain('released  (the audit log cannot be read: NOPERM');
   });
