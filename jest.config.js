@@ -85,7 +85,8 @@ const serverDependent = [
   'spec/api/semaphore.spec.ts',
   // The server check at first use (version, INFO).
   'spec/api/server-version.spec.ts',
-  // Cancellation by CLIENT UNBLOCK, against a busy script (DEBUG-free: a slow Lua loop).
+  // Cancellation by CLIENT UNBLOCK, against a stalled server (DEBUG SLEEP:
+  // Valkey freezes TIME inside a script, so a Lua loop cannot time a stall there).
   'spec/api/cancellation.spec.ts',
   // Faults on the server: restarts with and without AOF, eviction, CLIENT PAUSE, maxmemory.
   'spec/faults/server-faults.spec.ts',
