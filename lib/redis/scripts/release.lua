@@ -57,4 +57,8 @@ if (ARGV[4] or '') ~= '' then
 --- @include expiry
   touch_expiry(ARGV[4])
 end
+-- (A count below 10 as a character: a Lua number made text costs Redis a printf.)
+if available < 10 then
+  return grant .. ' 1 ' .. string.char(48 + available)
+end
 return grant .. ' 1 ' .. available
