@@ -27,6 +27,32 @@ function grantIds(grabbed: Record<string, string>): Record<string, string> {
 
 const setup = () => hotScriptRunner(redis, 'lua');
 
+describe('the replies of the hot-path scripts: one string that starts with the grant id', () => {
+  test('tryLock, claim and release, as Redis sends them (raw ARGV: the settings argument, includes/settings.lua)', async () => {
+    const { keys, raw } = setup();
+    const settings = (lifetime: string, keep: string) => `5000 1 ${lifetime} ${keep} - a  label `;
+    const hit = (await raw('tryLock', ['g1', settings('25', '0')])) as string;
+    expect(hit).toMatch(/^g1 \d{16} 0 0$/); // fence, no expired registration, token "0"
+    expect(await redis.hGet(keys.grabbed, '0')).toMatch(/^\d+\.\d{6} g1 \d{16} 5000 \d+\.\d{6} a {2}label $/);
+    await redis.lPush(keys.available, 'a job'); // a token with a space goes last, whole
+    expect(await raw('tryLock', ['g2', settings('25', '0')])).toMatch(/^g2 \d{16} 0 a job$/);
+    await redis.zAdd(keys.waiting, { score: 1, value: 'lapsed' });
+    expect(await raw('tryLock', ['g3', settings('25', '0')])).toBe('g3 0 1 lapsed'); // a miss: no token
+    expect(await redis.zScore(keys.waiting, 'g3')).not.toBeNull(); // registered
+    expect(await raw('tryLock', ['g4', settings('-', '0')])).toBe('g4 0 1 lapsed'); // lock(0): not registered
+    expect(await redis.zScore(keys.waiting, 'g4')).toBeNull();
+    await redis.zRem(keys.waiting, 'lapsed');
+    expect(await raw('release', ['0', 'g1'])).toBe('g1 1 1'); // ended; AVAILABLE holds 1
+    expect(await raw('release', ['0', 'g1'])).toBe('g1 0 1'); // no longer held
+    await redis.lMove(keys.available, keys.inbox('g3'), 'LEFT', 'RIGHT');
+    // Others wait (g5): the registration is kept ('1'), and others are registered ('1').
+    await redis.zAdd(keys.waiting, { score: 9e9, value: 'g5' });
+    expect(await raw('claim', ['g3', 'c1', settings('25', '1')], [keys.inbox('g3')])).toMatch(/^c1 \d{16} 11 0 0$/);
+    expect(await raw('release', ['0', 'c1', '0'])).toBe('c1 1 0'); // consumed
+    expect(await raw('claim', ['g5', 'c2', settings('-', '1')], [keys.inbox('g5')])).toBe('c2 0 00 0'); // empty, last slice
+  });
+});
+
 describe('tryLock.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {
     const { name, run } = setup();
@@ -593,7 +619,7 @@ describe('loading (lib/redis/lua-source.ts)', () => {
 
   test('a release defines no grant, creation or reclaim helper; a grant defines creation and reclaim only where they run', () => {
     const release = scripts.release.source;
-    for (const helper of ['record_grant', 'next_fence', 'create_batch', 'reclaim_stale', 'ensure']) {
+    for (const helper of ['record_grant', 'index_lease', 'create_batch', 'reclaim_stale', 'ensure']) {
       expect(release).not.toContain(`function ${helper}(`);
     }
     // In claim, the helpers of an empty slice or a sampled reclaim come after the grant, in their block.

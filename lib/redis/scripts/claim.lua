@@ -57,7 +57,9 @@ if token then
     K_AVAILABLE, K_AVAILABLE, K_AVAILABLE, K_AVAILABLE, inbox, inbox, K_LEASES)
   known_to_exist = count >= 8
   free, leases = count % 8 >= 4, count % 2 == 1
-  mark_present(token)
+  if not known_to_exist then
+    mark_present(token)
+  end
   if not registered then
     redis.call('LPUSH', K_AVAILABLE, token)
     token = false

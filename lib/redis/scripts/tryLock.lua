@@ -58,7 +58,9 @@ end
 local reply
 if may_take then
   local token = redis.call('LPOP', K_AVAILABLE)
-  mark_present(token)
+  if not known_to_exist then
+    mark_present(token)
+  end
   local fence = record_grant(token, grant, clock_stamp(local_time), settings.lease, settings.label, leases)
   reply = grant .. ' ' .. fence .. ' 0 ' .. token
 else

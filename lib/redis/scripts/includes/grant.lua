@@ -11,21 +11,6 @@
 -- stamp to be its stamp and its label to be ''; scripts that delete the semaphore still delete
 -- OWNERS, and its old entries expire with the other keys.
 
--- The next fencing number: FENCE is INCRed for every grant. Created (or re-created after the keys
--- expired, were deleted, or lost in a restart) at Redis TIME in microseconds, so numbers keep
--- growing across those resets as long as Redis' clock does and fewer than a million grants a second
--- were made since the counter was created.
-local function next_fence()
-  local fence = redis.call('INCR', K_FENCE)
-  if fence == 1 then
-    -- INCR just created it: seed it instead (3 calls, once per reset; 1 call on every other grant).
-    local t = redis.call('TIME')
-    redis.call('SET', K_FENCE, t[1] .. string.format('%06d', tonumber(t[2])))
-    fence = redis.call('INCR', K_FENCE)
-  end
-  return fence
-end
-
 -- LEASES indexes the grants of this library by when their lease ends (the stamp plus the lease, in
 -- whole microseconds on the stamp's clock; +inf for no lease), so reclaim finds the due ones without
 -- reading every holder. The canonical tokens "0".."15" (is_small) are never indexed: reclaim reads
@@ -69,7 +54,17 @@ local function record_grant(token, grant, stamp, lease_ms, label, leases)
   if (lease_ms or '') == '' then
     lease_ms = '0'
   end
-  local number = next_fence()
+  -- The next fencing number: FENCE is INCRed for every grant. Created (or re-created after the keys
+  -- expired, were deleted, or lost in a restart) at Redis TIME in microseconds, so numbers keep
+  -- growing across those resets as long as Redis' clock does and fewer than a million grants a
+  -- second were made since the counter was created. (Inline: a Lua call costs Redis instructions.)
+  local number = redis.call('INCR', K_FENCE)
+  if number == 1 then
+    -- INCR just created it: seed it instead (3 calls, once per reset; 1 call on every other grant).
+    local t = redis.call('TIME')
+    redis.call('SET', K_FENCE, t[1] .. string.format('%06d', tonumber(t[2])))
+    number = redis.call('INCR', K_FENCE)
+  end
   local fence = string.format('%d', number)
   redis.call('HSET', K_GRABBED, token, stamp .. ' ' .. grant .. ' ' .. fence .. ' ' .. lease_ms .. ' ' .. stamp .. ' ' .. (label or ''))
   if not is_small(token) then
