@@ -63,52 +63,64 @@ function integerField(script: Script, reply: unknown[], index: number): number {
 }
 
 /**
- * A one-string reply of `script` for grant `grantId` (release, tryLock, claim: "<grant id> <field>…"),
- * split into its first `count` fields after the grant id, and the rest (after the space that ends
- * them; '' if none). A reply that is not a string, names another grant or has fewer fields answers
- * another command (see `MisattributedReplyError`).
+ * A one-string reply of `script` for grant `grantId` ("<grant id> <field>…": tryLock, claim, release),
+ * split into its first `count` fields after the grant id, each matched by the pattern at its place,
+ * and the rest: null when the fields end the reply, else what follows the space after them. A reply
+ * that is not a string, names another grant or has other fields answers another command (see
+ * `MisattributedReplyError`); the scripts' fields differ in form, so none reads as another's.
  */
-function fieldsOf(script: Script, reply: unknown, grantId: string, count: number): { fields: string[]; rest: string } {
+function fieldsOf(
+  script: Script,
+  reply: unknown,
+  grantId: string,
+  patterns: readonly RegExp[],
+): { fields: string[]; rest: string | null } {
   if (typeof reply !== 'string' || !reply.startsWith(grantId) || reply.charCodeAt(grantId.length) !== 32) {
     throw new MisattributedReplyError(script.name, describe(reply));
   }
   const fields: string[] = [];
   let from = grantId.length + 1;
-  while (fields.length < count) {
+  let rest: string | null = null;
+  for (const pattern of patterns) {
     const space = reply.indexOf(' ', from);
-    if (space === -1) {
-      fields.push(reply.slice(from));
-      from = reply.length + 1;
-      break;
+    const field = space === -1 ? reply.slice(from) : reply.slice(from, space);
+    if (!pattern.test(field) || (space === -1 && fields.length < patterns.length - 1)) {
+      throw new MisattributedReplyError(script.name, describe(reply));
     }
-    fields.push(reply.slice(from, space));
+    fields.push(field);
+    if (space === -1) break;
     from = space + 1;
+    if (fields.length === patterns.length) rest = reply.slice(from);
   }
-  if (fields.length < count || fields.some((field) => !/^\d+$/.test(field))) {
-    throw new MisattributedReplyError(script.name, describe(reply));
-  }
-  return { fields, rest: reply.slice(from) };
+  return { fields, rest };
 }
 
+/** A fencing number (0: none), a count. */
+const NUMBER = /^(?:0|[1-9]\d*)$/;
+/** claim.lua's flags: K (kept) or E (ended), then W (others wait) or N. */
+const CLAIM_FLAGS = /^[KE][WN]$/;
+/** release.lua's field: + (ended here) or - (not held), then the length of AVAILABLE. */
+const RELEASE_FIELD = /^[+-](?:0|[1-9]\d*)$/;
+
 /**
- * The end of a tryLock or claim reply: "<n> <registration>… <token>", the token only when `granted`.
- * The registrations are grant ids (no spaces); the token, last, may be any text.
+ * The end of a tryLock or claim reply: "<registration>… <token>" after the count `count` of
+ * registrations (grant ids: no spaces), the token (any text) only when `granted`.
  */
 function expiredAndToken(
   script: Script,
   reply: unknown,
   count: string,
-  rest: string,
+  rest: string | null,
   granted: boolean,
 ): { expired: string[]; token: string | null } {
   const n = Number(count);
-  const parts = n === 0 ? [] : rest.split(' ', n);
-  if (parts.length !== n) throw new MisattributedReplyError(script.name, describe(reply));
+  const parts = n === 0 || rest === null ? [] : rest.split(' ', n);
   let at = 0;
   for (const id of parts) at += id.length + 1;
-  const token = granted ? rest.slice(at) : null;
-  if (!granted && at < rest.length) throw new MisattributedReplyError(script.name, describe(reply));
-  return { expired: parts, token };
+  // A grant's token follows a space (even an empty token); a reply without one ends after the ids.
+  const ended = rest === null || (n > 0 && at === rest.length + 1);
+  if (parts.length !== n || granted === ended) throw new MisattributedReplyError(script.name, describe(reply));
+  return { expired: parts, token: granted ? rest!.slice(at) : null };
 }
 
 // ---- Arguments ----
@@ -199,7 +211,7 @@ export function tryLock(
     withOptionalTail([grantId, settings(t, registrationLifetimeMs, false)], now(t)),
     (raw) => {
       const s = scripts.tryLock;
-      const { fields, rest } = fieldsOf(s, raw, grantId, 2);
+      const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, NUMBER]);
       const fence = Number(fields[0]);
       return { fence, ...expiredAndToken(s, raw, fields[1]!, rest, fence !== 0) };
     },
@@ -264,15 +276,13 @@ export function claim(
     withOptionalTail([registrationId, grantId, settings(t, nextLifetimeMs, keep)], now(t)),
     (raw) => {
       const s = scripts.claim;
-      const { fields, rest } = fieldsOf(s, raw, grantId, 3);
+      const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, CLAIM_FLAGS, NUMBER]);
       const [fence, flags, count] = fields as [string, string, string];
-      if (flags.length !== 2) throw new MisattributedReplyError(s.name, describe(raw));
-      const granted = fence !== '0';
       return {
-        renewed: flags.charCodeAt(0) === 49,
+        renewed: flags[0] === 'K',
         fence: Number(fence),
-        others: flags.charCodeAt(1) === 49,
-        ...expiredAndToken(s, raw, count, rest, granted),
+        others: flags[1] === 'W',
+        ...expiredAndToken(s, raw, count, rest, fence !== '0'),
       };
     },
     t.functions,
@@ -337,8 +347,10 @@ export function release(t: ScriptTarget, token: string, grantId: string, putBack
     putBack ? withOptionalTail([token, grantId], '', expiration(t)) : [token, grantId, '0', expiration(t)],
     (raw) => {
       const s = scripts.release;
-      const { fields } = fieldsOf(s, raw, grantId, 2);
-      return { ended: Number(fields[0]) === GRANT_RESULT.DONE, available: Number(fields[1]) };
+      const { fields, rest } = fieldsOf(s, raw, grantId, [RELEASE_FIELD]);
+      if (rest !== null) throw new MisattributedReplyError(s.name, describe(raw));
+      const field = fields[0]!;
+      return { ended: field[0] === '+', available: Number(field.slice(1)) };
     },
     t.functions,
   );

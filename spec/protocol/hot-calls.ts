@@ -24,7 +24,7 @@ function split(reply: unknown, count: number): { grant: string; fields: number[]
   if (typeof reply !== 'string') throw new Error(`not a one-string reply: ${JSON.stringify(reply)}`);
   const parts = reply.split(' ');
   const grant = parts.shift()!;
-  const fields = parts.splice(0, count).map(Number);
+  const fields = parts.splice(0, count).map(Number); // (claim's flags: NaN, read apart)
   const n = Number(parts.shift());
   const expired = parts.splice(0, n);
   return { grant, fields, expired, rest: parts.join(' ') };
@@ -38,7 +38,7 @@ function split(reply: unknown, count: number): { grant: string; fields: number[]
  *   claim [registration id, resources, lease, lifetime s or '' (last slice), label, grant id or '' (the
  *     registration id), keep '1' or '', local time?, expiration?] → [token or null, renewed 1/0, fence,
  *     others 1/0, grant id, expired registration…];
- *   release [token, grant id, '1' unlock or '0' consume, expiration?] → [ended 1/0, available, grant id].
+ *   release [token, grant id, '1' unlock or '0' consume, expiration?] → [ended 1/0 (+/-), available, grant id].
  * Other scripts go as they are.
  */
 export function hotCalls(run: Run): Run {
@@ -63,13 +63,13 @@ export function hotCalls(run: Run): Run {
       const reply = await run(script, argv, extraKeys);
       const { grant: id, fields, expired, rest } = split(reply, 2);
       const [fence, flags] = [fields[0]!, String((reply as string).split(' ')[2])];
-      return [fence === 0 ? null : rest, Number(flags[0]), fence, Number(flags[1]), id, ...expired];
+      return [fence === 0 ? null : rest, flags[0] === 'K' ? 1 : 0, fence, flags[1] === 'W' ? 1 : 0, id, ...expired];
     }
     if (script === 'release') {
       const reply = await run(script, args, extraKeys);
       if (typeof reply !== 'string') throw new Error(`not a one-string reply: ${JSON.stringify(reply)}`);
-      const [grant, ended, available] = reply.split(' ');
-      return [Number(ended), Number(available), grant];
+      const [grant, field = ''] = reply.split(' ');
+      return [field.startsWith('+') ? 1 : 0, Number(field.slice(1)), grant];
     }
     return run(script, args, extraKeys);
   };

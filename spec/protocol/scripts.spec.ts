@@ -42,14 +42,14 @@ describe('the replies of the hot-path scripts: one string that starts with the g
     expect(await raw('tryLock', ['g4', settings('-', '0')])).toBe('g4 0 1 lapsed'); // lock(0): not registered
     expect(await redis.zScore(keys.waiting, 'g4')).toBeNull();
     await redis.zRem(keys.waiting, 'lapsed');
-    expect(await raw('release', ['0', 'g1'])).toBe('g1 1 1'); // ended; AVAILABLE holds 1
-    expect(await raw('release', ['0', 'g1'])).toBe('g1 0 1'); // no longer held
+    expect(await raw('release', ['0', 'g1'])).toBe('g1 +1'); // ended; AVAILABLE holds 1
+    expect(await raw('release', ['0', 'g1'])).toBe('g1 -1'); // no longer held
     await redis.lMove(keys.available, keys.inbox('g3'), 'LEFT', 'RIGHT');
-    // Others wait (g5): the registration is kept ('1'), and others are registered ('1').
+    // Others wait (g5): the registration is kept (K), and others are registered (W).
     await redis.zAdd(keys.waiting, { score: 9e9, value: 'g5' });
-    expect(await raw('claim', ['g3', 'c1', settings('25', '1')], [keys.inbox('g3')])).toMatch(/^c1 \d{16} 11 0 0$/);
-    expect(await raw('release', ['0', 'c1', '0'])).toBe('c1 1 0'); // consumed
-    expect(await raw('claim', ['g5', 'c2', settings('-', '1')], [keys.inbox('g5')])).toBe('c2 0 00 0'); // empty, last slice
+    expect(await raw('claim', ['g3', 'c1', settings('25', '1')], [keys.inbox('g3')])).toMatch(/^c1 \d{16} KW 0 0$/);
+    expect(await raw('release', ['0', 'c1', '0'])).toBe('c1 +0'); // consumed
+    expect(await raw('claim', ['g5', 'c2', settings('-', '1')], [keys.inbox('g5')])).toBe('c2 0 EN 0'); // empty, last slice
   });
 });
 

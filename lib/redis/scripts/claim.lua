@@ -20,12 +20,13 @@
             on the last slice), whether to keep the registration after a grant while no token is
             free, expiration, the owner label
     ARGV[4] local time in decimal seconds, or '' (or absent: the usual case) for Redis TIME
-  Output: one string, "<grant id> <fence> <renewed><others> <n> <expired registration>… <token>": the
-    grant id (ARGV[2]); the fencing number of the token this grant now holds, or 0 (none: the slice
-    ended empty, or the token went back); two digits, 1 if the registration is still there (else
-    0) and, after a grant, 1 if other registrations remain while no token is free (else 0); how
-    many waiter registrations are past their expiry, and their ids; then the token (last: any
-    text), after a grant only
+  Output: one string, "<grant id> <fence> <flags> <n> <expired registration>… <token>": the grant id
+    (ARGV[2]); the fencing number of the token this grant now holds, or 0 (none: the slice ended
+    empty, or the token went back); two letters, K if the registration is still there (kept or
+    renewed) else E (ended), and after a grant W if other registrations remain while no token is
+    free (others wait) else N; how many waiter registrations are past their expiry, and their ids;
+    then the token (last: any text), after a grant only. (Letters, so no other script's reply reads
+    as this one's.)
 ]]
 --- @include keys
 --- @include clock
@@ -73,20 +74,20 @@ if token then
     free = true
   end
 end
-local renewed, others, fence, number = '0', '0', '0', 0
+local renewed, others, fence, number = 'E', 'N', '0', 0
 if token then
   fence, number = record_grant(token, grant, clock_stamp(local_time), settings.lease, settings.label, leases)
   -- Others wait if no token is left free (a free token means nobody is blocked) and registrations
   -- other than this one remain. The rank and ZCARD also count abandoned '~' marks and lapsed ones:
   -- telling them apart costs a scan (ZRANGE) or float arguments (ZCOUNT).
   if not free and (rank > 0 or redis.call('ZCARD', K_WAITING) > 1) then
-    others = '1'
+    others = 'W'
   end
   -- Then this caller's next lock would miss its tryLock: its registration stays for that next wait
   -- (an advance registration, used by it or removed by the caller when idle), which saves ending it
   -- now and making another then.
-  if others == '1' and settings.keep then
-    renewed = '1'
+  if others == 'W' and settings.keep then
+    renewed = 'K'
   else
     redis.call('ZREM', K_WAITING, registration)
   end
@@ -111,7 +112,7 @@ if not token or number % 16 == 0 then
     end
     if registered and settings.lifetime then
       redis.call('ZADD', K_WAITING, redis_now() + settings.lifetime, registration)
-      renewed = '1'
+      renewed = 'K'
     else
       redis.call('ZREM', K_WAITING, registration)
     end
@@ -128,4 +129,4 @@ end
 if token then
   return grant .. ' ' .. fence .. ' ' .. renewed .. others .. expired .. ' ' .. token
 end
-return grant .. ' 0 ' .. renewed .. '0' .. expired
+return grant .. ' 0 ' .. renewed .. 'N' .. expired

@@ -24,9 +24,10 @@
     ARGV[2] grant id
     ARGV[3] '0' to drop the token (consume); '1' (or absent: the usual case) to put it back (unlock)
     ARGV[4] expiration in milliseconds, or '' (or absent: the usual case) for none
-  Output: one string, "<grant id> <ended> <available>": the grant id (ARGV[2]: names the call this
-    reply answers, see lib/redis/commands.ts); 1 when this grant was ended here, 0 when it no longer
-    held the token; the length of AVAILABLE afterwards
+  Output: one string, "<grant id> +<available>" when this grant was ended here, "<grant id>
+    -<available>" when it no longer held the token: the grant id (ARGV[2]) names the call this reply
+    answers, the sign tells this reply from another script's (see lib/redis/commands.ts), and
+    <available> is the length of AVAILABLE afterwards
 ]]
 --- @include holder_keys
 --- @include grant
@@ -34,7 +35,7 @@
 local token, grant = ARGV[1], ARGV[2]
 local value = redis.call('HGET', K_GRABBED, token)
 if not holds(value, grant) then
-  return grant .. ' 0 ' .. redis.call('LLEN', K_AVAILABLE)
+  return grant .. ' -' .. redis.call('LLEN', K_AVAILABLE)
 end
 redis.call('HDEL', K_GRABBED, token)
 local available
@@ -59,6 +60,6 @@ if (ARGV[4] or '') ~= '' then
 end
 -- (A count below 10 as a character: a Lua number made text costs Redis a printf.)
 if available < 10 then
-  return grant .. ' 1 ' .. string.char(48 + available)
+  return grant .. ' +' .. string.char(48 + available)
 end
-return grant .. ' 1 ' .. available
+return grant .. ' +' .. available
