@@ -38,12 +38,10 @@
 local registration, grant, settings = ARGV[1], ARGV[2], settings_of(ARGV[3])
 local inbox = K_PREFIX and K_PREFIX .. 'INBOX:' .. registration or KEYS[#KEYS]
 local local_time, expiration = ARGV[4] or '', settings.expiration
--- ZREVRANK, not ZSCORE: Redis formats a score it replies with (a printf), and a rank is an integer.
--- Counted from the latest expiry, the rank also tells whether others are registered: a waiter
--- served first in FIFO order has one of the earliest expiries, so nearly always others rank before
--- it, and the ZCARD below is then not needed.
-local rank = redis.call('ZREVRANK', K_WAITING, registration)
-local registered = rank ~= false
+-- ZRANK, not ZSCORE: Redis formats a score it replies with (a printf), and a rank is an integer.
+-- (ZREVRANK would also tell, nearly always, whether others wait, and save the ZCARD below, but it is
+-- not in the minimal ACL the README documents.)
+local registered = redis.call('ZRANK', K_WAITING, registration) ~= false
 if not registered then
   redis.call('ZREM', K_WAITING, '~' .. registration)
 end
@@ -78,9 +76,9 @@ local renewed, others, fence, number = 'E', 'N', '0', 0
 if token then
   fence, number = record_grant(token, grant, clock_stamp(local_time), settings.lease, settings.label, leases)
   -- Others wait if no token is left free (a free token means nobody is blocked) and registrations
-  -- other than this one remain. The rank and ZCARD also count abandoned '~' marks and lapsed ones:
+  -- other than this one remain. ZCARD also counts abandoned '~' marks and lapsed registrations:
   -- telling them apart costs a scan (ZRANGE) or float arguments (ZCOUNT).
-  if not free and (rank > 0 or redis.call('ZCARD', K_WAITING) > 1) then
+  if not free and redis.call('ZCARD', K_WAITING) > 1 then
     others = 'W'
   end
   -- Then this caller's next lock would miss its tryLock: its registration stays for that next wait
