@@ -62,11 +62,65 @@ function integerField(script: Script, reply: unknown[], index: number): number {
   throw new MisattributedReplyError(script.name, describe(reply));
 }
 
-/** The expired registrations from `from` on (grant ids: strings). */
-function idsFrom(script: Script, reply: unknown[], from: number): string[] {
-  const ids = reply.slice(from);
-  if (ids.every((id) => typeof id === 'string')) return ids as string[];
-  throw new MisattributedReplyError(script.name, describe(reply));
+/**
+ * A one-string reply of `script` for grant `grantId` ("<grant id> <field>…": tryLock, claim, release),
+ * split into its first `count` fields after the grant id, each matched by the pattern at its place,
+ * and the rest: null when the fields end the reply, else what follows the space after them. A reply
+ * that is not a string, names another grant or has other fields answers another command (see
+ * `MisattributedReplyError`); the scripts' fields differ in form, so none reads as another's.
+ */
+function fieldsOf(
+  script: Script,
+  reply: unknown,
+  grantId: string,
+  patterns: readonly RegExp[],
+): { fields: string[]; rest: string | null } {
+  if (typeof reply !== 'string' || !reply.startsWith(grantId) || reply.charCodeAt(grantId.length) !== 32) {
+    throw new MisattributedReplyError(script.name, describe(reply));
+  }
+  const fields: string[] = [];
+  let from = grantId.length + 1;
+  let rest: string | null = null;
+  for (const pattern of patterns) {
+    const space = reply.indexOf(' ', from);
+    const field = space === -1 ? reply.slice(from) : reply.slice(from, space);
+    if (!pattern.test(field) || (space === -1 && fields.length < patterns.length - 1)) {
+      throw new MisattributedReplyError(script.name, describe(reply));
+    }
+    fields.push(field);
+    if (space === -1) break;
+    from = space + 1;
+    if (fields.length === patterns.length) rest = reply.slice(from);
+  }
+  return { fields, rest };
+}
+
+/** A fencing number (0: none), a count. */
+const NUMBER = /^(?:0|[1-9]\d*)$/;
+/** claim.lua's flags: K (kept) or E (ended), then W (others wait) or N. */
+const CLAIM_FLAGS = /^[KE][WN]$/;
+/** release.lua's field: + (ended here) or - (not held), then the length of AVAILABLE. */
+const RELEASE_FIELD = /^[+-](?:0|[1-9]\d*)$/;
+
+/**
+ * The end of a tryLock or claim reply: "<registration>… <token>" after the count `count` of
+ * registrations (grant ids: no spaces), the token (any text) only when `granted`.
+ */
+function expiredAndToken(
+  script: Script,
+  reply: unknown,
+  count: string,
+  rest: string | null,
+  granted: boolean,
+): { expired: string[]; token: string | null } {
+  const n = Number(count);
+  const parts = n === 0 || rest === null ? [] : rest.split(' ', n);
+  let at = 0;
+  for (const id of parts) at += id.length + 1;
+  // A grant's token follows a space (even an empty token); a reply without one ends after the ids.
+  const ended = rest === null || (n > 0 && at === rest.length + 1);
+  if (parts.length !== n || granted === ended) throw new MisattributedReplyError(script.name, describe(reply));
+  return { expired: parts, token: granted ? rest!.slice(at) : null };
 }
 
 // ---- Arguments ----
@@ -79,6 +133,40 @@ const lease = (t: ScriptTarget) => {
   return stale === null ? '0' : String(Math.ceil(stale));
 };
 const expiration = (t: ScriptTarget) => toExpireArgument(t.options.expiration);
+
+/** One text of `settings`, and what it was made from. */
+interface Settings {
+  readonly resources: number;
+  readonly lifetimeMs: number | null;
+  readonly keep: boolean;
+  readonly text: string;
+}
+/** The texts `settings` made for each target (a few: tryLock's, and claim's for a slice and a last slice). */
+const settingsMade = new WeakMap<ScriptTarget, Settings[]>();
+
+/**
+ * What tryLock and claim read of the caller as one argument (includes/settings.lua): "<lease ms>
+ * <resources> <registration lifetime s or -> <keep 1 or 0> <expiration ms or -> <owner label>",
+ * made once per target and variant.
+ */
+function settings(t: ScriptTarget, lifetimeMs: number | null, keep: boolean): string {
+  let made = settingsMade.get(t);
+  if (made === undefined) settingsMade.set(t, (made = []));
+  for (const s of made) {
+    if (s.lifetimeMs === lifetimeMs && s.keep === keep && s.resources === t.resources) return s.text;
+  }
+  const text = [
+    lease(t),
+    String(t.resources),
+    lifetimeMs === null ? '-' : toSeconds(lifetimeMs),
+    keep ? '1' : '0',
+    t.options.expiration === null ? '-' : expiration(t),
+    t.options.owner,
+  ].join(' ');
+  if (made.length >= 8) made.shift();
+  made.push({ resources: t.resources, lifetimeMs, keep, text });
+  return text;
+}
 /**
  * The keys a hot-path call passes: on a single Redis AVAILABLE alone (see `shortKeys`); on Cluster the
  * eight a script touches without `expiration` (OWNERS, last, only touch_expiry touches), else all nine.
@@ -117,15 +205,15 @@ export function tryLock(
   grantId: string,
   registrationLifetimeMs: number | null,
 ): ScriptCall<TryLockReply> {
-  const registration = registrationLifetimeMs === null ? '' : toSeconds(registrationLifetimeMs);
   return scriptCall(
     scripts.tryLock,
     live(t),
-    withOptionalTail([String(t.resources), grantId, lease(t), registration, t.options.owner], now(t), expiration(t)),
+    withOptionalTail([grantId, settings(t, registrationLifetimeMs, false)], now(t)),
     (raw) => {
       const s = scripts.tryLock;
-      const reply = checked(s, raw, grantId, 2, 3, true);
-      return { token: tokenField(s, reply, 0, true), fence: integerField(s, reply, 1), expired: idsFrom(s, reply, 3) };
+      const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, NUMBER]);
+      const fence = Number(fields[0]);
+      return { fence, ...expiredAndToken(s, raw, fields[1]!, rest, fence !== 0) };
     },
     t.functions,
   );
@@ -185,28 +273,16 @@ export function claim(
   return scriptCall(
     scripts.claim,
     liveWithInbox(t, registrationId),
-    withOptionalTail(
-      [
-        registrationId,
-        String(t.resources),
-        lease(t),
-        nextLifetimeMs === null ? '' : toSeconds(nextLifetimeMs),
-        t.options.owner,
-        grantId,
-        keep ? '1' : '',
-      ],
-      now(t),
-      expiration(t),
-    ),
+    withOptionalTail([registrationId, grantId, settings(t, nextLifetimeMs, keep)], now(t)),
     (raw) => {
       const s = scripts.claim;
-      const reply = checked(s, raw, grantId, 4, 5, true);
+      const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, CLAIM_FLAGS, NUMBER]);
+      const [fence, flags, count] = fields as [string, string, string];
       return {
-        token: tokenField(s, reply, 0, true),
-        renewed: integerField(s, reply, 1) === CLAIM_REGISTRATION.RENEWED,
-        fence: integerField(s, reply, 2),
-        others: integerField(s, reply, 3) > 0,
-        expired: idsFrom(s, reply, 5),
+        renewed: flags[0] === 'K',
+        fence: Number(fence),
+        others: flags[1] === 'W',
+        ...expiredAndToken(s, raw, count, rest, fence !== '0'),
       };
     },
     t.functions,
@@ -268,11 +344,13 @@ export function release(t: ScriptTarget, token: string, grantId: string, putBack
   return scriptCall(
     scripts.release,
     keys,
-    withOptionalTail([token, grantId, putBack ? '1' : '0'], expiration(t)),
+    putBack ? withOptionalTail([token, grantId], '', expiration(t)) : [token, grantId, '0', expiration(t)],
     (raw) => {
       const s = scripts.release;
-      const reply = checked(s, raw, grantId, 2, 3);
-      return { ended: integerField(s, reply, 0) === GRANT_RESULT.DONE, available: integerField(s, reply, 1) };
+      const { fields, rest } = fieldsOf(s, raw, grantId, [RELEASE_FIELD]);
+      if (rest !== null) throw new MisattributedReplyError(s.name, describe(raw));
+      const field = fields[0]!;
+      return { ended: field[0] === '+', available: Number(field.slice(1)) };
     },
     t.functions,
   );

@@ -87,12 +87,13 @@ describe('the function library (lib/redis/functions.ts)', () => {
     const definitions = (helper: string) => functionLibrary.source.split(`local function ${helper}(`).length - 1;
     for (const helper of [
       'clock_stamp',
-      'exists_and_available',
+      'settings_of',
       'mark_present',
       'ensure',
       'record_grant',
       'index_lease',
-      'holder_grant',
+      'holds',
+      'is_small',
       'parse_grant',
     ]) {
       expect(definitions(helper)).toBe(1);
@@ -105,6 +106,8 @@ describe('the function library (lib/redis/functions.ts)', () => {
     // Only the names made from a prefix are kept from call to call: one table, made when the library loads.
     expect(functionLibrary.source.match(/^local LIBRARY_NAMES = \{\}$/gm)).toHaveLength(1);
     expect(functionLibrary.source).not.toMatch(/^LIBRARY_NAMES =/m);
+    // So are the settings read from their argument (includes/settings.lua).
+    expect(functionLibrary.source.match(/^local LIBRARY_SETTINGS = \{\}$/gm)).toHaveLength(1);
   });
 
   test('loads once per server: another load (another process of this version) finds it there', async () => {

@@ -13,13 +13,13 @@ const fixture = useFixture();
 const CLIENTS = 3;
 const N = 2;
 /**
- * Holders of jobs outside the model (no lease, indexed at +inf, never reclaimed), so that GRABBED holds
- * more than includes/grant.lua's 16 entries once the model holds 3 tokens: grants are indexed at once
- * from then on, and before that at their first refresh.
+ * Holders of jobs outside the model (no lease, indexed at +inf, never reclaimed): holders of tokens
+ * other than "0".."15", so LEASES exists and reclaim counts them against the index.
  */
 const CROWD = 14;
-const SMALL_HOLDERS = 16;
 const isCrowd = (token: string) => token.startsWith('crowd');
+/** The canonical tokens "0".."15", which LEASES never indexes (includes/grant.lua `is_small`). */
+const isSmall = (token: string) => /^(?:\d|1[0-5])$/.test(token);
 
 /** One acquisition as the model sees it; `valid` is false once signalled back, reclaimed or wiped. */
 interface Grant {
@@ -55,11 +55,15 @@ class Model {
     list.splice(list.lastIndexOf(grant), 1);
   }
 
-  /** A reclaim's read of GRABBED past 16 holders (always, or with more holders than entries) indexes every live grant. */
+  /**
+   * A reclaim's read of GRABBED (always, or with more holders of tokens other than "0".."15" than
+   * entries for such tokens) indexes every live grant of such a token.
+   */
   heal(always = false): void {
-    const holders = CROWD + this.held.size;
-    if (holders <= SMALL_HOLDERS || (!always && holders <= CROWD + this.indexed.size)) return;
-    for (const token of this.held.keys()) this.indexed.add(token);
+    const others = [...this.held.keys()].filter((token) => !isSmall(token));
+    const entries = [...this.indexed].filter((token) => !isSmall(token)).length;
+    if (!always && CROWD + others.length <= CROWD + entries) return;
+    for (const token of others) this.indexed.add(token);
   }
 
   invalidate(token: string): void {
@@ -103,7 +107,7 @@ class Lock implements Command {
     // Contended (lib/lock/take.ts): after a lock(0) that missed; a grant says nobody else waits (no
     // registration is left in the model), a wait that timed out proves nothing.
     model.contended[this.client] = expected === null && this.timeout === 0;
-    // A miss reclaims: past 16 holders, with more holders than entries, it reads GRABBED and indexes
+    // A miss reclaims: with more holders of other tokens than entries, it reads GRABBED and indexes
     // the live grants without an entry (includes/reclaim.lua).
     if (expected === null) model.heal();
     if (expected !== null) {
@@ -114,11 +118,11 @@ class Lock implements Command {
       const grant = { token: expected, valid: true };
       model.held.set(expected, grant);
       model.grants[this.client]!.push(grant);
-      // Indexed at once past 16 holders; else not at all (an entry the token kept goes).
-      if (CROWD + model.held.size > SMALL_HOLDERS) model.indexed.add(expected);
-      else model.indexed.delete(expected);
-      // (A grant by claim also reclaims, once in 16 grants (claim.lua), but through the index only:
-      // it reads GRABBED only while that holds 16 entries or fewer, and then indexes nothing.)
+      // Indexed at once, but "0".."15" never (an entry the token kept goes).
+      if (isSmall(expected)) model.indexed.delete(expected);
+      else model.indexed.add(expected);
+      // (A grant by claim also reclaims, once in 16 grants (claim.lua), through the index and the
+      // records of "0".."15" only: it never reads GRABBED whole, and indexes nothing.)
     }
   }
   toString = () => `c${this.client}.lock(${this.timeout})`;
@@ -161,7 +165,7 @@ class Refresh implements Command {
     const grant = model.last(this.client, token)!;
     // A lost grant stays with its instance until it is released.
     expect(await real.sems[this.client]!.refresh(token)).toBe(grant.valid);
-    if (grant.valid) model.indexed.add(token);
+    if (grant.valid && !isSmall(token)) model.indexed.add(token);
   }
   toString = () => `c${this.client}.refresh(#${this.pick})`;
 }
@@ -286,10 +290,9 @@ test('a lock that skips tryLock reclaims before its grant (a sequence a CI run f
 });
 
 test.each([16_000, 16_001])('a grant by claim with fencing number %i indexes only itself', async (fence) => {
-  // Tokens 0 and 1 granted while GRABBED held 15 and 16 entries (unindexed); c1's lock(0) missed,
-  // so its lock with a timeout waits at once: its prepareWait finds 16 holders (nothing to index), and
-  // its grant of the job is the 17th. The claim's reclaim, one grant in 16 (16,000), leaves 0 and 1
-  // to the next read of GRABBED (a miss, an empty slice, prepareWait, the watchdog).
+  // Tokens 0 and 1 granted (never indexed); c1's lock(0) missed, so its lock with a timeout waits at
+  // once: its prepareWait finds every other holder indexed (nothing to index), and its grant of the
+  // job is indexed. The claim's reclaim, one grant in 16 (16,000), reads 0 and 1 (live) and the index.
   const sequence = [new Lock(0, 0), new Lock(0, 0), new Lock(1, 0), new Signal(0, 'job'), new Lock(1, 30)];
   await runAgainstModel(
     sequence.map((command) => verified<Command>(command)),

@@ -3,6 +3,7 @@ import { semaphoreKeys } from '../../lib/redis/keys';
 import { scripts } from '../../lib/redis/registry';
 import { runScript, scriptCall } from '../../lib/redis/send';
 import { useFixture } from '../support/fixture';
+import { hotCalls } from './hot-calls';
 import { uniqueName, type Client } from '../support/redis';
 
 /**
@@ -21,8 +22,9 @@ function setup(resources: number) {
   const name = uniqueName('recreate');
   const keys = semaphoreKeys(name);
   const client = redis as unknown as Parameters<typeof runScript>[0];
-  const run = (script: keyof typeof scripts, args: string[], extraKeys: string[] = []) =>
-    runScript(client, scriptCall(scripts[script], [...keys.scriptKeys, ...extraKeys], args));
+  const run = hotCalls((script: keyof typeof scripts, args: string[], extraKeys: string[] = []) =>
+    runScript(client, scriptCall(scripts[script], [...keys.scriptKeys, ...extraKeys], args)),
+  );
   const size = String(resources);
   return {
     keys,

@@ -5,7 +5,7 @@ import { scripts } from '../../lib/redis/registry';
 import { runScript } from '../../lib/redis/send';
 import { snapshot, useFixture } from '../support/fixture';
 import { uniqueName, type Client } from '../support/redis';
-import { scriptRunner } from '../support/script-calls';
+import { hotScriptRunner } from './hot-calls';
 
 /** The Lua scripts, called with raw KEYS and ARGV as the library sends them. */
 const fixture = useFixture();
@@ -25,7 +25,33 @@ function grantIds(grabbed: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(grabbed).map(([token, record]) => [token, record.split(' ')[1] ?? '']));
 }
 
-const setup = () => scriptRunner(redis, 'lua');
+const setup = () => hotScriptRunner(redis, 'lua');
+
+describe('the replies of the hot-path scripts: one string that starts with the grant id', () => {
+  test('tryLock, claim and release, as Redis sends them (raw ARGV: the settings argument, includes/settings.lua)', async () => {
+    const { keys, raw } = setup();
+    const settings = (lifetime: string, keep: string) => `5000 1 ${lifetime} ${keep} - a  label `;
+    const hit = (await raw('tryLock', ['g1', settings('25', '0')])) as string;
+    expect(hit).toMatch(/^g1 \d{16} 0 0$/); // fence, no expired registration, token "0"
+    expect(await redis.hGet(keys.grabbed, '0')).toMatch(/^\d+\.\d{6} g1 \d{16} 5000 \d+\.\d{6} a {2}label $/);
+    await redis.lPush(keys.available, 'a job'); // a token with a space goes last, whole
+    expect(await raw('tryLock', ['g2', settings('25', '0')])).toMatch(/^g2 \d{16} 0 a job$/);
+    await redis.zAdd(keys.waiting, { score: 1, value: 'lapsed' });
+    expect(await raw('tryLock', ['g3', settings('25', '0')])).toBe('g3 0 1 lapsed'); // a miss: no token
+    expect(await redis.zScore(keys.waiting, 'g3')).not.toBeNull(); // registered
+    expect(await raw('tryLock', ['g4', settings('-', '0')])).toBe('g4 0 1 lapsed'); // lock(0): not registered
+    expect(await redis.zScore(keys.waiting, 'g4')).toBeNull();
+    await redis.zRem(keys.waiting, 'lapsed');
+    expect(await raw('release', ['0', 'g1'])).toBe('g1 +1'); // ended; AVAILABLE holds 1
+    expect(await raw('release', ['0', 'g1'])).toBe('g1 -1'); // no longer held
+    await redis.lMove(keys.available, keys.inbox('g3'), 'LEFT', 'RIGHT');
+    // Others wait (g5): the registration is kept (K), and others are registered (W).
+    await redis.zAdd(keys.waiting, { score: 9e9, value: 'g5' });
+    expect(await raw('claim', ['g3', 'c1', settings('25', '1')], [keys.inbox('g3')])).toMatch(/^c1 \d{16} KW 0 0$/);
+    expect(await raw('release', ['0', 'c1', '0'])).toBe('c1 +0'); // consumed
+    expect(await raw('claim', ['g5', 'c2', settings('-', '1')], [keys.inbox('g5')])).toBe('c2 0 EN 0'); // empty, last slice
+  });
+});
 
 describe('tryLock.lua', () => {
   test('creates, takes the first token, records holder and owner', async () => {
@@ -540,7 +566,7 @@ describe('the grant record (includes/grant.lua)', () => {
     await run('tryLock', ['2', 'g1', '5000', '', ' two  spaces ', '100.000000']);
     expect(await run('refresh', ['0', 'g1', '101.500000'])).toEqual([1, 'g1']);
     expect(await redis.hGet(keys.grabbed, '0')).toMatch(/^101\.500000 g1 \d+ 5000 100\.000000 {2}two {2}spaces $/);
-    expect(await redis.zScore(keys.leases, '0')).toBe(106_500_000);
+    expect(await redis.zScore(keys.leases, '0')).toBeNull(); // a canonical token: never indexed
     expect(await run('release', ['0', 'g1', '1', ''])).toEqual([1, 2, 'g1']);
     expect(await redis.exists([keys.grabbed, keys.owners])).toBe(0);
   });
@@ -552,11 +578,13 @@ describe('the grant record (includes/grant.lua)', () => {
     expect([a, b]).toEqual(['0', '1']);
     await redis.hSet(keys.grabbed, { '0': '100.000000 old-a 7 5000', '1': '100.000000 old-b 8 0' });
     await redis.hSet(keys.owners, { '0': 'old-a 7 100.000000 label a', '1': 'old-b 8 100.000000 label b' });
-    await redis.zAdd(keys.leases, [{ score: 105, value: '0' }]); // an entry as written before scores were µs: the refresh replaces it
+    await redis.zAdd(keys.leases, [{ score: 105, value: '0' }]); // an entry as written before scores were µs
     expect(await run('refresh', ['0', 'old-a', '102.000000'])).toEqual([1, 'old-a']);
     expect(await redis.hGet(keys.grabbed, '0')).toBe('102.000000 old-a 7 5000');
-    expect(await redis.zScore(keys.leases, '0')).toBe(107_000_000);
+    // "0" is a canonical token, which LEASES never indexes: the refresh leaves the entry, reclaim drops it.
+    expect(await redis.zScore(keys.leases, '0')).toBe(105);
     expect(await run('releaseStale', ['106.000000', '0', ''])).toEqual([0]);
+    expect(await redis.zScore(keys.leases, '0')).toBeNull();
     expect(await run('releaseStale', ['108.000000', '0', ''])).toEqual([1]);
     expect(await run('release', ['1', 'intruder', '1', ''])).toEqual([0, 1, 'intruder']);
     expect(await run('release', ['1', 'old-b', '1', ''])).toEqual([1, 2, 'old-b']);
@@ -591,12 +619,12 @@ describe('loading (lib/redis/lua-source.ts)', () => {
 
   test('a release defines no grant, creation or reclaim helper; a grant defines creation and reclaim only where they run', () => {
     const release = scripts.release.source;
-    for (const helper of ['record_grant', 'next_fence', 'create_batch', 'reclaim_stale', 'ensure']) {
+    for (const helper of ['record_grant', 'index_lease', 'create_batch', 'reclaim_stale', 'ensure']) {
       expect(release).not.toContain(`function ${helper}(`);
     }
     // In claim, the helpers of an empty slice or a sampled reclaim come after the grant, in their block.
     const claim = scripts.claim.source;
-    const block = claim.indexOf('if not token or fence % 16 == 0 then');
+    const block = claim.indexOf('if not token or number % 16 == 0 then');
     expect(block).toBeGreaterThan(claim.indexOf('local function record_grant('));
     for (const helper of ['reclaim_stale', 'ensure', 'touch_expiry']) {
       expect(claim.indexOf(`local function ${helper}(`)).toBeGreaterThan(block);
@@ -641,15 +669,17 @@ describe('the keys a hot-path call passes', () => {
       expect((await runScript(client, tryLock(t, 'g1', 10_000))).token).toBe('0');
       expect((await runScript(client, tryLock(t, 'g2', 10_000))).token).toBeNull(); // registers g2
       expect(await runScript(client, refresh(t, '0', 'g1'))).toBe(true);
-      expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual(['0']); // the refresh indexes the grant
+      expect(await redis.exists(t.keys.leases)).toBe(0); // "0" is never indexed (includes/grant.lua)
       expect((await runScript(client, release(t, '0', 'g1', true))).ended).toBe(true);
+      // An entry an older version's unlock left for the token.
+      await redis.zAdd(t.keys.leases, { score: 1, value: '0' });
       await redis.sendCommand(['LMOVE', t.keys.available, t.keys.inbox('g2'), 'LEFT', 'RIGHT']); // as BLMOVE would
       const claimed = await runScript(client, claim(t, 'g2', { grantId: 'g2', nextLifetimeMs: 10_000, keep: false }));
       expect(claimed).toMatchObject({ token: '0', renewed: false });
       const held = await snapshot(redis, name);
       expect(grantIds(held.grabbed)).toEqual({ '0': 'g2' });
       expect(held.waiting).toEqual([]);
-      // The unlock left the token's entry; g2's grant, not indexed (one holder), dropped it.
+      // g2's grant of "0" (not indexed) dropped the entry left for the token.
       expect(await redis.zRange(t.keys.leases, 0, -1)).toEqual([]);
       expect((await runScript(client, release(t, '0', 'g2', true))).ended).toBe(true);
       const after = await snapshot(redis, name);

@@ -190,7 +190,9 @@ async function rawClient() {
     scriptCall(
       scripts.claim,
       [...keys.scriptKeys, inbox],
-      [config.grantId, String(config.resources), '', String(config.leaseSeconds), 'crash-worker'],
+      // The registration id, the grant id, the settings (includes/settings.lua): no lease, the
+      // registration renewed for leaseSeconds, not kept, no expiration.
+      [config.grantId, config.grantId, `0 ${config.resources} ${config.leaseSeconds} 0 - crash-worker`],
     ),
   );
   await send({ ready: true });

@@ -14,46 +14,51 @@
     KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out; not given with
             AVAILABLE alone, see includes/holder_keys.lua)
     ARGV[1] registration id
-    ARGV[2] resources
-    ARGV[3] the caller's lease in ms ('0' for none): recorded with a grant; Ruby holders' stale timeout
-    ARGV[4] the registration's expiry for the next slice, in seconds from now, or '' on the last slice
-    ARGV[5] owner label recorded with the grant
-    ARGV[6] the grant id to record with a token (unique per grant; names the call this reply answers),
-            or '' (or absent) for the registration id
-    ARGV[7] '1' to keep the registration after a grant while no token is free, '' (or absent) to end it
-    ARGV[8] local time in decimal seconds, or '' (or absent) for Redis TIME
-    ARGV[9] expiration in milliseconds, or '' (or absent) for none
-    (The last two are left out when '', the usual case.)
-  Output: { token held by this grant or nil, 1 if still registered else 0, fencing number or 0,
-            after a grant, how many other registrations remain while no token is free (else 0), the grant id,
-            expired waiter registration... }
+    ARGV[2] the grant id to record with a token (unique per grant; names the call this reply answers)
+    ARGV[3] the caller's settings (includes/settings.lua): the lease recorded with a grant (also Ruby
+            holders' stale timeout), resources, the registration's lifetime for the next slice ('-'
+            on the last slice), whether to keep the registration after a grant while no token is
+            free, expiration, the owner label
+    ARGV[4] local time in decimal seconds, or '' (or absent: the usual case) for Redis TIME
+  Output: one string, "<grant id> <fence> <flags> <n> <expired registration>… <token>": the grant id
+    (ARGV[2]); the fencing number of the token this grant now holds, or 0 (none: the slice ended
+    empty, or the token went back); two letters, K if the registration is still there (kept or
+    renewed) else E (ended), and after a grant W if other registrations remain while no token is
+    free (others wait) else N; how many waiter registrations are past their expiry, and their ids;
+    then the token (last: any text), after a grant only. (Letters, so no other script's reply reads
+    as this one's.)
 ]]
 --- @include keys
 --- @include clock
 --- @include present
+--- @include settings
 --- @include grant
 -- Helpers that only an empty slice, a sampled reclaim or `expiration` needs are included in the
 -- block that uses them, so that a grant does not define them (see lib/redis/lua-source.ts).
-local registration, expiry, keep = ARGV[1], ARGV[4], ARGV[7]
+local registration, grant, settings = ARGV[1], ARGV[2], settings_of(ARGV[3])
 local inbox = K_PREFIX and K_PREFIX .. 'INBOX:' .. registration or KEYS[#KEYS]
-local local_time, expiration = ARGV[8] or '', ARGV[9] or ''
-local grant = ARGV[6] or ''
-if grant == '' then
-  grant = registration
-end
-local stamp = clock_stamp(local_time)
+local local_time, expiration = ARGV[4] or '', settings.expiration
 -- ZRANK, not ZSCORE: Redis formats a score it replies with (a printf), and a rank is an integer.
+-- (ZREVRANK would also tell, nearly always, whether others wait, and save the ZCARD below, but it is
+-- not in the minimal ACL the README documents.)
 local registered = redis.call('ZRANK', K_WAITING, registration) ~= false
 if not registered then
   redis.call('ZREM', K_WAITING, '~' .. registration)
 end
 local token = redis.call('LPOP', inbox)
--- Whether a token is left free, for a grant below (read here with the existence mark_present needs).
-local free = false
+-- Whether a token is left free, for a grant below, and whether LEASES exists (read here with the
+-- existence mark_present needs).
+local free, leases = false, true
 if token then
-  local _, available, more = exists_and_available(inbox)
-  free = available
-  mark_present(token)
+  -- One call: EXISTS counts a key once per mention, 8 * exists + 4 * available + 2 * (the inbox
+  -- still holds a token) + leases.
+  local count = redis.call('EXISTS', K_EXISTS, K_EXISTS, K_EXISTS, K_EXISTS, K_EXISTS, K_EXISTS, K_EXISTS, K_EXISTS,
+    K_AVAILABLE, K_AVAILABLE, K_AVAILABLE, K_AVAILABLE, inbox, inbox, K_LEASES)
+  known_to_exist = count >= 8
+  free, leases = count % 8 >= 4, count % 2 == 1
+  if not known_to_exist then
+    mark_present(token)
+  end
   if not registered then
     redis.call('LPUSH', K_AVAILABLE, token)
     token = false
@@ -61,61 +66,65 @@ if token then
   -- The inbox holds one token, or more if a BLMOVE was sent again (a client's offline queue after a
   -- reconnect): the others go back. (LPOP with a count would do both in one call, but costs more
   -- than the two: its reply is an array.)
-  if more then
+  if count % 4 >= 2 then
 --- @include drain
     drain_inbox(inbox)
     free = true
   end
 end
-local renewed, fence, others = 0, 0, 0
+local renewed, others, fence, number = 'E', 'N', '0', 0
 if token then
-  fence = record_grant(token, grant, stamp, ARGV[3], ARGV[5])
+  fence, number = record_grant(token, grant, clock_stamp(local_time), settings.lease, settings.label, leases)
   -- Others wait if no token is left free (a free token means nobody is blocked) and registrations
   -- other than this one remain. ZCARD also counts abandoned '~' marks and lapsed registrations:
   -- telling them apart costs a scan (ZRANGE) or float arguments (ZCOUNT).
-  if not free then
-    others = redis.call('ZCARD', K_WAITING) - 1
+  if not free and redis.call('ZCARD', K_WAITING) > 1 then
+    others = 'W'
   end
   -- Then this caller's next lock would miss its tryLock: its registration stays for that next wait
   -- (an advance registration, used by it or removed by the caller when idle), which saves ending it
   -- now and making another then.
-  if others > 0 and keep == '1' then
-    renewed = 1
+  if others == 'W' and settings.keep then
+    renewed = 'K'
   else
     redis.call('ZREM', K_WAITING, registration)
   end
 end
-local reply = { token, renewed, fence, others, grant }
+local expired = ' 0'
 -- Waits that skip tryLock do not reclaim: one grant in 16 (fencing numbers count grants) does, and
 -- so does every empty slice. (Ruby holders, which need a scan, are left to empty slices, misses and
 -- the watchdog.) Dead waiters' tokens come back through empty slices, tryLock misses and the
 -- watchdog, and on the hot path of grants through the same one claim in 16, so even a semaphore
 -- whose waiters never see an empty slice gets them back.
-if not token or fence % 16 == 0 then
+if not token or number % 16 == 0 then
 --- @include holder
 --- @include reclaim
   local now = clock(local_time)
   if token then
-    reclaim_stale(now, ruby_stale(ARGV[3]), 'never')
+    reclaim_stale(now, ruby_stale(settings.lease), 'never')
   else
-    if expiry ~= '' then
+    if settings.lifetime then
 --- @include ensure
-      ensure(tonumber(ARGV[2]))
-      reclaim_stale(now, ruby_stale(ARGV[3]), 'unindexed')
+      ensure(settings.resources)
+      reclaim_stale(now, ruby_stale(settings.lease), 'unindexed')
     end
-    if registered and expiry ~= '' then
-      redis.call('ZADD', K_WAITING, redis_now() + tonumber(expiry), registration)
-      reply[2] = 1
+    if registered and settings.lifetime then
+      redis.call('ZADD', K_WAITING, redis_now() + settings.lifetime, registration)
+      renewed = 'K'
     else
       redis.call('ZREM', K_WAITING, registration)
     end
   end
-  for _, id in ipairs(expired_waiters()) do
-    reply[#reply + 1] = id
+  local ids = expired_waiters()
+  if #ids > 0 then
+    expired = ' ' .. #ids .. ' ' .. table.concat(ids, ' ')
   end
 end
 if expiration ~= '' then
 --- @include expiry
   touch_expiry(expiration)
 end
-return reply
+if token then
+  return grant .. ' ' .. fence .. ' ' .. renewed .. others .. expired .. ' ' .. token
+end
+return grant .. ' 0 ' .. renewed .. 'N' .. expired

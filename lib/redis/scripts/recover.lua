@@ -55,7 +55,7 @@ if token then
 end
 if token and expiry then
   redis.call('ZREM', K_WAITING, registration)
-  local fence = record_grant(token, grant, stamp, ARGV[6], ARGV[5])
+  local _, fence = record_grant(token, grant, stamp, ARGV[6], ARGV[5], true)
   touch_expiry(ARGV[3])
   return { token, fence, 0, grant }
 end

@@ -25,5 +25,8 @@ if grant ~= ARGV[2] then
 end
 local stamp = clock_stamp(ARGV[3])
 redis.call('HSET', K_GRABBED, ARGV[1], stamp .. string.sub(record, #old + 1))
-index_lease(ARGV[1], stamp, lease)
+-- (The canonical tokens "0".."15" are never indexed: see includes/grant.lua.)
+if not is_small(ARGV[1]) then
+  index_lease(ARGV[1], stamp, lease)
+end
 return { 1, ARGV[2] }

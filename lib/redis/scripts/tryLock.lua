@@ -11,64 +11,69 @@
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
     KEYS[8] CREATING  KEYS[9] OWNERS
-    ARGV[1] resources
-    ARGV[2] grant id: the owner recorded for the token
-    ARGV[3] the caller's lease in ms (its staleClientTimeout; '0' for none): recorded with a grant,
-            and the stale timeout of Ruby holders it reclaims
-    ARGV[4] the registration's expiry in seconds from now, to register on a miss, or '' not to register (lock(0))
-    ARGV[5] owner label recorded with the grant
-    ARGV[6] local time in decimal seconds, or '' (or absent) for Redis TIME
-    ARGV[7] expiration in milliseconds, or '' (or absent) for none
-    (The last two are left out when '', the usual case.)
-  Output: { token or nil, its fencing number or 0, the grant id (ARGV[2]), expired waiter registration...
-            (on a miss only) }: the grant id names the call this reply answers (see lib/redis/commands.ts)
+    ARGV[1] grant id: the owner recorded for the token (and the registration's id on a miss)
+    ARGV[2] the caller's settings (includes/settings.lua): the lease recorded with a grant (also the
+            stale timeout of Ruby holders it reclaims), resources, the registration's lifetime on a
+            miss ('-' not to register: lock(0)), expiration, the owner label
+    ARGV[3] local time in decimal seconds, or '' (or absent: the usual case) for Redis TIME
+  Output: one string, "<grant id> <fence> <n> <expired registration>… <token>": the grant id
+    (ARGV[1]) names the call this reply answers (see lib/redis/commands.ts); on a hit the token's
+    fencing number, 0 and the token (last: any text); on a miss fence 0, then how many waiter
+    registrations are past their expiry and their ids, and no token
 ]]
 --- @include keys
 --- @include clock
 --- @include present
 --- @include ensure
+--- @include settings
 --- @include grant
-local grant, lease_ms = ARGV[2], ARGV[3]
-local local_time, expiration = ARGV[6] or '', ARGV[7] or ''
-local stamp = clock_stamp(local_time)
+local grant, settings = ARGV[1], settings_of(ARGV[2])
+local local_time, expiration = ARGV[3] or '', settings.expiration
 -- Looked up before LPOP: a script's first write decides whether Redis refuses it when out of memory
 -- (and LPOP counts as one even on an empty list), so a miss must reach its ZADD with no write before.
--- A semaphore that exists with a token free (a hit) needs no more than this one call.
-local exists, may_take = exists_and_available()
-if not exists then
-  -- (tonumber here, not above: a hit does not need it.)
-  ensure(tonumber(ARGV[1]))
-  may_take = redis.call('LLEN', K_AVAILABLE) > 0
+-- One call says whether the semaphore exists, whether a token is free and whether LEASES exists
+-- (EXISTS counts a key once per mention: 4 * exists + 2 * available + leases).
+local count = redis.call('EXISTS', K_EXISTS, K_EXISTS, K_EXISTS, K_EXISTS, K_AVAILABLE, K_AVAILABLE, K_LEASES)
+known_to_exist = count >= 4
+local may_take, leases = count >= 6, count % 2 == 1
+if not known_to_exist then
+  ensure(settings.resources)
+  may_take, leases = redis.call('LLEN', K_AVAILABLE) > 0, true
 end
-local token, fence, expired = false, 0, nil
+local expired = nil
 if not may_take then
   -- A miss. Helpers only it needs are included here, so that a hit does not define them (see
   -- lib/redis/lua-source.ts). Stale holders matter only when no token is free: a hit reclaims nothing.
 --- @include holder
 --- @include reclaim
-  if reclaim_stale(clock(local_time), ruby_stale(lease_ms), 'unindexed') > 0 then
+  if reclaim_stale(clock(local_time), ruby_stale(settings.lease), 'unindexed') > 0 then
     may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
+    leases = true
   end
   -- Only a caller that will wait needs the tokens of dead waiters back; a hit skips the lookup.
   if not may_take then
     expired = expired_waiters()
   end
 end
+local reply
 if may_take then
-  token = redis.call('LPOP', K_AVAILABLE)
-  mark_present(token)
-  fence = record_grant(token, grant, stamp, lease_ms, ARGV[5])
-elseif ARGV[4] ~= '' then
-  redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[4]), grant)
+  local token = redis.call('LPOP', K_AVAILABLE)
+  if not known_to_exist then
+    mark_present(token)
+  end
+  local fence = record_grant(token, grant, clock_stamp(local_time), settings.lease, settings.label, leases)
+  reply = grant .. ' ' .. fence .. ' 0 ' .. token
+else
+  if settings.lifetime then
+    redis.call('ZADD', K_WAITING, redis_now() + settings.lifetime, grant)
+  end
+  reply = grant .. ' 0 ' .. #expired
+  if #expired > 0 then
+    reply = reply .. ' ' .. table.concat(expired, ' ')
+  end
 end
 if expiration ~= '' then
 --- @include expiry
   touch_expiry(expiration)
-end
-local reply = { token, fence, grant }
-if expired then
-  for _, id in ipairs(expired) do
-    reply[#reply + 1] = id
-  end
 end
 return reply

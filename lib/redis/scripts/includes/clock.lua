@@ -18,14 +18,18 @@ local function redis_now()
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 
--- The GRABBED stamp. (string.sub pads the microseconds to six digits at half the cost of a
--- string.format.)
+-- The GRABBED stamp. (The microseconds are padded to six digits only when shorter, nine times in
+-- ten they are not, and then by string.sub, at half the cost of a string.format.)
 local function clock_stamp(argv_now)
   if argv_now ~= '' then
     return argv_now
   end
   local t = redis_clock()
-  return t[1] .. '.' .. string.sub('00000' .. t[2], -6)
+  local usec = t[2]
+  if #usec < 6 then
+    usec = string.sub('00000' .. usec, -6)
+  end
+  return t[1] .. '.' .. usec
 end
 
 local function clock(argv_now)

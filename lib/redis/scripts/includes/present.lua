@@ -24,25 +24,9 @@ local function marker()
   end
 end
 
--- Whether this script already knows EXISTS is set (ensure() returned 0, or exists_and_available()
--- said so): mark_present then skips its lookup.
+-- Whether this script already knows EXISTS is set (ensure() returned 0, or an EXISTS call of the
+-- script said so: tryLock.lua, claim.lua): mark_present then skips its lookup.
 local known_to_exist = false
-
--- Whether the semaphore exists (EXISTS is set), whether AVAILABLE holds a token, and, given INBOX,
--- whether it still holds one (Redis deletes an empty list), in one call: EXISTS counts a key once
--- per mention, so with EXISTS named four times and AVAILABLE twice its count is 4 * exists +
--- 2 * available (+ inbox). Another key in a call costs Redis far less than another call. Records
--- the first in known_to_exist.
-local function exists_and_available(inbox)
-  local count
-  if inbox then
-    count = redis.call('EXISTS', K_EXISTS, K_EXISTS, K_EXISTS, K_EXISTS, K_AVAILABLE, K_AVAILABLE, inbox)
-  else
-    count = 2 * redis.call('EXISTS', K_EXISTS, K_EXISTS, K_AVAILABLE)
-  end
-  known_to_exist = count >= 4
-  return known_to_exist, count % 4 >= 2, count % 2 == 1
-end
 
 -- Called by every script that moves `token` into GRABBED or from an inbox onto AVAILABLE: during a
 -- re-creation, marks it present (see above). Costs one EXISTS when the semaphore exists.

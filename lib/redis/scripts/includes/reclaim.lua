@@ -1,24 +1,24 @@
 -- Returns to AVAILABLE held tokens whose holder's lease is over, and forgets their holders, so a
 -- holder's later unlock or refresh finds nothing and pushes nothing. A grant of this library carries
--- its own lease (GRABBED, see grant.lua; 0 never goes stale), whoever reclaims: indexed ones are found
--- through LEASES, at most 100 a call (later calls take the rest; due entries of tokens that no grant
--- of this library holds are dropped on the way and do not count, up to 500). A Ruby holder's plain
+-- its own lease (GRABBED, see grant.lua; 0 never goes stale), whoever reclaims; a Ruby holder's plain
 -- stamp (or an unreadable entry) is judged by RUBY_STALE_S, the caller's stale timeout in seconds
--- (nil: left alone, as the gem does without stale_client_timeout).
--- Then GRABBED itself is read, for what the index does not name: Ruby holders, and this library's
--- grants not yet indexed (grant.lua indexes a grant at once only while more than SMALL_HOLDERS
--- tokens are held, else at its first refresh; until then it has no entry). While GRABBED holds at
--- most SMALL_HOLDERS entries it is read whole, every call (cheaper than the index a grant saved).
--- Past that, RUBY_SCAN says when: 'always' (releaseStale: the watchdog and operators, off the hot
--- path), 'unindexed' (only when GRABBED holds more entries than the index: so where every holder is
--- indexed reclaim never reads them all; an entry the gem's reclaim left for a token a Ruby client
--- then took can hide a holder from this until it falls due), or 'never' (the sampled reclaim of a
--- grant, which then judges no Ruby holder either). Such a read past SMALL_HOLDERS indexes the live
--- grants of this library it finds without an entry (at most SMALL_HOLDERS: each was made while at
--- most that many were held, the others among them), so the next calls need not read them all again.
+-- (nil: left alone, as the gem does without stale_client_timeout). In three steps, each bounded:
+--   1. the due entries of LEASES (grants of tokens other than "0".."15", see grant.lua), at most 100
+--      a call (later calls take the rest; due entries of tokens that no grant of this library holds
+--      are dropped on the way and do not count, up to 500);
+--   2. the records of the canonical tokens "0".."15", which are never indexed, with one HMGET;
+--   3. GRABBED whole, for what neither names: Ruby holders of other tokens, and grants an older
+--      version left unindexed. RUBY_SCAN says when: 'always' (releaseStale: the watchdog and
+--      operators, off the hot path; step 2 is then left to it), 'unindexed' (only when more tokens
+--      other than "0".."15" are held than LEASES has entries for such tokens: where every holder is
+--      indexed reclaim never reads them all; an entry the gem's reclaim left for a token a Ruby
+--      client then took can hide a holder from this until it falls due), or 'never' (the sampled
+--      reclaim of a grant, which then judges no Ruby holder either). The scan indexes the live grants
+--      of this library it finds without an entry (tokens other than "0".."15"), so the next calls need
+--      not read them all again.
 -- Returns how many tokens it returned.
 local function reclaim_stale(now, ruby_stale_s, ruby_scan)
-  -- (Nested: only a reclaim defines it, not every run of every script.)
+  -- (Nested: only a reclaim defines them, not every run of every script.)
   -- Reclaims one holder's token if it is stale by its own lease (a grant of this library) or, for a
   -- Ruby holder's plain stamp (or an unreadable entry), by RUBY_STALE_S. Returns 1 if it did; else 0
   -- and, for a grant of this library, its stamp and lease (strings).
@@ -40,7 +40,7 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
     return 1
   end
   local reclaimed, due_before = 0, '(' .. string.format('%d', math.floor(now * 1000000))
-  -- Pages of 100 due entries; another page only while a whole page held no grant of this library
+  -- 1. Pages of 100 due entries; another page only while a whole page held no grant of this library
   -- (entries of tokens nobody holds, which unlocks leave when a Ruby client takes the token next, or
   -- of Ruby holders), so such entries cannot hide a stale holder behind them: at most 5 pages a call.
   for _ = 1, 5 do
@@ -51,31 +51,66 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
       if gone == 1 then
         reclaimed = reclaimed + 1
         held = true
-      elseif stamp then
+      elseif stamp and not is_small(token) then
         -- Live after all (stamped on another clock, with useLocalTime): index it as its record says.
         index_lease(token, stamp, lease)
         held = true
       else
-        -- Nobody holds the token (an unlock left its entry), or the record went behind the index's
-        -- back (the gem's reclaim or delete!, or a Ruby holder now).
+        -- Nobody holds the token (an unlock left its entry), the record went behind the index's
+        -- back (the gem's reclaim or delete!, or a Ruby holder now), or a token step 2 reads.
         redis.call('ZREM', K_LEASES, token)
+        held = held or stamp ~= nil
       end
     end
     if #due < 100 or held then
       break
     end
   end
-  local holders = redis.call('HLEN', K_GRABBED)
-  local small = holders <= SMALL_HOLDERS
-  if small then
+  local small = { '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15' }
+  if ruby_scan ~= 'always' then
+    -- 2. The canonical tokens "0".."15".
+    local ruby_small = ruby_stale_s
     if ruby_scan == 'never' then
-      ruby_stale_s = nil
+      ruby_small = nil
     end
-  elseif ruby_scan == 'never' or (ruby_scan == 'unindexed' and holders <= redis.call('ZCARD', K_LEASES)) then
-    return reclaimed
+    local values = redis.call('HMGET', K_GRABBED, unpack(small))
+    local held = 0
+    for i = 1, 16 do
+      local value = values[i]
+      if value then
+        if reclaim_if_stale(small[i], value, now, ruby_small) == 1 then
+          reclaimed = reclaimed + 1
+        else
+          held = held + 1
+        end
+      end
+    end
+    if ruby_scan == 'never' then
+      return reclaimed
+    end
+    -- 3, when more tokens other than "0".."15" are held than LEASES may index: LEASES' entries less
+    -- those of "0".."15" (counted only when it could decide: an entry older versions made).
+    local others = redis.call('HLEN', K_GRABBED) - held
+    if others <= 0 then
+      return reclaimed
+    end
+    local indexed = redis.call('ZCARD', K_LEASES)
+    if others <= indexed - 16 then
+      return reclaimed
+    end
+    if others <= indexed then
+      for _, score in ipairs(redis.call('ZMSCORE', K_LEASES, unpack(small))) do
+        if score then
+          indexed = indexed - 1
+        end
+      end
+      if others <= indexed then
+        return reclaimed
+      end
+    end
   end
   local grabbed = redis.call('HGETALL', K_GRABBED)
-  -- Past SMALL_HOLDERS: this library's live grants, their stamps and leases.
+  -- This library's live grants of tokens other than "0".."15", their stamps and leases.
   local live, stamps, leases = {}, {}, {}
   for i = 1, #grabbed, 2 do
     local token = grabbed[i]
@@ -84,7 +119,7 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
       reclaimed = reclaimed + 1
     elseif not stamp then
       redis.call('ZREM', K_LEASES, token) -- a Ruby holder has no index entry (one left would hide another)
-    elseif not small then
+    elseif not is_small(token) then
       local n = #live + 1
       live[n], stamps[n], leases[n] = token, stamp, lease
     end
