@@ -12,7 +12,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const server = require('./lib/server');
-const { gitCommit, localDate } = require('./lib/provenance');
+const { gitCommit, localDate, resultsName } = require('./lib/provenance');
 const { killWorkers, closeWorkers } = require('./lib/cell');
 const { check } = require('./lib/targets');
 const { chart } = require('./lib/chart');
@@ -218,7 +218,7 @@ async function main() {
 
   const outDir = args.out ?? path.join(__dirname, 'results');
   fs.mkdirSync(outDir, { recursive: true });
-  const base = path.join(outDir, `${date}-${mode}${cfg.quick ? '-quick' : ''}`);
+  const base = path.join(outDir, resultsName(`${mode}${cfg.quick ? '-quick' : ''}`));
   const sections = order.filter((id) => results[id]).map((id) => results[id].markdown);
   const svgName = `${path.basename(base)}.svg`;
   const chartLine = results.sweep ? `![cycles/s and p99 wait against client count](${svgName})\n` : '';

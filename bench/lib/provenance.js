@@ -26,4 +26,10 @@ function localDate() {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }
 
-module.exports = { gitCommit, localDate };
+/** A results file's name without its extension: `<date>-<commit>-<kind>` (the commit of HEAD, `-dirty` with lib/ changes). */
+function resultsName(kind) {
+  const commit = gitCommit().replace(' + uncommitted lib/ changes', '-dirty');
+  return `${localDate()}-${commit}-${kind}`;
+}
+
+module.exports = { gitCommit, localDate, resultsName };
