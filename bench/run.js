@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 /*
- * npm run bench [-- --quick] [-- --colocated] [-- --reps N --duration MS --warmup MS --only uncontended,mutex-8x1 --no-pin --no-sweep]
+ * npm run bench [-- --quick] [-- --colocated] [-- --reps N --duration MS --warmup MS --only uncontended,mutex-8x1 --no-pin --no-sweep --note TEXT]
  *
  * Runs this library, its peers and the floors against one redis-server (started here on a free
  * loopback port, pinned to CPU 0, with client processes pinned to CPU 1; or REDIS_URL), and writes
@@ -47,6 +47,7 @@ function parseArgs(argv) {
     else if (a === '--warmup') args.warmMs = Number(value());
     else if (a === '--only') args.only = value().split(',');
     else if (a === '--out') args.out = value();
+    else if (a === '--note') args.note = value();
     else if (a === '--help' || a === '-h') {
       process.stdout.write(fs.readFileSync(path.join(__dirname, 'README.md'), 'utf8'));
       process.exit(0);
@@ -175,6 +176,7 @@ async function main() {
     `- ${cfg.reps} repetition(s) per cell, interleaved; each cell: fresh worker processes, ${cfg.warmMs} ms warm-up then ${cfg.durationMs} ms measured; medians, (min–max) across repetitions`,
     `- Ratios (× floor, × bare list, × redis-semaphore, CPU × bare) are paired: the median (min–max) over repetitions of repetition i of a contender against repetition i of the reference, which ran right next to it`,
     `- Command: \`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\``,
+    `- Load average (1 min) at start ${loadAtStart.toFixed(2)} on ${versions.cpus} CPUs${args.note ? `; ${args.note}` : ''}`,
     '',
   ].join('\n');
   process.stdout.write(`${header}\n`);
