@@ -40,7 +40,7 @@ const { startRedisServer } = require('../tools/redis-server');
 const { num, ratioRange, range, table } = require('./lib/format');
 const { summary } = require('./lib/metrics');
 const { gitCommit } = require('./lib/provenance');
-const { option } = require('./lib/report');
+const { option, privateDist } = require('./lib/report');
 
 const KINDS = ['bare', 'lean', 'lib'];
 const NAMES = {
@@ -98,7 +98,9 @@ async function child({ kind, url, dist, clients, seconds, cycles, allocations })
       await main.sendCommand(['LPUSH', key, token]);
     };
   } else if (kind === 'lean') {
-    const lean = await leanClients({ dist, name, permits: 1, clients, connect });
+    // A fixed-cycle run is slow under valgrind: 60 s slices, as the library's below.
+    const waitSlice = cycles ? 60_000 : undefined;
+    const lean = await leanClients({ dist, name, permits: 1, clients, connect, waitSlice });
     connections.push(...lean.clients);
     step = async (caller) => caller.unlock(await caller.lock(now() + (cycles ? 60_000 : 5000)));
     close = lean.close;
@@ -218,8 +220,8 @@ async function main() {
     .split(',')
     .map(Number);
   const cycles = option('cycles', '4000,10000').split(',').map(Number);
-  const dist = path.resolve(option('dist', path.join(__dirname, '..', 'dist')));
-  const build = option('dist', null) === null ? `dist/ of ${gitCommit()}` : dist;
+  const dist = privateDist('bench:client', option('dist', null));
+  const build = option('dist', null) === null ? `dist/ of ${gitCommit()}` : path.resolve(option('dist'));
   const server = await startRedisServer(['--save', '', '--appendonly', 'no'], { stopOnExit: true });
   const all = [];
   try {

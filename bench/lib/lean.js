@@ -16,11 +16,7 @@ const { randomBytes } = require('node:crypto');
 const { scriptLayer } = require('./report');
 const { now } = require('./clock');
 
-/** The library's defaults (lib/options.ts, lib/lock/timing.ts) that shape its arguments. */
-const WAIT_SLICE_MS = 10_000;
-const GRACE_MS = Math.max(1000, WAIT_SLICE_MS / 2);
-const LIFETIME_MS = 2 * WAIT_SLICE_MS + GRACE_MS;
-/** The first slice under an advance registration (TURN_MS). */
+/** The first slice under an advance registration (TURN_MS in lib/lock/timing.ts). */
 const SHORT_SLICE_MS = 1000;
 
 /** Ids as the library makes them: a 12-character process prefix and a counter. */
@@ -32,8 +28,11 @@ const newId = () => `${prefix}${(++counter).toString(36)}`;
  * `clients` lean callers over the build in `dist`, on semaphore `name` with `permits` tokens:
  * { clients: [{ lock(deadline) -> grant | null, unlock(grant) }], close() }. `connect()` opens a
  * node-redis connection; each caller gets one of its own for its slices, and all share a main one.
+ * `waitSlice`: the library's option (its default, 10 s); a registration lives two slices and a grace.
  */
-async function leanClients({ dist, name, permits, clients, connect }) {
+async function leanClients({ dist, name, permits, clients, connect, waitSlice = 10_000 }) {
+  const graceMs = Math.max(1000, waitSlice / 2);
+  const lifetimeMs = 2 * waitSlice + graceMs;
   const layer = scriptLayer(dist);
   if (!layer) throw new Error(`${dist} has no script layer (dist/redis/)`);
   const { semaphoreKeys } = require(path.join(dist, 'redis', 'keys.js'));
@@ -76,27 +75,30 @@ async function leanClients({ dist, name, permits, clients, connect }) {
         contended = false;
         return null;
       }
-      const slice = Math.min(Math.max(remaining, 1), registration?.advance ? SHORT_SLICE_MS : WAIT_SLICE_MS);
+      const slice = Math.min(
+        Math.max(remaining, 1),
+        registration?.advance ? Math.min(SHORT_SLICE_MS, waitSlice) : waitSlice,
+      );
       registration ??= { id: newId(), until: 0 };
       const { id } = registration;
       const sent = now();
-      const prepare = registration.until - sent < slice + GRACE_MS / 2;
-      if (prepare) connection.sendCommand(layer.evalCommand(layer.prepareWait(target, id, LIFETIME_MS))).catch(noop);
+      const prepare = registration.until - sent < slice + graceMs / 2;
+      if (prepare) connection.sendCommand(layer.evalCommand(layer.prepareWait(target, id, lifetimeMs))).catch(noop);
       connection
         .sendCommand(['BLMOVE', keys.available, keys.inbox(id), 'LEFT', 'RIGHT', (slice / 1000).toFixed(3)])
         .catch(noop);
       const grantId = newId();
-      const nextLifetimeMs = slice >= remaining ? null : LIFETIME_MS;
+      const nextLifetimeMs = slice >= remaining ? null : lifetimeMs;
       const reply = await run(
         connection,
         layer.claim(target, id, { grantId, nextLifetimeMs, keep: true, pipelined: true }),
       );
       if (reply.token === null) {
-        registration = reply.renewed ? { id, until: sent + LIFETIME_MS } : null;
+        registration = reply.renewed ? { id, until: sent + lifetimeMs } : null;
         continue;
       }
       contended = reply.others;
-      if (reply.renewed) advance.push({ id, until: prepare ? sent + LIFETIME_MS : registration.until, advance: true });
+      if (reply.renewed) advance.push({ id, until: prepare ? sent + lifetimeMs : registration.until, advance: true });
       return { token: reply.token, id: grantId };
     }
   }
@@ -106,10 +108,10 @@ async function leanClients({ dist, name, permits, clients, connect }) {
       if (contended) return block(connection, advance.pop() ?? null, deadline);
       const id = newId();
       const sent = now();
-      const { token } = await run(main, layer.tryLock(target, id, LIFETIME_MS));
+      const { token } = await run(main, layer.tryLock(target, id, lifetimeMs));
       contended = token === null;
       if (token !== null) return { token, id };
-      return block(connection, { id, until: sent + LIFETIME_MS }, deadline);
+      return block(connection, { id, until: sent + lifetimeMs }, deadline);
     },
     unlock: (grant) => run(main, layer.release(target, grant.token, grant.id, true)),
   }));
