@@ -56,6 +56,9 @@ function parseArgs(argv) {
   return args;
 }
 
+/** A command-line argument as a shell would need it. */
+const quoted = (arg) => (/^[\w.,=/-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\\''")}'`);
+
 function settings(args) {
   const quick = args.quick;
   return {
@@ -155,6 +158,8 @@ async function main() {
     },
   };
 
+  // Taken at the start: the results are named by the commit that ran, whatever HEAD is at the end.
+  const commit = gitCommit();
   const pkg = require('../package.json');
   const dev = pkg.devDependencies ?? {};
   const versions = {
@@ -162,7 +167,7 @@ async function main() {
     node: process.version,
     cpu: server.cpuModel(),
     cpus: require('node:os').cpus().length,
-    library: `${pkg.name} ${pkg.version} (${gitCommit()})`,
+    library: `${pkg.name} ${pkg.version} (${commit})`,
     peers: `redis-semaphore ${dev['redis-semaphore']}, redlock ${dev.redlock}, ioredis ${dev.ioredis}, node-redis ${require('redis/package.json').version}`,
   };
   const date = localDate();
@@ -175,7 +180,7 @@ async function main() {
     `- ${versions.library}; peers: ${versions.peers}`,
     `- ${cfg.reps} repetition(s) per cell, interleaved; each cell: fresh worker processes, ${cfg.warmMs} ms warm-up then ${cfg.durationMs} ms measured; medians, (min–max) across repetitions`,
     `- Ratios (× floor, × bare list, × redis-semaphore, CPU × bare) are paired: the median (min–max) over repetitions of repetition i of a contender against repetition i of the reference, which ran right next to it`,
-    `- Command: \`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\``,
+    `- Command: \`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).map(quoted).join(' ')}` : ''}\``,
     `- Load average (1 min) at start ${loadAtStart.toFixed(2)} on ${versions.cpus} CPUs${args.note ? `; ${args.note}` : ''}`,
     '',
   ].join('\n');
@@ -220,7 +225,7 @@ async function main() {
 
   const outDir = args.out ?? path.join(__dirname, 'results');
   fs.mkdirSync(outDir, { recursive: true });
-  const base = path.join(outDir, resultsName(`${mode}${cfg.quick ? '-quick' : ''}`));
+  const base = path.join(outDir, resultsName(`${mode}${cfg.quick ? '-quick' : ''}`, commit));
   const sections = order.filter((id) => results[id]).map((id) => results[id].markdown);
   const svgName = `${path.basename(base)}.svg`;
   const chartLine = results.sweep ? `![cycles/s and p99 wait against client count](${svgName})\n` : '';

@@ -27,9 +27,8 @@ function localDate() {
 }
 
 /** A results file's name without its extension: `<date>-<commit>-<kind>` (the commit of HEAD, `-dirty` with lib/ changes). */
-function resultsName(kind) {
-  const commit = gitCommit().replace(' + uncommitted lib/ changes', '-dirty');
-  return `${localDate()}-${commit}-${kind}`;
+function resultsName(kind, commit = gitCommit()) {
+  return `${localDate()}-${commit.replace(' + uncommitted lib/ changes', '-dirty')}-${kind}`;
 }
 
 module.exports = { gitCommit, localDate, resultsName };
