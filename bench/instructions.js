@@ -14,6 +14,7 @@
 //   node bench/instructions.js --save               # also writes bench/results/<date>-instructions.md
 const { fork } = require('node:child_process');
 const { cpSync, rmSync, writeFileSync } = require('node:fs');
+const { cpus, loadavg } = require('node:os');
 const path = require('node:path');
 const { sleep } = require('./lib/server');
 const { dumpCounters, hasCallgrind, lastDumpTotal, startUnderCallgrind, zeroCounters } = require('./lib/callgrind');
@@ -156,7 +157,8 @@ async function main() {
   try {
     print(`# Redis instructions per lock + unlock cycle (callgrind), ${localDate()}\n`);
     print(
-      `${seconds} s per cell, library from ${path.relative(process.cwd(), source) || '.'} (${gitCommit()}); clients split over the processes named; hold 0.\n`,
+      `${seconds} s per cell, library from ${path.relative(process.cwd(), source) || '.'} (${gitCommit()}); clients split over the processes named; hold 0. ` +
+        `Load average (1 min) at the start ${loadavg()[0].toFixed(2)} on ${cpus().length} CPUs.\n`,
     );
     print(
       `| cell | contender | cycles counted | Redis instructions per cycle | the same before taking out idle Redis | × bare list |`,
