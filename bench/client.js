@@ -1,18 +1,18 @@
 #!/usr/bin/env node
 'use strict';
 /*
- * npm run bench:client [-- --reps N --seconds S --clients C --dist /other/dist]
- * node bench/client.js --instructions [--cycles 4000,10000 --reps 2]
+ * npm run bench:client [-- --reps N --seconds S --clients C[,C2] --dist /other/dist]
+ * node bench/client.js --instructions [--clients 1,8 --cycles 4000,10000 --reps 2]
  * node bench/client.js --allocations [--top]
  *
- * Splits the client's CPU per contended cycle (a mutex, C callers in one process, hold 0) into the
- * protocol and the library's own JavaScript, by running three clients in turn against one
- * redis-server, each in a fresh process, interleaved over N repetitions:
+ * Splits the client's CPU per cycle (a mutex, C callers in one process, hold 0: 8 by default, 1 is
+ * the uncontended cycle) into the protocol and the library's own JavaScript, by running three
+ * clients in turn against one redis-server, each in a fresh process, interleaved over N repetitions:
  *   - bare:  a BLPOP/LPUSH token list (the floor: two commands, no records);
- *   - lean:  the library's protocol with no library around it: each caller's own connection sends
- *            BLMOVE + claim in one pipeline, and the release goes on a shared connection, both built
- *            by the library's script layer (dist/redis/), so the commands and arguments are
- *            exactly a semaphore's;
+ *   - lean:  the library's commands with no library around them (bench/lib/lean.js: tryLock while
+ *            uncontended; BLMOVE + claim in one pipeline on each caller's own connection while
+ *            contended; release on a shared one; built by the library's script layer, dist/redis/),
+ *            so the commands and arguments are exactly a semaphore's;
  *   - lib:   `Semaphore.lock()` / `unlock()`.
  * lean − bare is what the protocol costs the client (a third command, its arguments, its replies);
  * lib − lean is the library's own JavaScript. Prints client CPU µs per cycle (process.cpuUsage over
@@ -20,7 +20,9 @@
  *
  * Wall-clock CPU on a small VM is bimodal (runs of the same code differ 1.6×), so two deterministic
  * measures of the same cycle replace it on request:
- *   --instructions  client user-space instructions per cycle: each client runs under
+ *   --instructions  client user-space instructions per cycle, uncontended and with 8 callers unless
+ *                   --clients says otherwise, against issue 31's target (the library ≤ 1.15× the
+ *                   lean client): each client runs under
  *                   `valgrind --tool=callgrind` (Redis does not) for a fixed number of cycles, twice
  *                   (--cycles N1,N2, default 4000,10000, shared by the callers); (I2 − I1) / (N2 − N1)
  *                   cancels start-up and JIT warm-up. 2 repetitions by default; needs valgrind.
@@ -32,11 +34,13 @@
 const { fork } = require('node:child_process');
 const path = require('node:path');
 const { hasCallgrind } = require('./lib/callgrind');
+const { now } = require('./lib/clock');
+const { leanClients } = require('./lib/lean');
 const { startRedisServer } = require('../tools/redis-server');
 const { num, ratioRange, range, table } = require('./lib/format');
 const { summary } = require('./lib/metrics');
 const { gitCommit } = require('./lib/provenance');
-const { option, scriptLayer } = require('./lib/report');
+const { option, privateDist } = require('./lib/report');
 
 const KINDS = ['bare', 'lean', 'lib'];
 const NAMES = {
@@ -94,42 +98,12 @@ async function child({ kind, url, dist, clients, seconds, cycles, allocations })
       await main.sendCommand(['LPUSH', key, token]);
     };
   } else if (kind === 'lean') {
-    const scripts = scriptLayer(dist);
-    const { semaphoreKeys } = require(path.join(dist, 'redis', 'keys.js'));
-    const keys = semaphoreKeys(name);
-    const target = {
-      keys,
-      resources: 1,
-      options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'bench' },
-    };
-    // As a semaphore calls them: by FCALL where the build has the function library and the server takes it.
-    const library = path.join(dist, 'redis', 'functions.js');
-    target.functions = require('node:fs').existsSync(library) && (await require(library).loadFunctionLibrary(main));
-    const stored = scripts.storedCommand ?? scripts.evalshaCommand;
-    await main.sendCommand(scripts.evalCommand(scripts.create(target)));
-    let grants = 0;
-    for (let i = 0; i < clients; i++) {
-      const connection = await connect();
-      await connection.sendCommand(scripts.scriptLoadCommand(scripts.scripts.claim));
-      await main.sendCommand(scripts.evalCommand(scripts.prepareWait(target, `r${i}`, 600_000)));
-      connection.registration = `r${i}`;
-      connections.push(connection);
-    }
-    await main.sendCommand(scripts.scriptLoadCommand(scripts.scripts.release));
-    step = async (connection) => {
-      const grantId = `g${++grants}`;
-      const claim = scripts.claim(target, connection.registration, { grantId, nextLifetimeMs: 600_000, keep: true });
-      for (;;) {
-        connection
-          .sendCommand(['BLMOVE', keys.available, keys.inbox(connection.registration), 'LEFT', 'RIGHT', '5'])
-          .catch(() => undefined);
-        const { token } = claim.decode(await connection.sendCommand(stored(claim)));
-        if (token === null) continue;
-        const release = scripts.release(target, token, grantId, true);
-        release.decode(await main.sendCommand(stored(release)));
-        return;
-      }
-    };
+    // A fixed-cycle run is slow under valgrind: 60 s slices, as the library's below.
+    const waitSlice = cycles ? 60_000 : undefined;
+    const lean = await leanClients({ dist, name, permits: 1, clients, connect, waitSlice });
+    connections.push(...lean.clients);
+    step = async (caller) => caller.unlock(await caller.lock(now() + (cycles ? 60_000 : 5000)));
+    close = lean.close;
   } else {
     const { Semaphore } = require(dist);
     // A fixed-cycle run is slow under valgrind: 60 s slices, so that no wait slice ends empty.
@@ -228,6 +202,12 @@ function split(runs, field, format, unit) {
 
 // ---- The runner ----
 
+/** Issue 31's target: client instructions per cycle ≤ 1.15× the lean client's. */
+const TARGET_OVER_LEAN = 1.15;
+
+/** "uncontended (1 caller)" or "mutex, 8 callers in one process". */
+const shape = (clients) => (clients === 1 ? 'uncontended: one caller' : `mutex, ${clients} callers in one process`);
+
 async function main() {
   const instructions = process.argv.includes('--instructions');
   const allocations = process.argv.includes('--allocations');
@@ -235,74 +215,94 @@ async function main() {
     throw new Error('bench/client.js --instructions needs valgrind (apt-get install valgrind)');
   const reps = Number(option('reps', instructions ? '2' : '5'));
   const seconds = Number(option('seconds', '3'));
-  const clients = Number(option('clients', '8'));
+  // Instructions: uncontended and contended, issue 31's two cells; CPU and allocations: contended.
+  const counts = option('clients', instructions ? '1,8' : '8')
+    .split(',')
+    .map(Number);
   const cycles = option('cycles', '4000,10000').split(',').map(Number);
-  const dist = path.resolve(option('dist', path.join(__dirname, '..', 'dist')));
+  const dist = privateDist('bench:client', option('dist', null));
+  const build = option('dist', null) === null ? `dist/ of ${gitCommit()}` : path.resolve(option('dist'));
   const server = await startRedisServer(['--save', '', '--appendonly', 'no'], { stopOnExit: true });
-  const runs = Object.fromEntries(KINDS.map((kind) => [kind, []]));
+  const all = [];
   try {
-    for (let rep = 0; rep < reps; rep++) {
-      for (const kind of KINDS) {
-        const config = { kind, url: server.url, dist, clients, seconds, allocations };
-        runs[kind].push(await (instructions ? instructionsPerCycle(config, cycles) : runChild(config)));
+    for (const clients of counts) {
+      const runs = Object.fromEntries(KINDS.map((kind) => [kind, []]));
+      for (let rep = 0; rep < reps; rep++) {
+        for (const kind of KINDS) {
+          const config = { kind, url: server.url, dist, clients, seconds, allocations };
+          runs[kind].push(await (instructions ? instructionsPerCycle(config, cycles) : runChild(config)));
+        }
       }
+      all.push([clients, runs]);
     }
   } finally {
     await server.stop();
   }
-  const build = option('dist', null) === null ? `dist/ of ${gitCommit()}` : dist;
-  if (instructions) {
-    console.log(`# Client instructions per contended cycle: protocol and library, ${build}\n`);
-    console.log(
-      `Mutex, ${clients} callers in one process, hold 0; each client under callgrind for ${num(cycles[0])} and then ${num(cycles[1])} cycles, ` +
-        `instructions per cycle = the difference / ${num(cycles[1] - cycles[0])} (start-up and JIT warm-up cancel); ` +
-        `${reps} interleaved repetitions; redis-server outside valgrind.\n`,
-    );
-    console.log(
-      table(
-        ['client', 'instructions per cycle', '× bare (paired)', '× lean (paired)'],
-        rows(runs, 'instructionsPerCycle', (x) => num(x)),
-      ),
-    );
-    console.log(split(runs, 'instructionsPerCycle', (x) => num(x), ' instructions'));
-    return;
+  const what = instructions ? 'instructions' : allocations ? 'JS heap allocations' : 'CPU';
+  console.log(`# Client ${what} per cycle: protocol and library, ${build}\n`);
+  for (const [clients, runs] of all) {
+    if (all.length > 1) console.log(`## ${shape(clients)}, hold 0\n`);
+    if (instructions) printInstructions(runs, clients, cycles, reps);
+    else if (allocations) printAllocations(runs, clients, reps, seconds);
+    else printCpu(runs, clients, reps, seconds);
+    console.log('');
   }
-  if (allocations) {
-    const kib = (x) => num(x / 1024, 1);
-    console.log(`# Client JS heap allocations per contended cycle: protocol and library, ${build}\n`);
-    console.log(
-      `Mutex, ${clients} callers in one process, hold 0; ${reps} interleaved repetitions of ${seconds} s; sampling heap profiler ` +
-        `(every 1 KiB, objects already collected included) over the measured window.\n`,
-    );
-    console.log(
-      table(
-        ['client', 'KiB allocated per cycle', '× bare (paired)', '× lean (paired)'],
-        rows(runs, 'bytesPerCycle', kib),
-      ),
-    );
-    console.log(split(runs, 'bytesPerCycle', kib, ' KiB'));
-    if (process.argv.includes('--top')) {
-      const sites = {};
-      for (const run of runs.lib)
-        for (const [site, bytes] of Object.entries(run.sites)) sites[site] = (sites[site] ?? 0) + bytes / reps;
-      const top = Object.entries(sites)
-        .sort((a, b) => b[1] - a[1])
-        .slice(0, 10);
-      console.log(
-        `\n## The library client's 10 largest allocating functions (self size per cycle, mean of ${reps} repetitions)\n`,
-      );
-      console.log(
-        table(
-          ['function@file:line', 'bytes per cycle'],
-          top.map(([site, bytes]) => [`\`${site}\``, num(bytes)]),
-        ),
-      );
-    }
-    return;
-  }
-  console.log(`# Client CPU per contended cycle: protocol and library, ${build}\n`);
+}
+
+function printInstructions(runs, clients, cycles, reps) {
   console.log(
-    `Mutex, ${clients} callers in one process, hold 0; ${reps} interleaved repetitions of ${seconds} s; one redis-server, not pinned.\n`,
+    `${shape(clients)}, hold 0; each client under callgrind for ${num(cycles[0])} and then ${num(cycles[1])} cycles, ` +
+      `instructions per cycle = the difference / ${num(cycles[1] - cycles[0])} (start-up and JIT warm-up cancel); ` +
+      `${reps} interleaved repetitions; redis-server outside valgrind.\n`,
+  );
+  console.log(
+    table(
+      ['client', 'instructions per cycle', '× bare (paired)', '× lean (paired)'],
+      rows(runs, 'instructionsPerCycle', (x) => num(x)),
+    ),
+  );
+  console.log(split(runs, 'instructionsPerCycle', (x) => num(x), ' instructions'));
+  const overLean = summary(runs.lib.map((run, i) => run.instructionsPerCycle / runs.lean[i].instructionsPerCycle));
+  const ok = overLean.median <= TARGET_OVER_LEAN;
+  console.log(
+    `\nTarget (issue 31): the library ≤ ${TARGET_OVER_LEAN}× the lean client's instructions per cycle: ${ratioRange(overLean)}: ${ok ? '✓ met' : '✗ missed'}.`,
+  );
+}
+
+function printAllocations(runs, clients, reps, seconds) {
+  const kib = (x) => num(x / 1024, 1);
+  console.log(
+    `${shape(clients)}, hold 0; ${reps} interleaved repetitions of ${seconds} s; sampling heap profiler ` +
+      `(every 1 KiB, objects already collected included) over the measured window.\n`,
+  );
+  console.log(
+    table(
+      ['client', 'KiB allocated per cycle', '× bare (paired)', '× lean (paired)'],
+      rows(runs, 'bytesPerCycle', kib),
+    ),
+  );
+  console.log(split(runs, 'bytesPerCycle', kib, ' KiB'));
+  if (!process.argv.includes('--top')) return;
+  const sites = {};
+  for (const run of runs.lib)
+    for (const [site, bytes] of Object.entries(run.sites)) sites[site] = (sites[site] ?? 0) + bytes / reps;
+  const top = Object.entries(sites)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 10);
+  console.log(
+    `\n## The library client's 10 largest allocating functions (self size per cycle, mean of ${reps} repetitions)\n`,
+  );
+  console.log(
+    table(
+      ['function@file:line', 'bytes per cycle'],
+      top.map(([site, bytes]) => [`\`${site}\``, num(bytes)]),
+    ),
+  );
+}
+
+function printCpu(runs, clients, reps, seconds) {
+  console.log(
+    `${shape(clients)}, hold 0; ${reps} interleaved repetitions of ${seconds} s; one redis-server, not pinned.\n`,
   );
   const cpu = rows(runs, 'cpuPerCycle', (x) => num(x, 1));
   for (const [i, row] of cpu.entries()) row.splice(1, 0, range(summary(runs[KINDS[i]].map((run) => run.perSecond))));

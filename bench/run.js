@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 /*
- * npm run bench [-- --quick] [-- --colocated] [-- --reps N --duration MS --warmup MS --only uncontended,mutex-8x1 --no-pin --no-sweep]
+ * npm run bench [-- --quick] [-- --colocated] [-- --reps N --duration MS --warmup MS --only uncontended,mutex-8x1 --no-pin --no-sweep --note TEXT]
  *
  * Runs this library, its peers and the floors against one redis-server (started here on a free
  * loopback port, pinned to CPU 0, with client processes pinned to CPU 1; or REDIS_URL), and writes
@@ -12,7 +12,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const server = require('./lib/server');
-const { gitCommit, localDate } = require('./lib/provenance');
+const { gitCommit, localDate, resultsName } = require('./lib/provenance');
 const { killWorkers, closeWorkers } = require('./lib/cell');
 const { check } = require('./lib/targets');
 const { chart } = require('./lib/chart');
@@ -47,6 +47,7 @@ function parseArgs(argv) {
     else if (a === '--warmup') args.warmMs = Number(value());
     else if (a === '--only') args.only = value().split(',');
     else if (a === '--out') args.out = value();
+    else if (a === '--note') args.note = value();
     else if (a === '--help' || a === '-h') {
       process.stdout.write(fs.readFileSync(path.join(__dirname, 'README.md'), 'utf8'));
       process.exit(0);
@@ -54,6 +55,9 @@ function parseArgs(argv) {
   }
   return args;
 }
+
+/** A command-line argument as a shell would need it. */
+const quoted = (arg) => (/^[\w.,=/-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\\''")}'`);
 
 function settings(args) {
   const quick = args.quick;
@@ -154,6 +158,8 @@ async function main() {
     },
   };
 
+  // Taken at the start: the results are named by the commit that ran, whatever HEAD is at the end.
+  const commit = gitCommit();
   const pkg = require('../package.json');
   const dev = pkg.devDependencies ?? {};
   const versions = {
@@ -161,7 +167,7 @@ async function main() {
     node: process.version,
     cpu: server.cpuModel(),
     cpus: require('node:os').cpus().length,
-    library: `${pkg.name} ${pkg.version} (${gitCommit()})`,
+    library: `${pkg.name} ${pkg.version} (${commit})`,
     peers: `redis-semaphore ${dev['redis-semaphore']}, redlock ${dev.redlock}, ioredis ${dev.ioredis}, node-redis ${require('redis/package.json').version}`,
   };
   const date = localDate();
@@ -174,7 +180,8 @@ async function main() {
     `- ${versions.library}; peers: ${versions.peers}`,
     `- ${cfg.reps} repetition(s) per cell, interleaved; each cell: fresh worker processes, ${cfg.warmMs} ms warm-up then ${cfg.durationMs} ms measured; medians, (min–max) across repetitions`,
     `- Ratios (× floor, × bare list, × redis-semaphore, CPU × bare) are paired: the median (min–max) over repetitions of repetition i of a contender against repetition i of the reference, which ran right next to it`,
-    `- Command: \`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\``,
+    `- Command: \`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).map(quoted).join(' ')}` : ''}\``,
+    `- Load average (1 min) at start ${loadAtStart.toFixed(2)} on ${versions.cpus} CPUs${args.note ? `; ${args.note}` : ''}`,
     '',
   ].join('\n');
   process.stdout.write(`${header}\n`);
@@ -218,7 +225,7 @@ async function main() {
 
   const outDir = args.out ?? path.join(__dirname, 'results');
   fs.mkdirSync(outDir, { recursive: true });
-  const base = path.join(outDir, `${date}-${mode}${cfg.quick ? '-quick' : ''}`);
+  const base = path.join(outDir, resultsName(`${mode}${cfg.quick ? '-quick' : ''}`, commit));
   const sections = order.filter((id) => results[id]).map((id) => results[id].markdown);
   const svgName = `${path.basename(base)}.svg`;
   const chartLine = results.sweep ? `![cycles/s and p99 wait against client count](${svgName})\n` : '';

@@ -111,9 +111,12 @@ async function runContended(ctx, config, contenderIds, { pingpong = false, floor
     s.ratioFloor = floor.length ? paired(cells[id], floor) : null;
     s.ratioBare = paired(cells[id], cells.bare);
     s.ratioRs = paired(cells[id], cells.rs10);
+    s.ratioRedlock = paired(cells[id], cells.redlock);
+    s.ratioLean = paired(cells[id], cells.lean);
     s.gapRatioFloor = floor.length ? paired(cells[id], floor, 'gapP50') : null;
     s.redisCpuRatioBare = paired(cells[id], cells.bare, 'redisCpuPerCycle');
     s.clientCpuRatioBare = paired(cells[id], cells.bare, 'clientCpuPerCycle');
+    s.clientCpuRatioLean = paired(cells[id], cells.lean, 'clientCpuPerCycle');
     s.cpuRatioBare = paired(cells[id].map(withCpu), cells.bare?.map(withCpu) ?? [], 'cpuPerCycle');
     s.cpuPerCycle = summary(cells[id].map((cell) => withCpu(cell).cpuPerCycle));
     // Unpaired, for comparison: the ratio of the medians over all repetitions.
@@ -121,6 +124,8 @@ async function runContended(ctx, config, contenderIds, { pingpong = false, floor
       floor: div(med(s, 'cyclesPerSec'), med(floorSummary, 'cyclesPerSec')),
       bare: div(med(s, 'cyclesPerSec'), med(summaries.bare, 'cyclesPerSec')),
       rs: div(med(s, 'cyclesPerSec'), med(summaries.rs10, 'cyclesPerSec')),
+      redlock: div(med(s, 'cyclesPerSec'), med(summaries.redlock, 'cyclesPerSec')),
+      lean: div(med(s, 'cyclesPerSec'), med(summaries.lean, 'cyclesPerSec')),
     };
   }
   return { cells, summaries, floor: floorSummary, floorCells: floor };
@@ -132,6 +137,7 @@ const COLUMNS = [
   '× floor',
   '× bare list',
   '× redis-semaphore',
+  '× lean client',
   'hand-off gap p50 / p99 µs',
   'wait p50 / p99 (min–max) / max ms',
   'Jain',
@@ -156,6 +162,7 @@ function rows(summaries, contenderIds, { permits }) {
       f.ratioRange(s.ratioFloor),
       id === 'bare' ? '1.00×' : f.ratioRange(s.ratioBare),
       id === 'rs10' ? '1.00×' : f.ratioRange(s.ratioRs),
+      id === 'lean' ? '1.00×' : f.ratioRange(s.ratioLean),
       `${f.num(us(med(s, 'gapP50')))} / ${f.num(us(med(s, 'gapP99')))}`,
       `${f.fix(med(s, 'waitP50'))} / ${f.range(s.waitP99, (x) => f.fix(x))} / ${f.fix(med(s, 'waitMax'))}`,
       med(s, 'jain') === null ? '—' : med(s, 'jain').toFixed(3),
@@ -180,10 +187,12 @@ const COLOCATED_COLUMNS = [
   '× floor',
   '× bare list',
   '× redis-semaphore',
+  '× lean client',
   'Redis CPU µs/cycle (min–max)',
   'Redis CPU × bare',
   'client CPU µs/cycle (min–max)',
   'client CPU × bare',
+  'client CPU × lean',
   'Redis + client µs/cycle',
   '10⁶ / (Redis + client)',
   'cmds sent / Redis calls per cycle',
@@ -209,10 +218,12 @@ function colocatedRows(summaries, contenderIds, { permits }) {
       f.ratioRange(s.ratioFloor),
       bare ? '1.00×' : f.ratioRange(s.ratioBare),
       id === 'rs10' ? '1.00×' : f.ratioRange(s.ratioRs),
+      id === 'lean' ? '1.00×' : f.ratioRange(s.ratioLean),
       us(s.redisCpuPerCycle),
       bare ? '1.00×' : f.ratioRange(s.redisCpuRatioBare),
       us(s.clientCpuPerCycle),
       bare ? '1.00×' : f.ratioRange(s.clientCpuRatioBare),
+      id === 'lean' ? '1.00×' : f.ratioRange(s.clientCpuRatioLean),
       `${f.fix(total, 1)}${bare ? '' : ` = ${f.ratioRange(s.cpuRatioBare)}`}`,
       total ? f.num(1e6 / total) : '—',
       `${f.fix(med(s, 'sentPerCycle'))} / ${f.fix(med(s, 'callsPerCycle'))}`,

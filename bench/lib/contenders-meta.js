@@ -9,6 +9,13 @@ const CONTENDERS = {
     color: '#d62728',
     semaphore: true,
   },
+  lean: {
+    contender: 'lean',
+    label: "lean client (the library's commands, no library)",
+    short: 'lean client',
+    color: '#ff7f0e',
+    semaphore: true,
+  },
   bare: {
     contender: 'bare',
     label: 'bare BLPOP/LPUSH token list',
@@ -40,6 +47,18 @@ const CONTENDERS = {
   },
 };
 
+/** The library and its peers: every scenario runs them. */
 const ALL = ['lib', 'bare', 'rs10', 'rs1', 'redlock'];
 
-module.exports = { CONTENDERS, ALL };
+/** Most callers per process the library gives a blocking connection each (its default pool). */
+const POOL = 10;
+
+/**
+ * The contenders of a loop cell: ALL, and the lean client where each of the library's callers has a
+ * blocking connection of its own (the lean client always gives it one), so "× lean" is the library's code.
+ */
+function loopContenders({ clients, procs = 1 }) {
+  return clients / procs <= POOL ? ['lib', 'lean', ...ALL.slice(1)] : ALL;
+}
+
+module.exports = { CONTENDERS, ALL, loopContenders };

@@ -6,6 +6,7 @@ const { createClient } = require('redis');
 const Redis = require('ioredis');
 
 const { now } = require('./clock');
+const { leanClients } = require('./lean');
 
 /** Commands sent by this process (top-level only: calls made inside scripts are not counted here). */
 const sent = { count: 0 };
@@ -76,6 +77,12 @@ const contenders = {
         await client.quit().catch(() => client.disconnect());
       },
     };
+  },
+
+  /** The library's exact commands with no library around them (lean.js): one connection per client and a main one. */
+  lean({ url, key, permits, clients }) {
+    const dist = process.env.BENCH_DIST ?? path.join(__dirname, '..', '..', 'dist');
+    return leanClients({ dist, name: key, permits, clients, connect: () => nodeRedis(url) });
   },
 
   /** The reference design: a list of tokens; BLPOP to take one, LPUSH to give it back. No crash safety. One connection per client. */

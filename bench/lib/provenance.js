@@ -26,4 +26,9 @@ function localDate() {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }
 
-module.exports = { gitCommit, localDate };
+/** A results file's name without its extension: `<date>-<commit>-<kind>` (the commit of HEAD, `-dirty` with lib/ changes). */
+function resultsName(kind, commit = gitCommit()) {
+  return `${localDate()}-${commit.replace(' + uncommitted lib/ changes', '-dirty')}-${kind}`;
+}
+
+module.exports = { gitCommit, localDate, resultsName };

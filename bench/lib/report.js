@@ -4,9 +4,12 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-/** A private copy of dist/, so a rebuild in the same tree while a benchmark runs cannot pull it from under it. */
-function privateDist(npmScript) {
-  const dist = path.join(__dirname, '..', '..', 'dist');
+/**
+ * A private copy of dist/ (or of the build in `source`) inside bench/, so a rebuild in the same tree
+ * while a benchmark runs cannot pull it from under it, and its requires find node_modules.
+ */
+function privateDist(npmScript, source = null) {
+  const dist = source === null ? path.join(__dirname, '..', '..', 'dist') : path.resolve(source);
   if (!fs.existsSync(path.join(dist, 'index.js')))
     throw new Error(`No dist/: run \`npm run build\` first (\`npm run ${npmScript}\` does)`);
   const copy = path.join(__dirname, '..', `.dist-${process.pid}`);

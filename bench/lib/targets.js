@@ -1,90 +1,144 @@
 'use strict';
-// The targets of issue 16 ("Half the cost per hand-off") and issue 4 ("Fast and fair under
-// contention"), checked against this run. Ratios are medians of per-repetition ratios (contenders and
-// floors of one repetition run back to back), printed with their spread (min–max).
+// The targets of issue 31 ("Light and fast") and issue 4 ("Fast and fair under contention"), checked
+// against this run. Ratios are medians of per-repetition ratios (contenders and floors of one
+// repetition run back to back), printed with their spread (min–max).
 const f = require('./format');
 const { paired } = require('./contended');
+const { summary } = require('./metrics');
 
 const med = (s, k) => s?.[k]?.median ?? null;
 const mark = (ok) => (ok === null ? '—' : ok ? '✓ met' : '✗ missed');
 
-/** "0.44× (0.30–0.60) paired; 0.45× of medians". */
-function both(pairedRatio, ofMedians) {
-  return `${f.ratioRange(pairedRatio)} paired; ${f.ratio(ofMedians)} of medians`;
+/** "✓ met" or "✗ missed" by the median, and whether the spread straddles the target (the run cannot decide it). */
+function verdict(s, target, atLeast = true) {
+  if (!s) return '—';
+  const ok = atLeast ? s.median >= target : s.median <= target;
+  return `${mark(ok)}${s.min < target && s.max > target ? ' (spread straddles)' : ''}`;
 }
 
-/** Issue 16's targets: throughput ratios, and (co-located) client CPU per contended cycle. */
-function halfCost(results, { colocated }) {
+/** Issue 31's targets a run can measure, one row each; the rest name the command that measures them. */
+function lightAndFast(results, { colocated }) {
   const rows = [];
-  const add = (target, measured, ok) => rows.push([target, measured, mark(ok)]);
-  const u = results.uncontended?.data;
   const c = results.contended?.data ?? {};
-  if (u) {
-    const lib = u.uncontended.lib;
-    const r = med(lib, 'ratioFloor');
-    add(
-      'uncontended: ≥ 0.9× the 2× EVALSHA floor',
-      `${both(lib.ratioFloor, lib.ratioOfMedians?.floor)} (${f.num(med(lib, 'cyclesPerSec'))} cycles/s)`,
-      r === null ? null : r >= 0.9,
-    );
-  }
-  const m8 = c['mutex-8x1-hold0']?.summaries?.lib;
-  if (m8) {
-    const rs = med(m8, 'ratioRs');
-    const bare = med(m8, 'ratioBare');
-    add(
-      'mutex, 8 clients, hold 0: ≥ 1.6× redis-semaphore and ≥ 0.8× the bare list',
-      `${f.num(med(m8, 'cyclesPerSec'))} cycles/s; × redis-semaphore ${both(m8.ratioRs, m8.ratioOfMedians?.rs)}; × bare ${both(m8.ratioBare, m8.ratioOfMedians?.bare)}`,
-      rs === null || bare === null ? null : rs >= 1.6 && bare >= 0.8,
-    );
-  }
-  const p8 = c['mutex-8x8-hold0']?.summaries?.lib;
-  if (p8) {
-    const bare = med(p8, 'ratioBare');
-    add(
-      'mutex, 8 clients in 8 processes, hold 0: ≥ 0.7× the bare list',
-      `${f.num(med(p8, 'cyclesPerSec'))} cycles/s; × bare ${both(p8.ratioBare, p8.ratioOfMedians?.bare)} (× redis-semaphore ${f.ratioRange(p8.ratioRs)})`,
-      bare === null ? null : bare >= 0.7,
-    );
-  }
-  const s4 = c['sem4-32x1-hold0']?.summaries?.lib;
-  if (s4) {
-    const rs = med(s4, 'ratioRs');
-    add(
-      'semaphore of 4, 32 clients, hold 0: ≥ 1.3× redis-semaphore',
-      `${f.num(med(s4, 'cyclesPerSec'))} cycles/s; × redis-semaphore ${both(s4.ratioRs, s4.ratioOfMedians?.rs)} (× bare ${f.ratioRange(s4.ratioBare)})`,
-      rs === null ? null : rs >= 1.3,
-    );
-  }
-  const contended = Object.entries(c).filter(([id]) => id.endsWith('hold0'));
-  if (colocated && contended.length) {
-    const ratios = contended.map(([id, d]) => [
-      id,
-      d.summaries.lib?.clientCpuRatioBare,
-      med(d.summaries.lib, 'clientCpuPerCycle'),
-      med(d.summaries.bare, 'clientCpuPerCycle'),
+  const lib = (id) => (id === 'uncontended' ? results.uncontended?.data?.uncontended : c[id]?.summaries)?.lib;
+  const notRun = (id) => `not in this run (\`--only ${id}\`)`;
+  /** A throughput ratio of the library to `peer` in cell `id` (`key`: the summary's paired ratio). */
+  const ratioRow = (measure, id, key, ofMedians, target) => {
+    const s = lib(id);
+    if (!s) return rows.push([measure, target === null ? '—' : `≥ ${target.toFixed(2)}`, notRun(id), '—', '—']);
+    const r = s[key];
+    return rows.push([
+      measure,
+      target === null ? '—' : `≥ ${target.toFixed(2)}`,
+      r ? `${f.ratioRange(r)} (${f.num(med(s, 'cyclesPerSec'))} cycles/s)` : '—',
+      f.ratio(s.ratioOfMedians?.[ofMedians]),
+      target === null ? '—' : verdict(r, target),
     ]);
-    const worst = Math.max(...ratios.map(([, r]) => r?.median ?? Infinity));
-    add(
-      'client CPU per contended cycle (co-located): ≤ 1.3× the bare list',
-      ratios
-        .map(([id, r, lib, bare]) => `${id}: ${f.ratioRange(r)} (${f.fix(lib, 1)} µs against ${f.fix(bare, 1)})`)
-        .join('; '),
-      worst <= 1.3,
-    );
-  } else if (!colocated) {
-    add(
-      'client CPU per contended cycle ≤ 1.3× the bare list',
-      'judged co-located: `npm run bench -- --colocated`',
-      null,
-    );
+  };
+  const elsewhere = (measure, target, where) => rows.push([measure, target, where, '—', '—']);
+
+  ratioRow('uncontended lock + unlock × redlock', 'uncontended', 'ratioRedlock', 'redlock', 1.0);
+  ratioRow('uncontended × redis-semaphore', 'uncontended', 'ratioRs', 'rs', 0.85);
+  ratioRow('uncontended × bare list', 'uncontended', 'ratioBare', 'bare', 0.75);
+  ratioRow('mutex, 8 clients, hold 0 × redis-semaphore', 'mutex-8x1-hold0', 'ratioRs', 'rs', 1.4);
+  ratioRow('mutex, 8 clients, hold 0 × bare list', 'mutex-8x1-hold0', 'ratioBare', 'bare', 0.7);
+  ratioRow('mutex, 8 clients, hold 0 × redlock', 'mutex-8x1-hold0', 'ratioRedlock', 'redlock', null);
+  ratioRow('mutex, 8 processes, hold 0 × bare list', 'mutex-8x8-hold0', 'ratioBare', 'bare', 0.6);
+  ratioRow('mutex, 8 processes, hold 0 × redlock', 'mutex-8x8-hold0', 'ratioRedlock', 'redlock', null);
+  ratioRow('semaphore of 4, 32 clients, hold 0 × redis-semaphore', 'sem4-32x1-hold0', 'ratioRs', 'rs', 1.1);
+  tailRow(rows, c['mutex-32x1-hold1'], notRun('mutex-32x1-hold1'));
+  ratioRow("the library's own code: uncontended × the lean client", 'uncontended', 'ratioLean', 'lean', null);
+  ratioRow("the library's own code: mutex, 8 clients × the lean client", 'mutex-8x1-hold0', 'ratioLean', 'lean', null);
+  if (colocated) {
+    for (const id of ['uncontended', 'mutex-8x1-hold0', 'mutex-8x8-hold0']) {
+      const s = lib(id);
+      if (!s?.clientCpuRatioLean) continue;
+      rows.push([
+        `client CPU per cycle × the lean client, ${id} (co-located)`,
+        '— (instructions: ≤ 1.15)',
+        `${f.ratioRange(s.clientCpuRatioLean)} (${f.fix(med(s, 'clientCpuPerCycle'), 1)} µs)`,
+        '—',
+        '—',
+      ]);
+    }
   }
-  add('Redis instructions per contended cycle ≤ 5× the bare list', 'counted by `npm run bench:instructions`', null);
-  return `## Targets (issue 16: half the cost per hand-off)\n\n${f.table(['target', 'measured', ''], rows)}\n`;
+  elsewhere(
+    'Redis instructions per uncontended / mutex-8 cycle',
+    '≤ 100k / ≤ 145k',
+    'counted by `npm run bench:instructions`',
+  );
+  elsewhere(
+    'client instructions per cycle × the lean client (uncontended; mutex, 8 clients)',
+    '≤ 1.15 / ≤ 1.15',
+    'counted by `npm run bench:client -- --instructions`',
+  );
+  elsewhere(
+    'promises / timers per cycle, uncontended; mutex, 8 clients',
+    '≤ 8 / 0; ≤ 10 / 0',
+    'counted by `spec/api/hot-path-counts.spec.ts`',
+  );
+  fairnessRows(rows, c);
+  return `## Targets (issue 31: light and fast)\n\n${f.table(['measure', 'target', 'paired median (min–max)', 'of medians', ''], rows)}\n`;
+}
+
+/** Mutex, 32 clients, hold 1 ms: p99 wait over the FIFO ideal (32 × the measured hold), and over the bare list's p99. */
+function tailRow(rows, cell, absent) {
+  const measure = 'mutex, 32 clients, hold 1 ms: p99 wait / FIFO ideal (32 × measured hold)';
+  const target = '≤ 1.5, or ≤ 1.0× the bare list';
+  if (!cell?.cells?.lib?.length) return rows.push([measure, target, absent, '—', '—']);
+  const overIdeal = (cells) => summary(cells.map((x) => x.waitP99 / (32 * x.holdMean)));
+  const lib = overIdeal(cell.cells.lib);
+  const bare = cell.cells.bare?.length ? overIdeal(cell.cells.bare) : null;
+  const overBare = paired(cell.cells.lib, cell.cells.bare, 'waitP99');
+  const ok = lib.median <= 1.5 || (overBare !== null && overBare.median <= 1.0);
+  return rows.push([
+    measure,
+    target,
+    `${f.ratioRange(lib)}; the bare list ${f.ratioRange(bare)}; p99 × the bare list's ${f.ratioRange(overBare)} (paired); redis-semaphore ${f.ratioRange(overIdeal(cell.cells.rs10 ?? []))}`,
+    '—',
+    mark(ok),
+  ]);
+}
+
+/** Jain's index in every contended cell, and overtakes by > 1 ms in the one-process ones. */
+function fairnessRows(rows, c) {
+  const cells = Object.entries(c).filter(([, d]) => d.summaries?.lib);
+  if (!cells.length) {
+    rows.push([
+      "Jain's index; grants overtaking a waiter by > 1 ms (one process)",
+      '≥ 0.999; ≤ 0.06%',
+      'no contended cell in this run',
+      '—',
+      '—',
+    ]);
+    return;
+  }
+  const jain = cells.map(([id, d]) => [id, med(d.summaries.lib, 'jain')]).filter(([, j]) => j !== null);
+  const worstJain = jain.reduce((worst, x) => (x[1] < worst[1] ? x : worst), ['', Infinity]);
+  rows.push([
+    "Jain's index, every contended cell (worst)",
+    '≥ 0.999',
+    `${worstJain[1].toFixed(4)} (${worstJain[0]}); ${jain.map(([id, j]) => `${id} ${j.toFixed(3)}`).join(', ')}`,
+    '—',
+    mark(worstJain[1] >= 0.999),
+  ]);
+  const overtakes = cells
+    .filter(([, d]) => (d.config?.procs ?? 1) === 1)
+    .map(([id, d]) => [id, med(d.summaries.lib, 'overtook')])
+    .filter(([, o]) => o !== null);
+  if (!overtakes.length) return;
+  const worst = overtakes.reduce((w, x) => (x[1] > w[1] ? x : w), ['', -Infinity]);
+  rows.push([
+    'grants overtaking a waiter by > 1 ms, one-process cells (worst)',
+    '≤ 0.06%',
+    `${f.percent(worst[1])} (${worst[0]}); ${overtakes.map(([id, o]) => `${id} ${f.percent(o)}`).join(', ')}`,
+    '—',
+    mark(worst[1] <= 0.0006),
+  ]);
 }
 
 function check(results, { colocated = false } = {}) {
-  return `${halfCost(results, { colocated })}\n${fastAndFair(results)}`;
+  return `${lightAndFast(results, { colocated })}\n${fastAndFair(results)}`;
 }
 
 function fastAndFair(results) {

@@ -2,7 +2,7 @@
 // Mutex (8 and 32 clients in one process, 8 clients in 8 processes) and semaphore of 4 (32 clients),
 // each with hold 0 and 1 ms (co-located: hold 0 only, unless --only names a hold-1 cell in full).
 const { runContended, section, med } = require('../lib/contended');
-const { ALL } = require('../lib/contenders-meta');
+const { loopContenders } = require('../lib/contenders-meta');
 const f = require('../lib/format');
 
 const CONFIGS = [
@@ -84,7 +84,8 @@ module.exports = {
       if (ctx.colocated && config.holdMs > 0 && !ctx.only?.includes(config.id)) continue;
       ctx.log(`  ${config.title}`);
       const mutex = config.permits === 1;
-      const { summaries, cells, floor, floorCells } = await runContended(ctx, config, ALL, { pingpong: mutex });
+      const contenders = loopContenders(config);
+      const { summaries, cells, floor, floorCells } = await runContended(ctx, config, contenders, { pingpong: mutex });
       const notes = [];
       if (mutex) {
         notes.push(
@@ -100,7 +101,7 @@ module.exports = {
         }
       }
       parts.push(
-        section(config.title, summaries, ALL, {
+        section(config.title, summaries, contenders, {
           permits: config.permits,
           colocated: ctx.colocated,
           note: notes.join(' '),

@@ -4,7 +4,7 @@
 const { floorCell } = require('../lib/cell');
 const { summary } = require('../lib/metrics');
 const { runContended, pingpongCell, section, summarize, med } = require('../lib/contended');
-const { ALL } = require('../lib/contenders-meta');
+const { loopContenders } = require('../lib/contenders-meta');
 const f = require('../lib/format');
 
 const FLOOR_METRICS = ['opsPerSec', 'callsPerOp', 'redisCpuPerOp', 'clientCpuPerOp', 'sentPerOp'];
@@ -26,12 +26,9 @@ module.exports = {
       const evalsha = floorCells.evalsha.find((cell) => cell.rep === rep);
       return evalsha ? { cyclesPerSec: evalsha.opsPerSec / 2 } : null;
     };
-    const uncontended = await runContended(
-      ctx,
-      { id: 'uncontended', permits: 1, clients: 1, procs: 1, holdMs: 0 },
-      ALL,
-      { floorRunner },
-    );
+    const config = { id: 'uncontended', permits: 1, clients: 1, procs: 1, holdMs: 0 };
+    const contenders = loopContenders(config);
+    const uncontended = await runContended(ctx, config, contenders, { floorRunner });
 
     const floors = {};
     for (const name of ['ping', 'evalsha']) {
@@ -86,7 +83,7 @@ module.exports = {
       '## Floors\n',
       floorTable,
       '',
-      section('Uncontended: one client, lock + unlock, hold 0', uncontended.summaries, ALL, {
+      section('Uncontended: one client, lock + unlock, hold 0', uncontended.summaries, contenders, {
         permits: 1,
         colocated: ctx.colocated,
         note: `× floor = against the 2× EVALSHA floor measured in the same repetition (median ${f.num(ctx.floors.evalsha / 2)} cycles/s); against 2× PING (median ${f.num(ctx.floors.ping / 2)}) this library is ${f.ratioRange(pingRatio)}.`,
