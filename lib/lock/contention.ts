@@ -23,6 +23,7 @@ export class Contention {
    */
   readonly #advance: { registration: Registration; keptAt: number }[] = [];
   #sweepTimer: NodeJS.Timeout | undefined;
+  #keptSinceSweep = false;
   /** Milliseconds on a monotonic clock; a spec passes its own to decide which registrations are idle. */
   readonly #now: () => number;
 
@@ -47,7 +48,10 @@ export class Contention {
     if (this.#advance.length > this.#ctx.options.maxBlockingConnections) {
       void endRegistrations(this.#ctx, [this.#advance.shift()?.registration.id]);
     }
-    this.#sweepTimer ??= setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
+    this.#keptSinceSweep = true;
+    // One interval while registrations come and go, not a timer per registration: an idle one ends
+    // between ADVANCE_IDLE_MS and half as much again after it was kept.
+    this.#sweepTimer ??= setInterval(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS / 2).unref();
   }
 
   /** The newest advance registration, or null (then the wait registers in its pipeline). */
@@ -63,23 +67,27 @@ export class Contention {
 
   /** Takes every advance registration at close(), to end them now: lapsing, they would count as waiters. */
   takeAllAdvanceRegistrations(): string[] {
-    clearTimeout(this.#sweepTimer);
+    clearInterval(this.#sweepTimer);
     this.#sweepTimer = undefined;
     return this.#advance.splice(0).map((kept) => kept.registration.id);
   }
 
   /** Ends the advance registrations kept more than ADVANCE_IDLE_MS ago (the oldest lead: kept in order). */
   #sweepAdvanceRegistrations(): void {
-    this.#sweepTimer = undefined;
     const cutoff = this.#now() - ADVANCE_IDLE_MS;
     const idle = this.#advance.findIndex((kept) => kept.keptAt > cutoff);
     const ended = this.#advance.splice(0, idle === -1 ? this.#advance.length : idle);
-    void endRegistrations(
-      this.#ctx,
-      ended.map((kept) => kept.registration.id),
-    );
-    if (this.#advance.length > 0) {
-      this.#sweepTimer = setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
+    if (ended.length > 0) {
+      void endRegistrations(
+        this.#ctx,
+        ended.map((kept) => kept.registration.id),
+      );
     }
+    // Stops once a whole round kept nothing and nothing is left.
+    if (this.#advance.length === 0 && !this.#keptSinceSweep) {
+      clearInterval(this.#sweepTimer);
+      this.#sweepTimer = undefined;
+    }
+    this.#keptSinceSweep = false;
   }
 }

@@ -59,8 +59,12 @@ export function take<R>(
     if (acquireTraced()) return ctx.track(traced(parts, timeout, attempt, form).then(taken, failed));
     const client = ctx.readyNow();
     if (client !== undefined && attempt.signal === undefined && !hasCheckpointHook()) {
-      if (!parts.contention.skipsTryLock(timeout))
-        return ctx.track(tryFirst(parts, client, timeout, attempt, taken, failed));
+      const { contention } = parts;
+      if (!contention.skipsTryLock(timeout)) return ctx.track(tryFirst(parts, client, timeout, attempt, taken, failed));
+      // Contended: straight to the blocking wait (see Contention.skipsTryLock).
+      const deadline = waitDeadline(attempt.startedAt, timeout);
+      const registration = contention.takeAdvanceRegistration();
+      return ctx.track(parts.blocking.block(deadline, attempt, registration, taken, failed));
     }
     return ctx.track(takeOrAbort(parts, timeout, attempt).then(taken, failed));
   } catch (error) {
@@ -95,12 +99,8 @@ async function takeOrAbort(parts: TakeParts, timeout: number | null, attempt: At
   attempt.signal?.throwIfAborted();
   if (ctx.readyNow() === undefined && !(await readyInTime(ctx, timeout, attempt.signal))) return null;
   if (contention.skipsTryLock(timeout)) {
-    return waitAfterMiss(
-      parts,
-      waitDeadline(attempt.startedAt, timeout),
-      attempt,
-      contention.takeAdvanceRegistration(),
-    );
+    const registration = contention.takeAdvanceRegistration();
+    return waitAfterMiss(parts, waitDeadline(attempt.startedAt, timeout), attempt, registration, identity, rethrow);
   }
   const hooked = checkpoint('lock:before-try');
   if (hooked) await hooked;
@@ -152,9 +152,8 @@ function tryFirst<R>(
       );
     }
     if (timeout === 0) return taken(null);
-    return then(
-      waitAfterMiss(parts, waitDeadline(attempt.startedAt, timeout), attempt, { id, until: sent + lifetime }),
-    );
+    const registration = { id, until: sent + lifetime };
+    return waitAfterMiss(parts, waitDeadline(attempt.startedAt, timeout), attempt, registration, taken, failed);
   };
 
   const unanswered = (error: unknown, late?: Promise<TryLockReply | Replied<TryLockReply>>): R | Promise<R> => {
@@ -181,7 +180,7 @@ function tryFirst<R>(
     void ctx.track(forClose(settling));
     const deadline = waitDeadline(attempt.startedAt, timeout);
     if (performance.now() >= deadline) return taken(null);
-    return then(waitAfterMiss(parts, deadline, attempt, null));
+    return waitAfterMiss(parts, deadline, attempt, null, taken, failed);
   };
 
   if (!replicas) return ctx.answer(client, 'lock', call, tryLockAnswers, (reply) => answered(reply, null), unanswered);
@@ -199,24 +198,17 @@ function tryFirst<R>(
 }
 
 /** After a miss (`registration`: the try's, or an advance one) or an unanswered try: the blocking wait. */
-async function waitAfterMiss(
+function waitAfterMiss<R>(
   parts: TakeParts,
   deadline: number,
   attempt: Attempt,
   registration: Registration | null,
-): Promise<Holding | null> {
-  const { contention } = parts;
+  taken: (holding: Holding | null) => R,
+  failed: (error: unknown) => never,
+): Promise<R> {
   const beforeWait = checkpoint('lock:before-wait');
-  if (beforeWait) await beforeWait;
-  try {
-    const holding = await parts.blocking.block(deadline, attempt, registration);
-    // A wait that timed out (or failed, below) proves nothing about contention: try first next time.
-    if (holding === null) contention.contended = false;
-    return holding;
-  } catch (error) {
-    contention.contended = false;
-    throw error;
-  }
+  if (beforeWait) return beforeWait.then(() => parts.blocking.block(deadline, attempt, registration, taken, failed));
+  return parts.blocking.block(deadline, attempt, registration, taken, failed);
 }
 
 /**
