@@ -3,6 +3,9 @@ import type { SemaphoreContext } from '../context';
 import { endRegistrations, type Registration } from './registration';
 import { ADVANCE_IDLE_MS } from './timing';
 
+/** Idle sweeps (half ADVANCE_IDLE_MS apart) before the sweep's interval stops: a second. */
+const IDLE_SWEEPS = 10;
+
 export class Contention {
   readonly #ctx: SemaphoreContext;
   /**
@@ -23,7 +26,8 @@ export class Contention {
    */
   readonly #advance: { registration: Registration; keptAt: number }[] = [];
   #sweepTimer: NodeJS.Timeout | undefined;
-  #keptSinceSweep = false;
+  /** Sweeps in a row that found nothing kept and nothing left: at IDLE_SWEEPS the interval stops. */
+  #idleSweeps = 0;
   /** Milliseconds on a monotonic clock; a spec passes its own to decide which registrations are idle. */
   readonly #now: () => number;
 
@@ -48,7 +52,7 @@ export class Contention {
     if (this.#advance.length > this.#ctx.options.maxBlockingConnections) {
       void endRegistrations(this.#ctx, [this.#advance.shift()?.registration.id]);
     }
-    this.#keptSinceSweep = true;
+    this.#idleSweeps = 0;
     // One interval while registrations come and go, not a timer per registration: an idle one ends
     // between ADVANCE_IDLE_MS and half as much again after it was kept.
     this.#sweepTimer ??= setInterval(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS / 2).unref();
@@ -83,11 +87,11 @@ export class Contention {
         ended.map((kept) => kept.registration.id),
       );
     }
-    // Stops once a whole round kept nothing and nothing is left.
-    if (this.#advance.length === 0 && !this.#keptSinceSweep) {
+    // Stops once nothing was kept for a while and nothing is left (a busy semaphore keeps its interval).
+    if (this.#advance.length > 0) this.#idleSweeps = 0;
+    else if (++this.#idleSweeps >= IDLE_SWEEPS) {
       clearInterval(this.#sweepTimer);
       this.#sweepTimer = undefined;
     }
-    this.#keptSinceSweep = false;
   }
 }
