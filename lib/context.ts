@@ -7,7 +7,8 @@ import { semaphoreKeys, type SemaphoreKeys } from './redis/keys';
 import type { ResolvedOptions } from './options';
 import { adaptClient, clientKeyPrefix, topologyOf } from './redis/client/adapt';
 import { createOwnClient } from './redis/client/standalone';
-import { runScript, type ScriptCall } from './redis/send';
+import { asText, needsText, replyOf, runScript, sendStored, type ScriptCall } from './redis/send';
+import { DeadlineExceeded, withDeadline, type DeadlineQueue } from './util/deadline';
 import { checkServer } from './redis/server-checks';
 import { PoolShare } from './pool/pool-share';
 import { keySlot } from './redis/slot';
@@ -40,8 +41,11 @@ export class SemaphoreContext {
   readonly emit: Emit;
   /** Whether the semaphore has a listener for an event: events nobody hears are not built. */
   readonly hears: Hears;
-  /** Calls and background settling steps that close() waits for. */
-  readonly inFlight = new Set<Promise<unknown>>();
+  /** How many calls and background settling steps close() waits for (`begin`, `end`). */
+  #inFlight = 0;
+  /** Resolves `settled()` once `#inFlight` is back to 0. */
+  #drained: (() => void) | undefined;
+  #drainedPromise: Promise<void> | undefined;
   /** Aborted when close() starts: settling steps stop waiting for a Redis that does not answer. */
   readonly closeController = new AbortController();
   /** Set once close() starts. */
@@ -154,10 +158,55 @@ export class SemaphoreContext {
 
   #run<R>(client: Connection, operation: string, call: ScriptCall<R>, raw = false): Promise<R> {
     const running = runScript(client, call);
-    if (raw) return running;
+    return raw ? running : this.#wrap(operation, running);
+  }
+
+  /** `running`, rejecting with a SemaphoreRedisError naming `operation`. */
+  #wrap<R>(operation: string, running: Promise<R>): Promise<R> {
     return running.catch((error: unknown) => {
       throw new SemaphoreRedisError(this.name, operation, error);
     });
+  }
+
+  /**
+   * The hot path's `call`, in one promise: `call` on `client` (from `readyNow()`, or a waiter's own
+   * connection), its answer bounded by `answers`, then what `answered(reply)` or `failed(error)` make
+   * of it. `failed` gets a SemaphoreRedisError naming `operation`, or the `DeadlineExceeded` of
+   * `answers` and `late`, the reply still to come (for the caller to settle in the background).
+   */
+  answer<R, T>(
+    client: Connection,
+    operation: string,
+    call: ScriptCall<R>,
+    answers: DeadlineQueue,
+    answered: (reply: R) => T | PromiseLike<T>,
+    failed: (error: unknown, late?: Promise<R>) => T | PromiseLike<T>,
+  ): Promise<T> {
+    const sending = sendStored(client, call);
+    const startedAt = performance.now();
+    return answers.settle(
+      sending,
+      operation,
+      (raw) => {
+        let reply: R;
+        try {
+          reply = call.decode === undefined ? (raw as R) : call.decode(raw);
+        } catch (error) {
+          return failed(new SemaphoreRedisError(this.name, operation, error));
+        }
+        return answered(reply);
+      },
+      (error) => {
+        if (!needsText(client, call, error)) return failed(new SemaphoreRedisError(this.name, operation, error));
+        // The server lacked the script: EVAL, within what is left of the same time limit.
+        const evaluating = this.#run(client, operation, asText(call));
+        const left = Math.max(1, startedAt + answers.ms - performance.now());
+        return withDeadline(evaluating, left, operation).then(answered, (next: unknown) =>
+          next instanceof DeadlineExceeded ? failed(next, evaluating) : failed(next),
+        );
+      },
+      (error) => failed(error, this.#wrap(operation, replyOf(client, call, sending))),
+    );
   }
 
   async command(operation: string, args: string[]): Promise<unknown> {
@@ -171,10 +220,33 @@ export class SemaphoreContext {
 
   /** Keeps `promise` among the calls close() waits for. */
   track<T>(promise: Promise<T>): Promise<T> {
-    this.inFlight.add(promise);
-    const untrack = () => this.inFlight.delete(promise);
-    promise.then(untrack, untrack);
+    this.begin();
+    const end = () => this.end();
+    promise.then(end, end);
     return promise;
+  }
+
+  /** A call close() waits for begins; `end()` when it settles (`track` for a promise). */
+  begin(): void {
+    this.#inFlight++;
+  }
+
+  end(): void {
+    if (--this.#inFlight > 0 || this.#drained === undefined) return;
+    const drained = this.#drained;
+    this.#drained = this.#drainedPromise = undefined;
+    drained();
+  }
+
+  /** How many calls close() would wait for now. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Resolves once no call is in flight, including calls that begin meanwhile. */
+  settled(): Promise<void> {
+    if (this.#inFlight === 0) return Promise.resolve();
+    return (this.#drainedPromise ??= new Promise((resolve) => (this.#drained = resolve)));
   }
 
   assertOpen(): void {

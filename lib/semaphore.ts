@@ -43,6 +43,8 @@ function tokenOf(holding: Holding | null): string | null {
   return holding.token;
 }
 
+const holdingOf = (holding: Holding | null): Holding | null => holding;
+
 /** A lock manager's question (lib/locks.ts): whether this semaphore holds, awaits and keeps nothing. */
 export const IS_IDLE = Symbol('redis-token-semaphore.isIdle');
 
@@ -119,7 +121,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     try {
       const { timeout, fn, signal } = lockArguments<LockCallback<T>>(args);
       if (fn !== null) return this.#ctx.track(this.#withToken(timeout, fn, signal));
-      return this.#ctx.track(take(this.#parts, timeout, this.#attempt(false, signal)).then(tokenOf));
+      return take(this.#parts, timeout, this.#attempt(false, signal), tokenOf);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -135,12 +137,11 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     try {
       const { timeout, signal } = acquireArguments(args);
       const attempt = this.#attempt(true, signal);
-      return this.#ctx.track(
-        take(this.#parts, timeout, attempt, 'lease').then((holding) => {
-          if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
-          return createLease(holding, this.#ledger.leaseHost);
-        }),
-      );
+      const lease = (holding: Holding | null): Lease => {
+        if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
+        return createLease(holding, this.#ledger.leaseHost);
+      };
+      return take(this.#parts, timeout, attempt, lease, 'lease');
     } catch (error) {
       return Promise.reject(error);
     }
@@ -334,7 +335,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** See IS_IDLE. */
   [IS_IDLE](): boolean {
     return (
-      this.#ctx.inFlight.size === 0 &&
+      this.#ctx.inFlight === 0 &&
       this.#ctx.pool.size === 0 &&
       this.#ledger.live().length === 0 &&
       !this.#reclaim.drainsPending
@@ -351,7 +352,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     fn: LockCallback<T>,
     signal: AbortSignal | undefined,
   ): Promise<Awaited<T>> {
-    const holding = await take(this.#parts, timeout, this.#attempt(true, signal), 'callback');
+    const holding = await take(this.#parts, timeout, this.#attempt(true, signal), holdingOf, 'callback');
     if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
     const ledger = this.#ledger;
     if (holdTraced()) return traceHold(this.name, this.resources, holding, () => ledger.runThenRelease(holding, fn));

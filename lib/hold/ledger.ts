@@ -9,10 +9,10 @@ import { Holding, leaseTerms, type HoldingHost, type LeaseTerms } from './holdin
 import type { LockLostReason } from '../options';
 import { MAX_TIMER_MS, mostlySpent, RENEW_ANSWER_MS } from '../lock/timing';
 import { checkReplicated } from './replication';
-import { REPLICATED, Releaser, type GrantRef } from './release';
+import { REPLICATED, Releaser, type GrantRef, type Released } from './release';
 import { refresh } from '../redis/commands';
 import type { LeaseHost, LockCallback } from '../lease';
-import { debug } from '../telemetry';
+import { debug, debugEnabled } from '../telemetry';
 import { warn } from '../util/warn';
 
 /** A grant Redis made: the token, the grant id its GRABBED record names, and the fencing number. */
@@ -34,6 +34,9 @@ export interface Attempt {
   readonly startedAt: number;
   readonly signal: AbortSignal | undefined;
 }
+
+/** What `release` resolves for a holding already known to be over. */
+const NOT_HELD: Promise<false> = Promise.resolve(false);
 
 export class Ledger {
   readonly #ctx: SemaphoreContext;
@@ -91,10 +94,10 @@ export class Ledger {
   }
 
   /**
-   * A grant Redis made for `attempt` becomes a holding, or goes back when its caller has gone. Not
-   * async: the usual grant settles without an await.
+   * A grant Redis made for `attempt` becomes a holding, or goes back when its caller has gone. The
+   * usual grant is the holding itself, at once; a promise where something must happen first.
    */
-  granted(grant: Grant, attempt: Attempt, via?: Connection): Promise<Holding> {
+  granted(grant: Grant, attempt: Attempt, via?: Connection): Holding | Promise<Holding> {
     // A token that arrives as the caller goes (closed, aborted) goes straight back: Redis hands it
     // to the next waiter. `via`: the waiter's connection, still ours until the wait returns it.
     if (this.#ctx.closing || attempt.signal?.aborted) return this.#decline(grant, attempt.signal, via);
@@ -132,14 +135,14 @@ export class Ledger {
   }
 
   /** The holding, its `acquired` event and `lock:granted` checkpoint; `renewed` false: the refresh found it ended. */
-  #hold(grant: Grant, attempt: Attempt, anchor: number, renewed: boolean | null): Promise<Holding> {
+  #hold(grant: Grant, attempt: Attempt, anchor: number, renewed: boolean | null): Holding | Promise<Holding> {
     const holding = new Holding(this.#host, grant, attempt.scoped, this.#terms, anchor);
     this.#holdings.push(holding);
     this.#ctx.telemetry.acquired(holding.token, holding.fence, holding.acquiredAt - attempt.startedAt);
     if (renewed === false) holding.lose('reclaimed');
     else holding.loseIfExpired();
     const hook = checkpoint('lock:granted');
-    return hook ? Promise.resolve(hook).then(() => holding) : Promise.resolve(holding);
+    return hook ? Promise.resolve(hook).then(() => holding) : holding;
   }
 
   /**
@@ -161,40 +164,52 @@ export class Ledger {
     return result;
   }
 
-  async release(holding: Holding, putBack: boolean): Promise<number | false> {
-    const ctx = this.#ctx;
+  /** Ends `holding` (its token back, or consumed): the new length of AVAILABLE, or false if it was no longer held. */
+  release(holding: Holding, putBack: boolean): Promise<number | false> {
     // A holding lost to another grant is known to be over: nothing to ask Redis.
     if (holding.lostReason === 'reclaimed') {
       holding.end();
       this.#forget(holding);
-      return false;
+      return NOT_HELD;
     }
     holding.beginRelease();
-    let available: number | false;
-    let acknowledged: number | null;
-    try {
-      ({ available, acknowledged } = await this.#releaser.release(holding, putBack, REPLICATED));
-    } catch (error) {
-      // The token may still be held in Redis: it goes stale (no more refreshes), and the holding
-      // stays, so a later unlock can try again.
-      holding.releaseFailed();
-      throw error;
-    }
-    debug(
-      '%s %s %s: %s',
-      ctx.name,
-      putBack ? 'unlock' : 'consume',
-      holding.token,
-      available === false ? 'not held' : 'done',
+    return this.#releaser.release(
+      holding,
+      putBack,
+      REPLICATED,
+      (released) => this.#released(holding, putBack, released),
+      (error) => {
+        // The token may still be held in Redis: it goes stale (no more refreshes), and the holding
+        // stays, so a later unlock can try again.
+        holding.releaseFailed();
+        throw error;
+      },
     );
+  }
+
+  /** What follows a release that Redis answered. */
+  #released(
+    holding: Holding,
+    putBack: boolean,
+    { available, acknowledged }: Released,
+  ): Promise<number | false> | number | false {
+    const ctx = this.#ctx;
+    if (debugEnabled) {
+      debug(
+        '%s %s %s: %s',
+        ctx.name,
+        putBack ? 'unlock' : 'consume',
+        holding.token,
+        available === false ? 'not held' : 'done',
+      );
+    }
     holding.end();
     this.#forget(holding);
-    if (available !== false) {
-      ctx.telemetry.released(holding.token, holding.fence, performance.now() - holding.acquiredAt);
-      // waitReplicas: the release took effect on the primary either way; a shortfall is reported.
-      if (acknowledged !== null) await checkReplicated(ctx, putBack ? 'unlock' : 'consume', acknowledged);
-    }
-    return available;
+    if (available === false) return false;
+    ctx.telemetry.released(holding.token, holding.fence, performance.now() - holding.acquiredAt);
+    // waitReplicas: the release took effect on the primary either way; a shortfall is reported.
+    if (acknowledged === null) return available;
+    return checkReplicated(ctx, putBack ? 'unlock' : 'consume', acknowledged).then(() => available);
   }
 
   async refresh(holding: Holding): Promise<boolean> {

@@ -7,10 +7,15 @@ import { replyErrorCode, wasNeverSent } from '../redis/client/classify';
 import { RELEASE_ANSWER_MS } from '../lock/timing';
 import { withReplicaWait } from './replication';
 import { release, type ReleaseReply } from '../redis/commands';
-import type { Replied } from '../redis/send';
+import type { Replied, ScriptCall } from '../redis/send';
 
 /** Every release try of the process, each limited to RELEASE_ANSWER_MS, with one timer for all. */
 const releaseDeadlines = new DeadlineQueue(RELEASE_ANSWER_MS);
+
+const asIs = (outcome: Released): Released => outcome;
+const rethrow = (error: unknown): never => {
+  throw error;
+};
 
 /** Most tries of a release whose connection failed (each after a backoff): about 3 s in all. */
 const RELEASE_TRIES = 6;
@@ -42,44 +47,67 @@ export class Releaser {
   }
 
   /**
-   * Ends grant `grant` (its token back, or consumed), retried after a failure. With `replicated` and
-   * `waitReplicas`, a WAIT follows it on the same connection. Not async: the usual release is one try.
+   * Ends grant `grant` (its token back, or consumed), retried after a failure; resolves what
+   * `released` makes of the outcome, or what `failed` makes of the last failure (by default the
+   * outcome, and the failure). With `replicated` and `waitReplicas`, a WAIT follows it on the same
+   * connection. The usual release (one try on a ready client) is one promise.
    */
-  release(grant: GrantRef, putBack: boolean, options: ReleaseOptions = {}): Promise<Released> {
-    let trying: Promise<Replied<ReleaseReply>>;
+  release<T = Released>(
+    grant: GrantRef,
+    putBack: boolean,
+    options: ReleaseOptions = {},
+    then: (outcome: Released) => T | PromiseLike<T> = asIs as (outcome: Released) => T,
+    failed: (error: unknown) => T | PromiseLike<T> = rethrow,
+  ): Promise<T> {
+    const ctx = this.#ctx;
+    const operation = putBack ? 'unlock' : 'consume';
+    const retry = (error: unknown) => this.#retryRelease(grant, putBack, options, error).then(then, failed);
     try {
-      trying = this.#tryRelease(grant, putBack, options);
+      // Runs while closing too (`whileClosing`, below): close() waits for callbacks and hand-offs in
+      // flight to give tokens back. A try that gets no answer in time is not repeated: an offline
+      // queue still holds it.
+      const client = options.via ?? ctx.readyNow();
+      const call = withReplicaWait(
+        ctx,
+        release(ctx, grant.token, grant.id, putBack),
+        options.replicated && !options.via,
+      );
+      if (client === undefined)
+        return this.#tryRelease(call, operation, options).then((r) => then(released(r, false)), retry);
+      return ctx.answer(
+        client,
+        operation,
+        call,
+        releaseDeadlines,
+        (replied) => then(released(replied, false)),
+        (error) => (error instanceof DeadlineExceeded ? failed(this.#expired(putBack, error)) : retry(error)),
+      );
     } catch (error) {
-      trying = Promise.reject(error); // as an async function would: callers get a rejection
+      return retry(error);
     }
-    return trying.then(
-      (replied) => released(replied, false),
-      (error: unknown) => this.#retryRelease(grant, putBack, options, error),
+  }
+
+  /** One try of the release script, when the main client is not ready (connecting, or closing). */
+  #tryRelease(
+    call: ScriptCall<Replied<ReleaseReply>>,
+    operation: string,
+    { via }: ReleaseOptions,
+  ): Promise<Replied<ReleaseReply>> {
+    const ctx = this.#ctx;
+    return releaseDeadlines.watch(
+      ctx.call(operation, call, { whileClosing: true, via }),
+      operation,
+      operation === 'unlock' ? this.#unlockExpired : this.#consumeExpired,
     );
   }
 
-  /** One try of the release script. */
-  #tryRelease(
-    grant: GrantRef,
-    putBack: boolean,
-    { replicated = false, via }: ReleaseOptions,
-  ): Promise<Replied<ReleaseReply>> {
-    const ctx = this.#ctx;
-    const operation = putBack ? 'unlock' : 'consume';
-    // Runs while closing too: close() waits for callbacks and hand-offs in flight to give tokens
-    // back. A try that gets no answer in time is not repeated: an offline queue still holds it.
-    return releaseDeadlines.watch(
-      ctx.call(operation, withReplicaWait(ctx, release(ctx, grant.token, grant.id, putBack), replicated && !via), {
-        whileClosing: true,
-        via,
-      }),
-      operation,
-      putBack ? this.#unlockExpired : this.#consumeExpired,
-    );
+  #expired(putBack: boolean, error: DeadlineExceeded): Error {
+    return putBack ? this.#unlockExpired(error) : this.#consumeExpired(error);
   }
 
   /** The tries after a first one failed with `error`. */
   async #retryRelease(grant: GrantRef, putBack: boolean, options: ReleaseOptions, error: unknown): Promise<Released> {
+    const ctx = this.#ctx;
     // A try whose reply was lost may have run: then a retry finds the grant already ended.
     let mayHaveRun = false;
     for (let attempt = 1; ; attempt++) {
@@ -91,7 +119,12 @@ export class Releaser {
       if (!wasNeverSent(cause)) mayHaveRun = true;
       await sleep(backoffMs(attempt));
       try {
-        return released(await this.#tryRelease(grant, putBack, options), mayHaveRun);
+        const call = withReplicaWait(
+          ctx,
+          release(ctx, grant.token, grant.id, putBack),
+          options.replicated && !options.via,
+        );
+        return released(await this.#tryRelease(call, putBack ? 'unlock' : 'consume', options), mayHaveRun);
       } catch (next) {
         error = next;
       }

@@ -25,99 +25,120 @@ export class BlockingWait {
     this.#close = close;
   }
 
-  /** The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline` passes. */
-  async block(deadline: number, attempt: Attempt, registered: Registration | null): Promise<Holding | null> {
-    const { ctx, ledger } = this.#parts;
-    const { signal } = attempt;
-    this.#watchClient();
-    let registration = registered;
-    let failures = 0;
-    let lastError: unknown;
-    for (;;) {
-      this.#stopIfClosedOrAborted(signal, registration);
-      // A failure past the deadline (Redis cannot be reached) is a timeout, like any other: not a
-      // retry that might fail MAX_CONNECTION_FAILURES times first.
-      if (failures > 0 && this.#timedOut(deadline, registration)) return null;
-      if (failures >= MAX_CONNECTION_FAILURES) {
-        throw new SemaphoreRedisError(ctx.name, 'lock', await explainConnectionFailure(ctx.client, lastError));
-      }
-      if (failures > 0) {
-        await sleep(Math.min(backoffMs(failures), deadline - performance.now()), signal);
+  /**
+   * The blocking path: BLMOVE slices on a dedicated connection until a token comes or `deadline`
+   * passes, as `taken` makes it (or `failed`: its one async frame serves the caller's). A wait that
+   * ends without a token (timed out, or failed) proves nothing about contention: the next lock tries first.
+   */
+  async block<R>(
+    deadline: number,
+    attempt: Attempt,
+    registered: Registration | null,
+    taken: (holding: Holding | null) => R,
+    failed: (error: unknown) => never,
+  ): Promise<R> {
+    let granted = false;
+    try {
+      const { ctx, ledger } = this.#parts;
+      const { signal } = attempt;
+      this.#watchClient();
+      let registration = registered;
+      let failures = 0;
+      let lastError: unknown;
+      for (;;) {
         this.#stopIfClosedOrAborted(signal, registration);
-        if (this.#timedOut(deadline, registration)) return null;
-      }
-      let connection: Connection | null;
-      try {
-        connection = ctx.pool.checkoutIdle() ?? (await ctx.pool.checkout(deadline, signal));
-      } catch (error) {
-        failures++;
-        lastError = error;
-        continue;
-      }
-      if (connection === null) {
-        // Queued for a connection past the deadline (or until aborted or closed): no BLMOVE was sent
-        // for this registration, so just end it.
-        this.#stopIfClosedOrAborted(signal, registration);
-        void endRegistrations(ctx, [registration?.id]);
-        return null;
-      }
-      let broken = false;
-      // Whether this call still answers for `connection`: an abort hands it to the settling below.
-      let owned = true;
-      try {
-        for (;;) {
-          if (ctx.closing) {
-            // On the waiter's own connection, which works when the caller closed its client too, and
-            // before that connection closes.
-            await endRegistrations(ctx, [registration?.id], connection);
-            throw new SemaphoreClosedError(ctx.name);
-          }
-          this.#stopIfClosedOrAborted(signal, registration, connection);
-          const remaining = deadline - performance.now();
-          // Past the deadline, a live registration still gets a last slice, whose claim ends it.
-          if (remaining <= 0 && registration === null) return null;
-          const short = registration?.advance === true || ctx.pool.crowded;
-          const slice = sliceMs(remaining, ctx.options.waitSlice, short);
-          registration ??= { id: newId(), until: 0 };
-          broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
-          const lastSlice = isLastSlice(slice, remaining);
-          const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, signal, deadline);
-          let outcome: SliceOutcome;
-          try {
-            outcome = await raceAbort(pending, signal);
-          } catch (error) {
-            if (!signal?.aborted || error !== signal.reason) throw error;
-            // The caller is told at once; the slice, cut short by CLIENT UNBLOCK (Interrupts), settles
-            // in the background: a token its claim granted goes back, its registration ends, and the
-            // connection returns to the pool. close() waits for it.
-            owned = false;
-            void ctx.track(this.#settleAbandonedSlice(pending, connection));
-            throw error;
-          }
-          broken = outcome.failure !== undefined;
-          if (outcome.grant !== null) {
-            const grant = outcome.grant;
-            // waitReplicas: the claim wrote the grant on this connection, so WAIT there.
-            if (ctx.options.waitReplicas) {
-              await checkReplicated(ctx, 'lock', await waitOn(ctx, connection), () => ledger.giveBack(grant));
-            }
-            return await ledger.granted(grant, attempt, connection);
-          }
-          registration = outcome.registration;
-          if (broken) {
-            failures++;
-            lastError = outcome.failure;
-            break;
-          }
-          failures = 0;
-          // A shared pool's callers of other names queue for a connection: this one takes its turn
-          // again at the back of the line (its registration stays), so a waiter on a name nobody
-          // releases cannot keep a connection from callers whose tokens are free.
-          if (ctx.pool.turnTaking) break;
+        // A failure past the deadline (Redis cannot be reached) is a timeout, like any other: not a
+        // retry that might fail MAX_CONNECTION_FAILURES times first.
+        if (failures > 0 && this.#timedOut(deadline, registration)) return taken(null);
+        if (failures >= MAX_CONNECTION_FAILURES) {
+          throw new SemaphoreRedisError(ctx.name, 'lock', await explainConnectionFailure(ctx.client, lastError));
         }
-      } finally {
-        if (owned) ctx.pool.checkin(connection, broken);
+        if (failures > 0) {
+          await sleep(Math.min(backoffMs(failures), deadline - performance.now()), signal);
+          this.#stopIfClosedOrAborted(signal, registration);
+          if (this.#timedOut(deadline, registration)) return taken(null);
+        }
+        let connection: Connection | null;
+        try {
+          connection = ctx.pool.checkoutIdle() ?? (await ctx.pool.checkout(deadline, signal));
+        } catch (error) {
+          failures++;
+          lastError = error;
+          continue;
+        }
+        if (connection === null) {
+          // Queued for a connection past the deadline (or until aborted or closed): no BLMOVE was sent
+          // for this registration, so just end it.
+          this.#stopIfClosedOrAborted(signal, registration);
+          void endRegistrations(ctx, [registration?.id]);
+          return taken(null);
+        }
+        let broken = false;
+        // Whether this call still answers for `connection`: an abort hands it to the settling below.
+        let owned = true;
+        try {
+          for (;;) {
+            if (ctx.closing) {
+              // On the waiter's own connection, which works when the caller closed its client too, and
+              // before that connection closes.
+              await endRegistrations(ctx, [registration?.id], connection);
+              throw new SemaphoreClosedError(ctx.name);
+            }
+            this.#stopIfClosedOrAborted(signal, registration, connection);
+            const remaining = deadline - performance.now();
+            // Past the deadline, a live registration still gets a last slice, whose claim ends it.
+            if (remaining <= 0 && registration === null) return taken(null);
+            const short = registration?.advance === true || ctx.pool.crowded;
+            const slice = sliceMs(remaining, ctx.options.waitSlice, short);
+            registration ??= { id: newId(), until: 0 };
+            broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
+            const lastSlice = isLastSlice(slice, remaining);
+            const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, signal, deadline);
+            let outcome: SliceOutcome;
+            try {
+              outcome = await (signal ? raceAbort(pending, signal) : pending);
+            } catch (error) {
+              if (!signal?.aborted || error !== signal.reason) throw error;
+              // The caller is told at once; the slice, cut short by CLIENT UNBLOCK (Interrupts), settles
+              // in the background: a token its claim granted goes back, its registration ends, and the
+              // connection returns to the pool. close() waits for it.
+              owned = false;
+              void ctx.track(this.#settleAbandonedSlice(pending, connection));
+              throw error;
+            }
+            broken = outcome.failure !== undefined;
+            if (outcome.grant !== null) {
+              const grant = outcome.grant;
+              // waitReplicas: the claim wrote the grant on this connection, so WAIT there.
+              if (ctx.options.waitReplicas) {
+                await checkReplicated(ctx, 'lock', await waitOn(ctx, connection), () => ledger.giveBack(grant));
+              }
+              // Awaited when it is a promise: a token declined goes back on `connection`, before checkin.
+              const holding = ledger.granted(grant, attempt, connection);
+              const held = holding instanceof Promise ? await holding : holding;
+              granted = true;
+              return taken(held);
+            }
+            registration = outcome.registration;
+            if (broken) {
+              failures++;
+              lastError = outcome.failure;
+              break;
+            }
+            failures = 0;
+            // A shared pool's callers of other names queue for a connection: this one takes its turn
+            // again at the back of the line (its registration stays), so a waiter on a name nobody
+            // releases cannot keep a connection from callers whose tokens are free.
+            if (ctx.pool.turnTaking) break;
+          }
+        } finally {
+          if (owned) ctx.pool.checkin(connection, broken);
+        }
       }
+    } catch (error) {
+      return failed(error);
+    } finally {
+      if (!granted) this.#parts.contention.contended = false;
     }
   }
 

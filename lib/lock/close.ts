@@ -15,7 +15,7 @@ export async function closeSemaphore(parts: TakeParts): Promise<void> {
   // in time (Redis unreachable) end when their connections close.
   ctx.pool.stopServing();
   interrupts.interruptAll();
-  const settled = everyCallSettled(ctx.inFlight);
+  const settled = ctx.settled();
   await withDeadline(settled, CLOSE_IN_FLIGHT_MS, 'close').catch(() => undefined);
   ctx.pool.close();
   await settled;
@@ -35,13 +35,4 @@ export async function closeSemaphore(parts: TakeParts): Promise<void> {
     const quit = ctx.client.isReady ? ctx.client.quit() : Promise.reject(new Error('not ready'));
     await quit.catch(() => disconnectQuietly(ctx.client));
   }
-}
-
-/**
- * Resolves once no call is in flight, including calls that begin meanwhile: a wait aborted by close()
- * hands its slice's settling to a tracked call that starts only when the abort lands, and that
- * settling needs the connections close() is about to close.
- */
-async function everyCallSettled(inFlight: ReadonlySet<Promise<unknown>>): Promise<void> {
-  while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
 }

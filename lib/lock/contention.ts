@@ -3,6 +3,9 @@ import type { SemaphoreContext } from '../context';
 import { endRegistrations, type Registration } from './registration';
 import { ADVANCE_IDLE_MS } from './timing';
 
+/** Idle sweeps (half ADVANCE_IDLE_MS apart) before the sweep's interval stops: a second. */
+const IDLE_SWEEPS = 10;
+
 export class Contention {
   readonly #ctx: SemaphoreContext;
   /**
@@ -23,6 +26,8 @@ export class Contention {
    */
   readonly #advance: { registration: Registration; keptAt: number }[] = [];
   #sweepTimer: NodeJS.Timeout | undefined;
+  /** Sweeps in a row that found nothing kept and nothing left: at IDLE_SWEEPS the interval stops. */
+  #idleSweeps = 0;
   /** Milliseconds on a monotonic clock; a spec passes its own to decide which registrations are idle. */
   readonly #now: () => number;
 
@@ -47,7 +52,10 @@ export class Contention {
     if (this.#advance.length > this.#ctx.options.maxBlockingConnections) {
       void endRegistrations(this.#ctx, [this.#advance.shift()?.registration.id]);
     }
-    this.#sweepTimer ??= setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
+    this.#idleSweeps = 0;
+    // One interval while registrations come and go, not a timer per registration: an idle one ends
+    // between ADVANCE_IDLE_MS and half as much again after it was kept.
+    this.#sweepTimer ??= setInterval(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS / 2).unref();
   }
 
   /** The newest advance registration, or null (then the wait registers in its pipeline). */
@@ -63,23 +71,27 @@ export class Contention {
 
   /** Takes every advance registration at close(), to end them now: lapsing, they would count as waiters. */
   takeAllAdvanceRegistrations(): string[] {
-    clearTimeout(this.#sweepTimer);
+    clearInterval(this.#sweepTimer);
     this.#sweepTimer = undefined;
     return this.#advance.splice(0).map((kept) => kept.registration.id);
   }
 
   /** Ends the advance registrations kept more than ADVANCE_IDLE_MS ago (the oldest lead: kept in order). */
   #sweepAdvanceRegistrations(): void {
-    this.#sweepTimer = undefined;
     const cutoff = this.#now() - ADVANCE_IDLE_MS;
     const idle = this.#advance.findIndex((kept) => kept.keptAt > cutoff);
     const ended = this.#advance.splice(0, idle === -1 ? this.#advance.length : idle);
-    void endRegistrations(
-      this.#ctx,
-      ended.map((kept) => kept.registration.id),
-    );
-    if (this.#advance.length > 0) {
-      this.#sweepTimer = setTimeout(() => this.#sweepAdvanceRegistrations(), ADVANCE_IDLE_MS).unref();
+    if (ended.length > 0) {
+      void endRegistrations(
+        this.#ctx,
+        ended.map((kept) => kept.registration.id),
+      );
+    }
+    // Stops once nothing was kept for a while and nothing is left (a busy semaphore keeps its interval).
+    if (this.#advance.length > 0) this.#idleSweeps = 0;
+    else if (++this.#idleSweeps >= IDLE_SWEEPS) {
+      clearInterval(this.#sweepTimer);
+      this.#sweepTimer = undefined;
     }
   }
 }

@@ -7,6 +7,12 @@ import { UNBLOCK_ANSWER_MS, unblockBackoffMs } from './timing';
 /** Most `CLIENT UNBLOCK`s sent for one cancelled slice (5 ms doubling: about 2.5 s) before its connection is closed. */
 const UNBLOCK_TRIES = 9;
 
+/** A blocked slice, as its interrupt sees it: whether it settled, and what wakes an interrupt waiting for that. */
+interface Slice {
+  settled: boolean;
+  wake: (() => void) | undefined;
+}
+
 export class Interrupts {
   readonly #ctx: SemaphoreContext;
   /** Ends each blocked slice early (see #interrupt); close() calls them all. */
@@ -22,23 +28,21 @@ export class Interrupts {
   }
 
   /**
-   * Lets an abort or close() end the slice blocked on `connection` early (it settles when `settled`
-   * does). Returns what disarms it once the slice settled, which returns the UNBLOCK still on its
-   * way, if any, to await.
+   * Lets an abort or close() end the slice blocked on `connection` early. Returns what disarms it
+   * once the slice settled, which returns the UNBLOCK still on its way, if any, to await.
    */
-  arm(
-    connection: Connection,
-    settled: Promise<unknown>,
-    signal: AbortSignal | undefined,
-  ): () => Promise<void> | undefined {
+  arm(connection: Connection, signal: AbortSignal | undefined): () => Promise<void> | undefined {
+    const slice: Slice = { settled: false, wake: undefined };
     let interrupting: Promise<void> | undefined;
-    const interrupt = () => void (interrupting ??= this.#interrupt(connection, settled));
+    const interrupt = () => void (interrupting ??= this.#interrupt(connection, slice));
     signal?.addEventListener('abort', interrupt, { once: true });
     this.#interrupts.add(interrupt);
     if (this.#ctx.closing || signal?.aborted) interrupt();
     return () => {
       signal?.removeEventListener('abort', interrupt);
       this.#interrupts.delete(interrupt);
+      slice.settled = true;
+      slice.wake?.();
       // An UNBLOCK still on its way must not end the next wait this connection serves.
       return interrupting;
     };
@@ -58,13 +62,12 @@ export class Interrupts {
    * again, with backoff, until the slice settles. Closing the connection is the fallback, where the
    * id is unknown, the main connection fails, or the BLMOVE never shows up blocked.
    */
-  async #interrupt(connection: Connection, settled: Promise<unknown>): Promise<void> {
+  async #interrupt(connection: Connection, slice: Slice): Promise<void> {
     const ctx = this.#ctx;
-    let done = false;
-    void settled.then(() => (done = true));
+    const settled = new Promise<void>((resolve) => (slice.settled ? resolve() : (slice.wake = resolve)));
     const id = ctx.pool.idOf(connection);
     if (id !== undefined) {
-      for (let attempt = 0; attempt < UNBLOCK_TRIES && !done; attempt++) {
+      for (let attempt = 0; attempt < UNBLOCK_TRIES && !slice.settled; attempt++) {
         try {
           // The main client, or (the caller closed it) a control connection of the pool's own.
           const control = ctx.client.isOpen ? ctx.client : await ctx.pool.control();
@@ -75,7 +78,7 @@ export class Interrupts {
         }
         await Promise.race([settled, sleep(unblockBackoffMs(attempt))]);
       }
-      if (done) return;
+      if (slice.settled) return;
     }
     await disconnectQuietly(connection);
   }

@@ -12,7 +12,8 @@ import { isConnectionError, isMisattributedReply, replyErrorCode, wasRefusedForN
 import { newId } from '../util/ids';
 import { endRegistrations, type Registration } from './registration';
 import { claim as claimScript, prepareWait, type ClaimReply } from '../redis/commands';
-import { preload } from '../redis/send';
+import { asText, needsText, preload, runScript, sendStored, type ScriptCall } from '../redis/send';
+import { Alarms } from '../util/alarms';
 import { debug, debugEnabled } from '../telemetry';
 import type { Interrupts } from './interrupts';
 
@@ -30,13 +31,17 @@ export interface SliceOutcome {
   readonly failure?: unknown;
 }
 
+/** Every slice's guard (see `blockOnce`), on one timer. */
+const guards = new Alarms();
+
 /**
  * One slice: `BLMOVE AVAILABLE INBOX:<id>` and `claim` in one pipeline, so Redis claims the token
  * the moment BLMOVE moves it; preceded by `prepareWait` when the registration may have lapsed. When
  * the connection fails or goes silent past the slice, `recover` settles the attempt on the main
  * connection. Resolves the token, or the registration to use for the next slice (null: make a new one).
+ * Its replies are joined by a count, not by a promise each: the usual slice is three promises.
  */
-export async function blockOnce(
+export function blockOnce(
   parts: BlockingParts,
   connection: Connection,
   registration: Registration,
@@ -50,10 +55,9 @@ export async function blockOnce(
   if (debugEnabled) debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
   const lifetime = registrationLifetimeMs(ctx.options.waitSlice);
   const sent = performance.now();
-  const onConnection = { via: connection, raw: true };
   const prepared = coversSlice(registration.until - sent, sliceMs, ctx.options.waitSlice)
     ? undefined
-    : ctx.call('lock', prepareWait(ctx, id, lifetime), onConnection);
+    : ctx.call('lock', prepareWait(ctx, id, lifetime), { via: connection, raw: true });
   const moved = connection.sendCommand([
     'BLMOVE',
     ctx.keys.available,
@@ -70,23 +74,101 @@ export async function blockOnce(
   const claimCall = (pipelined: boolean) => claimScript(ctx, id, { grantId, nextLifetimeMs, keep, pipelined });
   // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
   const claimed = ctx.options.useLocalTime
-    ? moved.then(() => ctx.call('lock', claimCall(false), onConnection))
-    : ctx.call('lock', claimCall(true), onConnection);
+    ? moved.then(() => ctx.call('lock', claimCall(false), { via: connection, raw: true }))
+    : claimCall(true);
   // (A test's hook: its rejection is handled at once, like every promise here.)
-  const hooked = checkpoint('lock:waiting')?.then(undefined, () => undefined);
-  const results = pipelineResults(prepared, moved, claimed, hooked);
-  // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
-  // settles what the pipeline may have done.
-  const guard = setTimeout(() => void disconnectQuietly(connection), sliceGuardMs(sliceMs, ctx.options.waitSlice));
-  // An abort or close() ends the slice early (Interrupts), keeping the connection.
-  const disarm = interrupts.arm(connection, results, signal);
-  const { prepare, move, claim } = await results;
-  clearTimeout(guard);
-  const unblocking = disarm();
-  if (unblocking) await unblocking;
+  const hooked = checkpoint('lock:waiting');
+  const sentSlice: SentSlice = { registration, grantId, sent, sliceMs, prepared: prepared !== undefined };
+  return new Promise<SliceOutcome>((resolve, reject) => {
+    const results: { prepare: Settled<unknown>; move: Settled<unknown>; claim: Settled<ClaimReply> | undefined } = {
+      prepare: ANSWERED,
+      move: ANSWERED,
+      claim: undefined,
+    };
+    let pending = 2 + (prepared ? 1 : 0) + (hooked ? 1 : 0);
+    // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
+    // settles what the pipeline may have done.
+    const guard = guards.set(sliceGuardMs(sliceMs, ctx.options.waitSlice), () => void disconnectQuietly(connection));
+    // An abort or close() ends the slice early (Interrupts), keeping the connection.
+    const disarm = interrupts.arm(connection, signal);
+    const settled = () => {
+      if (--pending > 0) return;
+      guards.cancel(guard);
+      const unblocking = disarm();
+      const done = results as SliceResults;
+      const outcome = () => sliceOutcome(parts, connection, done, sentSlice, signal, deadline);
+      try {
+        resolve(unblocking ? unblocking.then(outcome) : outcome());
+      } catch (error) {
+        reject(error);
+      }
+    };
+    prepared?.then(settled, (reason: unknown) => {
+      results.prepare = rejected(reason);
+      settled();
+    });
+    moved.then(settled, (reason: unknown) => {
+      results.move = rejected(reason);
+      settled();
+    });
+    const claimedAs = (claim: Settled<ClaimReply>) => {
+      results.claim = claim;
+      settled();
+    };
+    if (claimed instanceof Promise)
+      claimed.then(
+        (reply) => claimedAs(fulfilled(reply)),
+        (e: unknown) => claimedAs(rejected(e)),
+      );
+    else settleClaim(connection, claimed, sendStored(connection, claimed), claimedAs);
+    hooked?.then(settled, settled);
+  });
+}
 
+/** Reads the pipelined claim's reply as `runScript` would (by EVAL when `needsText`), without a promise more. */
+function settleClaim(
+  connection: Connection,
+  call: ScriptCall<ClaimReply>,
+  sending: Promise<unknown>,
+  claimedAs: (claim: Settled<ClaimReply>) => void,
+): void {
+  sending.then(
+    (raw) => {
+      let reply: ClaimReply;
+      try {
+        reply = call.decode!(raw);
+      } catch (error) {
+        claimedAs(rejected(error));
+        return;
+      }
+      claimedAs(fulfilled(reply));
+    },
+    (error: unknown) => {
+      if (!needsText(connection, call, error)) claimedAs(rejected(error));
+      else
+        runScript(connection, asText(call)).then(
+          (reply) => claimedAs(fulfilled(reply)),
+          (next: unknown) => claimedAs(rejected(next)),
+        );
+    },
+  );
+}
+
+/** What a slice whose pipeline answered ended with. */
+function sliceOutcome(
+  parts: BlockingParts,
+  connection: Connection,
+  results: SliceResults,
+  sentSlice: SentSlice,
+  signal: AbortSignal | undefined,
+  deadline: number,
+): SliceOutcome | Promise<SliceOutcome> {
+  const { prepare, move, claim } = results;
   if (prepare.status === 'fulfilled' && move.status === 'fulfilled' && claim.status === 'fulfilled') {
     // The usual end: every command answered.
+    const { registration, grantId, sent } = sentSlice;
+    const { id } = registration;
+    const lifetime = registrationLifetimeMs(parts.ctx.options.waitSlice);
     const { token, renewed, fence, others, expired } = claim.value;
     parts.reclaim.reapInBackground(expired);
     // Renewed by the claim after an empty slice, or by this slice's prepareWait: from `sent` on.
@@ -96,37 +178,34 @@ export async function blockOnce(
     if (renewed) {
       parts.contention.keepAdvanceRegistration({
         id,
-        until: prepared !== undefined ? sent + lifetime : registration.until,
+        until: sentSlice.prepared ? sent + lifetime : registration.until,
       });
     }
     // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
     // (Ledger.granted refreshes the grant first when that leaves too little of it).
     return { grant: { token, id: grantId, fence, anchor: sent }, registration: null };
   }
-  return settleTroubledSlice(
-    parts,
-    connection,
-    { prepare, move, claim },
-    { registration, grantId, sent, sliceMs },
-    signal,
-    deadline,
-  );
+  return settleTroubledSlice(parts, connection, results, sentSlice, signal, deadline);
 }
 
 /** How each command of a slice's pipeline settled. */
 interface SliceResults {
-  readonly prepare: PromiseSettledResult<unknown>;
-  readonly move: PromiseSettledResult<unknown>;
-  readonly claim: PromiseSettledResult<ClaimReply>;
+  readonly prepare: Settled<unknown>;
+  readonly move: Settled<unknown>;
+  readonly claim: Settled<ClaimReply>;
 }
 
-/** What a slice sent, for `settleTroubledSlice`. */
+type Settled<T> = PromiseSettledResult<T>;
+
+/** What a slice sent, for `sliceOutcome` and `settleTroubledSlice`. */
 interface SentSlice {
   readonly registration: Registration;
   readonly grantId: string;
   /** When the pipeline was sent (`performance.now()`). */
   readonly sent: number;
   readonly sliceMs: number;
+  /** Whether prepareWait went first (it renewed the registration). */
+  readonly prepared: boolean;
 }
 
 /**
@@ -199,24 +278,6 @@ const rejected = (reason: unknown): PromiseRejectedResult => ({ status: 'rejecte
 
 /** prepareWait or BLMOVE answered (their replies are not read), or prepareWait was not sent. */
 const ANSWERED: PromiseFulfilledResult<undefined> = { status: 'fulfilled', value: undefined };
-const answered = () => ANSWERED;
-
-/**
- * How each command of the pipeline settled, once all have and the test hook too (never rejects).
- * Every outcome is taken at once, so no rejection waits unhandled behind another command.
- */
-async function pipelineResults(
-  prepared: Promise<unknown> | undefined,
-  moved: Promise<unknown>,
-  claimed: Promise<ClaimReply>,
-  hooked: Promise<void> | undefined,
-): Promise<SliceResults> {
-  const prepare = prepared?.then(answered, rejected);
-  const move = moved.then(answered, rejected);
-  const claim = claimed.then(fulfilled, rejected);
-  if (hooked) await hooked;
-  return { prepare: prepare ? await prepare : ANSWERED, move: await move, claim: await claim };
-}
 
 /**
  * Blocking connections call claim by SHA1 only, so a new one loads it. Best effort: where an ACL

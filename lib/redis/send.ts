@@ -52,10 +52,28 @@ export function runScript<R>(client: Connection, call: ScriptCall<R>): Promise<R
     const sent = dispatch(client, call, evalCommand(call)) as Promise<R>;
     return call.decode === undefined ? sent : sent.then(call.decode);
   }
-  return send(client, call, storedCommand(call, client)).then(call.decode, (error: unknown) => {
+  return replyOf(client, call, sendStored(client, call));
+}
+
+/** The decoded reply of `call` once `sending` (`sendStored` on `client`) answers: as EVAL when `needsText`. */
+export function replyOf<R>(client: Connection, call: ScriptCall<R>, sending: Promise<unknown>): Promise<R> {
+  return sending.then(call.decode, (error: unknown) => {
     if (needsText(client, call, error)) return send(client, call, evalCommand(call)).then(call.decode);
     throw error;
   }) as Promise<R>;
+}
+
+/**
+ * `call` sent once by function or SHA1 on `client`: its raw reply (a rejection also when the client
+ * throws at once). The hot path's send: its caller decodes, and asks `needsText` about a refusal.
+ */
+export function sendStored(client: Connection, call: ScriptCall<unknown>): Promise<unknown> {
+  return send(client, call, storedCommand(call, client));
+}
+
+/** `call` as EVAL only: for a call `sendStored` sent and `needsText` says goes again. */
+export function asText<R>(call: ScriptCall<R>): ScriptCall<R> {
+  return { ...call, form: 'text' };
 }
 
 /** A script's reply, and how many replicas acknowledged it (null: no WAIT was sent). */
@@ -94,9 +112,13 @@ export function preload(client: Connection, name: ScriptName): Promise<unknown> 
  * may call it), else `EVALSHA`.
  */
 export function storedCommand(call: ScriptCall<unknown>, client?: Connection): string[] {
-  return call.fn === undefined || (client !== undefined && !mayFcall(client))
-    ? ['EVALSHA', call.script.sha1, String(call.keys.length), ...call.keys, ...call.args]
-    : ['FCALL', call.fn, String(call.keys.length), ...call.keys, ...call.args];
+  const command =
+    call.fn === undefined || (client !== undefined && !mayFcall(client))
+      ? ['EVALSHA', call.script.sha1, String(call.keys.length)]
+      : ['FCALL', call.fn, String(call.keys.length)];
+  for (const key of call.keys) command.push(key);
+  for (const arg of call.args) command.push(arg);
+  return command;
 }
 
 /** `call` as an `EVAL` with the script's text: never fails with NOSCRIPT. */
@@ -122,7 +144,7 @@ function send(client: Connection, call: ScriptCall<unknown>, command: string[]):
  * Whether `call`, refused with `error`, goes again as EVAL: the server lacks the script (NOSCRIPT;
  * not for a 'stored' call), or refused its FCALL before running it.
  */
-function needsText(client: Connection, call: ScriptCall<unknown>, error: unknown): boolean {
+export function needsText(client: Connection, call: ScriptCall<unknown>, error: unknown): boolean {
   if (call.form !== 'stored' && replyErrorCode(error) === 'NOSCRIPT') return true;
   return call.fn !== undefined && refusedBeforeRunning(client, error);
 }

@@ -47,50 +47,105 @@ export function withDeadline<T>(
   });
 }
 
-/** One call `DeadlineQueue.watch` waits for: what rejects it when its deadline passes. */
-interface Watched {
+/** One call a `DeadlineQueue` waits for: what settles it when its deadline passes. */
+export interface Watched {
   readonly at: number;
   readonly what: string;
-  readonly expired: (error: DeadlineExceeded) => Error;
-  readonly reject: (error: unknown) => void;
+  /** Settles the call with the `DeadlineExceeded` (the call's own way: a rejection, or a fallback). */
+  readonly expire: (error: DeadlineExceeded) => void;
   settled: boolean;
 }
 
 /**
  * `withDeadline` for many calls with the same time limit, with one timer for all: calls queue in the
- * order they began, so their deadlines are in order; the timer, armed for the head's, rejects the
- * calls past theirs. A call rejects no earlier than `ms` after it began.
+ * order they began, so their deadlines are in order; the timer, armed for the head's, expires the
+ * calls past theirs. A call expires no earlier than `ms` after it began. No promise of its own but the
+ * call's: the hot path's calls (tryLock, release) are watched here.
  */
 export class DeadlineQueue {
-  readonly #ms: number;
+  readonly ms: number;
   readonly #queue: Watched[] = [];
   #head = 0;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(ms: number) {
-    this.#ms = ms;
+    this.ms = ms;
   }
 
   /**
    * Settles as `promise` does, or rejects with what `expired` makes of a `DeadlineExceeded` after
-   * `ms`. (`expired` is best made once per kind of call, not per call: every release passes one.)
+   * `ms`. (`expired` is best made once per kind of call, not per call.)
    */
   watch<T>(promise: Promise<T>, what: string, expired: (error: DeadlineExceeded) => Error): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const watched: Watched = { at: performance.now() + this.#ms, what, expired, reject, settled: false };
+    return this.settle(promise, what, identity, rethrow, (error) => {
+      throw expired(error);
+    });
+  }
+
+  /**
+   * One promise for a call and what follows it: resolves what `answered(value)` or `failed(error)`
+   * return once `promise` settles, or, once `ms` passed unanswered, what `expired` returns (by default
+   * `failed` with the `DeadlineExceeded`); a late answer is then ignored here. What they throw rejects it.
+   */
+  settle<T, R>(
+    promise: Promise<T>,
+    what: string,
+    answered: (value: T) => R | PromiseLike<R>,
+    failed: (error: unknown) => R | PromiseLike<R>,
+    expired: (error: DeadlineExceeded) => R | PromiseLike<R> = failed,
+  ): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      const watched: Watched = {
+        at: performance.now() + this.ms,
+        what,
+        expire: (error) => {
+          try {
+            resolve(expired(error));
+          } catch (thrown) {
+            reject(thrown);
+          }
+        },
+        settled: false,
+      };
       this.#queue.push(watched);
-      if (this.#timer === undefined) this.#arm(this.#ms);
+      if (this.#timer === undefined) this.#arm(this.ms);
       promise.then(
         (value) => {
+          if (watched.settled) return;
           this.#settle(watched);
-          resolve(value);
+          try {
+            resolve(answered(value));
+          } catch (thrown) {
+            reject(thrown);
+          }
         },
         (error: unknown) => {
+          if (watched.settled) return;
           this.#settle(watched);
-          reject(error);
+          try {
+            resolve(failed(error));
+          } catch (thrown) {
+            reject(thrown);
+          }
         },
       );
     });
+  }
+
+  /**
+   * Calls `expire` once `ms` have passed, unless `cancel(watched)` came first: a time limit without a
+   * promise (a blocking slice's guard).
+   */
+  schedule(what: string, expire: (error: DeadlineExceeded) => void): Watched {
+    const watched: Watched = { at: performance.now() + this.ms, what, expire, settled: false };
+    this.#queue.push(watched);
+    if (this.#timer === undefined) this.#arm(this.ms);
+    return watched;
+  }
+
+  /** What `schedule` set up no longer expires. */
+  cancel(watched: Watched): void {
+    if (!watched.settled) this.#settle(watched);
   }
 
   #settle(watched: Watched): void {
@@ -121,18 +176,17 @@ export class DeadlineQueue {
     for (let next = this.#queue[this.#head]; next !== undefined && next.at <= now; next = this.#queue[this.#head]) {
       next.settled = true;
       this.#dropSettled();
-      const error = new DeadlineExceeded(next.what, this.#ms);
-      // What `expired` makes, or what it threw: the call settles either way.
-      try {
-        next.reject(next.expired(error));
-      } catch (thrown) {
-        next.reject(thrown);
-      }
+      next.expire(new DeadlineExceeded(next.what, this.ms));
     }
     const head = this.#queue[this.#head];
     if (head !== undefined) this.#arm(Math.max(1, head.at - now));
   }
 }
+
+const identity = <T>(value: T): T => value;
+const rethrow = (error: unknown): never => {
+  throw error;
+};
 
 /** Settles as `promise` does, or rejects with `signal`'s reason as soon as it aborts. */
 export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
