@@ -3,7 +3,20 @@ import { describe } from '../util/describe';
 import { localTimeArgument, toExpireArgument, toSeconds } from '../util/durations';
 import { MisattributedReplyError } from './client/classify';
 import type { SemaphoreKeys } from './keys';
-import { scripts, type Script } from './registry';
+import { scripts } from './registry';
+import {
+  CREATE_RESULT,
+  GRANT_RESULT,
+  EXISTS,
+  checked,
+  tokenField,
+  integerField,
+  fieldsOf,
+  NUMBER,
+  CLAIM_FLAGS,
+  RELEASE_FIELD,
+  expiredAndToken,
+} from './replies';
 import { scriptCall, type ScriptCall } from './send';
 
 /** What a semaphore's scripts read of it: its keys and the settings they record or apply. */
@@ -19,108 +32,6 @@ export interface ScriptTarget {
   };
   /** Whether the server has the function library (lib/redis/functions.ts): calls of its scripts go by FCALL. */
   readonly functions?: boolean;
-}
-
-// ---- What the scripts answer (see each script's header) ----
-
-/** create.lua (includes/ensure.lua). */
-export const CREATE_RESULT = { EXISTED: 0, CREATED: 1, BATCHES_REMAIN: 2 } as const;
-/** prepareWait.lua. */
-export const PREPARE_WAIT_RESULT = { ABANDONED: 0, REGISTERED: 1 } as const;
-/** release.lua's and refresh.lua's first field. */
-export const GRANT_RESULT = { NOT_HELD: 0, DONE: 1 } as const;
-/** claim.lua's second field: whether the registration lasts into the next slice. */
-export const CLAIM_REGISTRATION = { ENDED: 0, RENEWED: 1 } as const;
-/** The `exists` field of inspect.lua and status.lua. */
-export const EXISTS = 1;
-
-// ---- Replies that name the call they answer ----
-
-/**
- * The reply of `script` for grant `grantId`, checked: an array of `length` fields (at least, with
- * `rest`) whose field `at` is the grant id. Anything else answers another command (see
- * `MisattributedReplyError`): the call's outcome is unknown, as after a lost reply.
- */
-function checked(script: Script, reply: unknown, grantId: string, at: number, length: number, rest = false): unknown[] {
-  if (!Array.isArray(reply) || (rest ? reply.length < length : reply.length !== length) || reply[at] !== grantId) {
-    throw new MisattributedReplyError(script.name, describe(reply));
-  }
-  return reply as unknown[];
-}
-
-/** `reply[index]` if it is a token (a string), or null for nil; anything else: the reply answers another command. */
-function tokenField(script: Script, reply: unknown[], index: number, nullable: boolean): string | null {
-  const value = reply[index];
-  if (typeof value === 'string' || (nullable && value === null)) return value;
-  throw new MisattributedReplyError(script.name, describe(reply));
-}
-
-/** `reply[index]` if it is an integer; anything else: the reply answers another command. */
-function integerField(script: Script, reply: unknown[], index: number): number {
-  const value = reply[index];
-  if (typeof value === 'number' && Number.isInteger(value)) return value;
-  throw new MisattributedReplyError(script.name, describe(reply));
-}
-
-/**
- * A one-string reply of `script` for grant `grantId` ("<grant id> <field>…": tryLock, claim, release),
- * split into its first `count` fields after the grant id, each matched by the pattern at its place,
- * and the rest: null when the fields end the reply, else what follows the space after them. A reply
- * that is not a string, names another grant or has other fields answers another command (see
- * `MisattributedReplyError`); the scripts' fields differ in form, so none reads as another's.
- */
-function fieldsOf(
-  script: Script,
-  reply: unknown,
-  grantId: string,
-  patterns: readonly RegExp[],
-): { fields: string[]; rest: string | null } {
-  if (typeof reply !== 'string' || !reply.startsWith(grantId) || reply.charCodeAt(grantId.length) !== 32) {
-    throw new MisattributedReplyError(script.name, describe(reply));
-  }
-  const fields: string[] = [];
-  let from = grantId.length + 1;
-  let rest: string | null = null;
-  for (const pattern of patterns) {
-    const space = reply.indexOf(' ', from);
-    const field = space === -1 ? reply.slice(from) : reply.slice(from, space);
-    if (!pattern.test(field) || (space === -1 && fields.length < patterns.length - 1)) {
-      throw new MisattributedReplyError(script.name, describe(reply));
-    }
-    fields.push(field);
-    if (space === -1) break;
-    from = space + 1;
-    if (fields.length === patterns.length) rest = reply.slice(from);
-  }
-  return { fields, rest };
-}
-
-/** A fencing number (0: none), a count. */
-const NUMBER = /^(?:0|[1-9]\d*)$/;
-/** claim.lua's flags: K (kept) or E (ended), then W (others wait) or N. */
-const CLAIM_FLAGS = /^[KE][WN]$/;
-/** release.lua's field: + (ended here) or - (not held), then the length of AVAILABLE. */
-const RELEASE_FIELD = /^[+-](?:0|[1-9]\d*)$/;
-
-/**
- * The end of a tryLock or claim reply: "<registration>… <token>" after the count `count` of
- * registrations (grant ids: no spaces), the token (any text) only when `granted`.
- */
-function expiredAndToken(
-  script: Script,
-  reply: unknown,
-  count: string,
-  rest: string | null,
-  granted: boolean,
-): { expired: string[]; token: string | null } {
-  const n = Number(count);
-  const parts = n === 0 || rest === null ? [] : rest.split(' ', n);
-  let at = 0;
-  for (const id of parts) at += id.length + 1;
-  // A grant's token follows a space (even an empty token); a reply without one ends after the ids.
-  const ended = rest === null || (n > 0 && at === rest.length + 1);
-  if (parts.length !== n || granted === ended) throw new MisattributedReplyError(script.name, describe(reply));
-  return { expired: parts, token: granted ? rest!.slice(at) : null };
 }
 
 // ---- Arguments ----
@@ -221,7 +132,7 @@ export function tryLock(
 
 /**
  * prepareWait.lua: registers waiter `registrationId` for `registrationLifetimeMs`. Always EVAL, so no
- * NOSCRIPT leaves the BLMOVE behind it unregistered; its reply (PREPARE_WAIT_RESULT) is not read:
+ * NOSCRIPT leaves the BLMOVE behind it unregistered; its reply (replies.ts' PREPARE_WAIT_RESULT) is not read:
  * the claim behind it settles the slice.
  */
 export function prepareWait(

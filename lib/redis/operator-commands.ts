@@ -1,6 +1,6 @@
 // One builder per operator script (status, forceRelease, resize): KEYS and ARGV from a semaphore's keys, and the reply as named fields.
 import type { SemaphoreKeys } from './keys';
-import { EXISTS } from './commands';
+import { EXISTS } from './replies';
 import { scripts } from './registry';
 import { scriptCall, type ScriptCall } from './send';
 
