@@ -10,7 +10,7 @@ import { createClient } from 'redis';
 import { Semaphore } from '../../lib';
 import { PrivateServers } from '../support/private-servers';
 import { uniqueName } from '../support/redis';
-import { blocks, checkShell, CONTEXT, source, type Block } from '../support/snippets';
+import { blocks, checkShell, consumerOptions, CONTEXT, source, type Block } from '../support/snippets';
 
 /**
  * Every code block of README.md and docs/USAGE.md works as shown on the Node.js of this machine (the
@@ -221,20 +221,12 @@ await redis.quit();
   writeFileSync(join(work, 'src', 'await-using.mts'), `${disposing}export {};\n`);
   writeFileSync(join(work, 'await-using-plain.mjs'), disposing);
 
-  const options: import('typescript').CompilerOptions = {
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    lib: ['lib.es2023.d.ts', 'lib.esnext.disposable.d.ts'],
-    strict: true,
+  const options = consumerOptions(ts, {
     allowJs: true,
     checkJs: true,
-    skipLibCheck: true,
-    types: ['node'],
-    typeRoots: [join(ROOT, 'node_modules', '@types')],
     rootDir: join(work, 'src'),
     outDir: join(work, 'out'),
-  };
+  });
   const compiling = performance.now();
   const program = ts.createProgram(
     [

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { consumerOptions } from '../support/snippets';
 
 /**
  * The shipped declarations (dist/index.d.ts) compile for a consumer whose `@types/node` is the oldest
@@ -264,17 +265,7 @@ test('every documented client snippet compiles against every client version, wit
   }
 
   const ts = await import('typescript');
-  const options: import('typescript').CompilerOptions = {
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    lib: ['lib.es2023.d.ts', 'lib.esnext.disposable.d.ts'],
-    strict: true,
-    noEmit: true,
-    skipLibCheck: true,
-    types: ['node'],
-    typeRoots: [join(ROOT, 'node_modules', '@types')],
-  };
+  const options = consumerOptions(ts, { noEmit: true });
   // Each compile parses only the snippets again: the clients' and Node's declarations, parsed once,
   // are shared between the programs, as an editor's language service shares them.
   const host = ts.createCompilerHost(options);

@@ -192,3 +192,24 @@ export function checkShell(block: Block): string[] {
   }
   return wrong;
 }
+
+/**
+ * The compiler options of a strict consumer on Node 20 (ES2022, `nodenext`, `await using` types),
+ * which the type and snippet specs compile the docs' code with; `extra` adds a spec's own.
+ */
+export function consumerOptions(
+  ts: typeof import('typescript'),
+  extra: import('typescript').CompilerOptions,
+): import('typescript').CompilerOptions {
+  return {
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    lib: ['lib.es2023.d.ts', 'lib.esnext.disposable.d.ts'],
+    strict: true,
+    skipLibCheck: true,
+    types: ['node'],
+    typeRoots: [join(ROOT, 'node_modules', '@types')],
+    ...extra,
+  };
+}
