@@ -132,7 +132,7 @@ export function tryLock(
 
 /**
  * prepareWait.lua: registers waiter `registrationId` for `registrationLifetimeMs`. Always EVAL, so no
- * NOSCRIPT leaves the BLMOVE behind it unregistered; its reply (replies.ts' PREPARE_WAIT_RESULT) is not read:
+ * NOSCRIPT leaves the BLMOVE behind it unregistered; its reply (0 abandoned, 1 registered) is not read:
  * the claim behind it settles the slice.
  */
 export function prepareWait(

@@ -8,8 +8,6 @@ import type { Script } from './registry';
 
 /** create.lua (includes/ensure.lua). */
 export const CREATE_RESULT = { EXISTED: 0, CREATED: 1, BATCHES_REMAIN: 2 } as const;
-/** prepareWait.lua. */
-export const PREPARE_WAIT_RESULT = { ABANDONED: 0, REGISTERED: 1 } as const;
 /** refresh.lua's first field. */
 export const GRANT_RESULT = { NOT_HELD: 0, DONE: 1 } as const;
 /** The `exists` field of inspect.lua and status.lua. */

@@ -48,7 +48,7 @@ export function withDeadline<T>(
 }
 
 /** One call a `DeadlineQueue` waits for: what settles it when its deadline passes. */
-export interface Watched {
+interface Watched {
   readonly at: number;
   readonly what: string;
   /** Settles the call with the `DeadlineExceeded` (the call's own way: a rejection, or a fallback). */
@@ -130,22 +130,6 @@ export class DeadlineQueue {
         },
       );
     });
-  }
-
-  /**
-   * Calls `expire` once `ms` have passed, unless `cancel(watched)` came first: a time limit without a
-   * promise (a blocking slice's guard).
-   */
-  schedule(what: string, expire: (error: DeadlineExceeded) => void): Watched {
-    const watched: Watched = { at: performance.now() + this.ms, what, expire, settled: false };
-    this.#queue.push(watched);
-    if (this.#timer === undefined) this.#arm(this.ms);
-    return watched;
-  }
-
-  /** What `schedule` set up no longer expires. */
-  cancel(watched: Watched): void {
-    if (!watched.settled) this.#settle(watched);
   }
 
   #settle(watched: Watched): void {
