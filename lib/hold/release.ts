@@ -67,11 +67,7 @@ export class Releaser {
       // flight to give tokens back. A try that gets no answer in time is not repeated: an offline
       // queue still holds it.
       const client = options.via ?? ctx.readyNow();
-      const call = withReplicaWait(
-        ctx,
-        release(ctx, grant.token, grant.id, putBack),
-        options.replicated && !options.via,
-      );
+      const call = this.#call(grant, putBack, options);
       if (client === undefined)
         return this.#tryRelease(call, operation, options).then((r) => then(released(r, false)), retry);
       return ctx.answer(
@@ -94,11 +90,18 @@ export class Releaser {
     { via }: ReleaseOptions,
   ): Promise<Replied<ReleaseReply>> {
     const ctx = this.#ctx;
-    return releaseDeadlines.watch(
-      ctx.call(operation, call, { whileClosing: true, via }),
-      operation,
-      operation === 'unlock' ? this.#unlockExpired : this.#consumeExpired,
+    return releaseDeadlines.watch(ctx.call(operation, call, { whileClosing: true, via }), operation, (error) =>
+      this.#expired(operation === 'unlock', error),
     );
+  }
+
+  /** The release script's call for `grant`, with a WAIT behind it when `replicated` asks (not on `via`). */
+  #call(
+    grant: GrantRef,
+    putBack: boolean,
+    { replicated = false, via }: ReleaseOptions,
+  ): ScriptCall<Replied<ReleaseReply>> {
+    return withReplicaWait(this.#ctx, release(this.#ctx, grant.token, grant.id, putBack), replicated && !via);
   }
 
   #expired(putBack: boolean, error: DeadlineExceeded): Error {
@@ -107,7 +110,6 @@ export class Releaser {
 
   /** The tries after a first one failed with `error`. */
   async #retryRelease(grant: GrantRef, putBack: boolean, options: ReleaseOptions, error: unknown): Promise<Released> {
-    const ctx = this.#ctx;
     // A try whose reply was lost may have run: then a retry finds the grant already ended.
     let mayHaveRun = false;
     for (let attempt = 1; ; attempt++) {
@@ -119,11 +121,7 @@ export class Releaser {
       if (!wasNeverSent(cause)) mayHaveRun = true;
       await sleep(backoffMs(attempt));
       try {
-        const call = withReplicaWait(
-          ctx,
-          release(ctx, grant.token, grant.id, putBack),
-          options.replicated && !options.via,
-        );
+        const call = this.#call(grant, putBack, options);
         return released(await this.#tryRelease(call, putBack ? 'unlock' : 'consume', options), mayHaveRun);
       } catch (next) {
         error = next;
