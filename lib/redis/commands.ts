@@ -3,7 +3,7 @@ import { describe } from '../util/describe';
 import { localTimeArgument, toExpireArgument, toSeconds } from '../util/durations';
 import { MisattributedReplyError } from './client/classify';
 import type { SemaphoreKeys } from './keys';
-import { scripts } from './registry';
+import { scripts, type Script } from './registry';
 import {
   CREATE_RESULT,
   GRANT_RESULT,
@@ -16,6 +16,7 @@ import {
   CLAIM_FLAGS,
   RELEASE_FIELD,
   expiredAndToken,
+  weightedTokens,
 } from './replies';
 import { scriptCall, type ScriptCall } from './send';
 
@@ -50,42 +51,39 @@ interface Settings {
   readonly resources: number;
   readonly lifetimeMs: number | null;
   readonly keep: boolean;
+  readonly permits: number;
   readonly text: string;
 }
-/** The texts `settings` made for each target (a few: tryLock's, and claim's for a slice and a last slice). */
+/** The texts `settings` made for each target (a few: tryLock's, and claim's for a slice and a last slice, per weight). */
 const settingsMade = new WeakMap<ScriptTarget, Settings[]>();
 
 /**
  * What tryLock and claim read of the caller as one argument (includes/settings.lua): "<lease ms>
- * <resources> <registration lifetime s or -> <keep 1 or 0> <expiration ms or -> <owner label>",
- * made once per target and variant.
+ * <resources> <registration lifetime s or -> <keep 1 or 0> <permits> <expiration ms or -> <owner
+ * label>", made once per target and variant.
  */
-function settings(t: ScriptTarget, lifetimeMs: number | null, keep: boolean): string {
+function settings(t: ScriptTarget, lifetimeMs: number | null, keep: boolean, permits: number): string {
   let made = settingsMade.get(t);
   if (made === undefined) settingsMade.set(t, (made = []));
   for (const s of made) {
-    if (s.lifetimeMs === lifetimeMs && s.keep === keep && s.resources === t.resources) return s.text;
+    if (s.lifetimeMs === lifetimeMs && s.keep === keep && s.permits === permits && s.resources === t.resources)
+      return s.text;
   }
   const text = [
     lease(t),
     String(t.resources),
     lifetimeMs === null ? '-' : toSeconds(lifetimeMs),
     keep ? '1' : '0',
+    String(permits),
     t.options.expiration === null ? '-' : expiration(t),
     t.options.owner,
   ].join(' ');
   if (made.length >= 8) made.shift();
-  made.push({ resources: t.resources, lifetimeMs, keep, text });
+  made.push({ resources: t.resources, lifetimeMs, keep, permits, text });
   return text;
 }
-/**
- * The keys a hot-path call passes: on a single Redis AVAILABLE alone (see `shortKeys`); on Cluster the
- * eight a script touches without `expiration` (OWNERS, last, only touch_expiry touches), else all nine.
- */
-const live = (t: ScriptTarget) =>
-  t.keys.shortKeys ?? (t.options.expiration === null ? t.keys.liveKeys : t.keys.scriptKeys);
-/** What release and refresh touch without `expiration`: AVAILABLE, GRABBED and LEASES (AVAILABLE alone on a single Redis). */
-const holder = (t: ScriptTarget) => t.keys.shortKeys ?? t.keys.holderKeys;
+/** The keys a hot-path call passes: on a single Redis AVAILABLE alone (see `shortKeys`); on Cluster all twelve. */
+const live = (t: ScriptTarget) => t.keys.shortKeys ?? t.keys.scriptKeys;
 /** `live`, and on Cluster the inbox of `registrationId` after them (on a single Redis the script names it). */
 const liveWithInbox = (t: ScriptTarget, registrationId: string) =>
   t.keys.shortKeys ?? [...live(t), t.keys.inbox(registrationId)];
@@ -105,29 +103,48 @@ function withOptionalTail(args: string[], ...optional: string[]): string[] {
 
 export interface TryLockReply {
   readonly token: string | null;
+  /** A weighted grant's tokens, all of them (`token` is the first); absent for a grant of one. */
+  readonly tokens?: readonly string[];
   readonly fence: number;
   /** Waiter registrations past their expiry (reported on a miss). */
   readonly expired: string[];
 }
 
-/** tryLock.lua. `registrationLifetimeMs`: registers the caller on a miss for that long; null not to (lock(0)). */
+/**
+ * tryLock.lua for `permits` tokens. `registrationLifetimeMs`: registers the caller on a miss for that
+ * long; null not to (lock(0)).
+ */
 export function tryLock(
   t: ScriptTarget,
   grantId: string,
   registrationLifetimeMs: number | null,
+  permits = 1,
 ): ScriptCall<TryLockReply> {
   return scriptCall(
     scripts.tryLock,
     live(t),
-    withOptionalTail([grantId, settings(t, registrationLifetimeMs, false)], now(t)),
+    withOptionalTail([grantId, settings(t, registrationLifetimeMs, false, permits)], now(t)),
     (raw) => {
       const s = scripts.tryLock;
       const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, NUMBER]);
       const fence = Number(fields[0]);
-      return { fence, ...expiredAndToken(s, raw, fields[1]!, rest, fence !== 0) };
+      const reply = { fence, ...expiredAndToken(s, raw, fields[1]!, rest, fence !== 0) };
+      return permits === 1 ? reply : weighted(s, raw, reply, permits);
     },
     t.functions,
   );
+}
+
+/** `reply` with the tokens of a weighted grant read from its token field. */
+function weighted<R extends { readonly token: string | null }>(
+  s: Script,
+  raw: unknown,
+  reply: R,
+  permits: number,
+): R & { tokens?: readonly string[] } {
+  if (reply.token === null) return reply;
+  const tokens = weightedTokens(s, raw, reply.token, permits);
+  return { ...reply, token: tokens[0]!, tokens };
 }
 
 /**
@@ -153,6 +170,10 @@ export function prepareWait(
 export interface ClaimReply {
   /** The token this grant now holds, or null (the slice ended empty, or the token went back). */
   readonly token: string | null;
+  /** A weighted grant's tokens, all of them (`token` is the first); absent for a grant of one. */
+  readonly tokens?: readonly string[];
+  /** A weighted wait's registration collects the tokens freed (its next slice blocks on PENDING). */
+  readonly collecting: boolean;
   /**
    * Whether the registration lasts: into the next slice (no grant), or after a grant into the
    * caller's next wait (an advance registration: no token was left free and `keep` was asked).
@@ -170,6 +191,7 @@ export interface ClaimReply {
  * the last one; `keep`: after a grant while others wait (no token free, other registrations), the
  * registration stays for the caller's next wait. `pipelined`: sent right behind BLMOVE, by function
  * or SHA1 alone ('stored': a NOSCRIPT is settled by recover, not by a round trip more on the hand-off).
+ * `permits`: how many tokens the grant takes (claim.lua collects them, includes/weighted.lua).
  */
 export function claim(
   t: ScriptTarget,
@@ -179,22 +201,25 @@ export function claim(
     nextLifetimeMs,
     keep,
     pipelined = false,
-  }: { grantId: string; nextLifetimeMs: number | null; keep: boolean; pipelined?: boolean },
+    permits = 1,
+  }: { grantId: string; nextLifetimeMs: number | null; keep: boolean; pipelined?: boolean; permits?: number },
 ): ScriptCall<ClaimReply> {
   return scriptCall(
     scripts.claim,
     liveWithInbox(t, registrationId),
-    withOptionalTail([registrationId, grantId, settings(t, nextLifetimeMs, keep)], now(t)),
+    withOptionalTail([registrationId, grantId, settings(t, nextLifetimeMs, keep, permits)], now(t)),
     (raw) => {
       const s = scripts.claim;
       const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, CLAIM_FLAGS, NUMBER]);
       const [fence, flags, count] = fields as [string, string, string];
-      return {
+      const reply = {
         renewed: flags[0] === 'K',
         fence: Number(fence),
         others: flags[1] === 'W',
+        collecting: flags[1] === 'C',
         ...expiredAndToken(s, raw, count, rest, fence !== '0'),
       };
+      return permits === 1 ? reply : weighted(s, raw, reply, permits);
     },
     t.functions,
     pipelined ? 'stored' : undefined,
@@ -203,6 +228,8 @@ export function claim(
 
 export interface RecoverReply {
   readonly token: string;
+  /** A weighted grant's tokens, all of them (`token` is the first); absent for a grant of one. */
+  readonly tokens?: readonly string[];
   readonly fence: number;
   /** Ms since GRABBED stamped the grant (its lease's start). */
   readonly ageMs: number;
@@ -210,33 +237,35 @@ export interface RecoverReply {
 
 /**
  * recover.lua: adopts `grantId`'s grant, or claims the token in `registrationId`'s inbox as it, or
- * marks that registration abandoned for `abandonedMs` (null).
+ * marks that registration abandoned for `abandonedMs` (null). A wait for `permits` > 1 tokens is
+ * adopted only whole, and never claimed from its inbox (its partial collection goes back).
  */
 export function recover(
   t: ScriptTarget,
   grantId: string,
   registrationId: string,
   abandonedMs: number,
+  permits = 1,
 ): ScriptCall<RecoverReply | null> {
-  return scriptCall(
-    scripts.recover,
-    liveWithInbox(t, registrationId),
-    [grantId, now(t), expiration(t), toSeconds(abandonedMs), t.options.owner, lease(t), registrationId],
-    (raw) => {
-      const s = scripts.recover;
-      // Abandoned: { nil, grant id }; adopted or claimed: { token, fence, age, grant id }.
-      if (Array.isArray(raw) && raw.length === 2 && raw[0] === null) {
-        checked(s, raw, grantId, 1, 2);
-        return null;
-      }
-      const reply = checked(s, raw, grantId, 3, 4);
-      return {
-        token: tokenField(s, reply, 0, false)!,
-        fence: integerField(s, reply, 1),
-        ageMs: integerField(s, reply, 2),
-      };
-    },
-  );
+  const args = [grantId, now(t), expiration(t), toSeconds(abandonedMs), t.options.owner, lease(t), registrationId];
+  if (permits > 1) args.push(String(permits));
+  return scriptCall(scripts.recover, liveWithInbox(t, registrationId), args, (raw) => {
+    const s = scripts.recover;
+    // Abandoned: { nil, grant id }; adopted or claimed: { token, fence, age, grant id, other tokens… }.
+    if (Array.isArray(raw) && raw.length === 2 && raw[0] === null) {
+      checked(s, raw, grantId, 1, 2);
+      return null;
+    }
+    const reply = checked(s, raw, grantId, 3, 3 + permits);
+    const recovered = {
+      token: tokenField(s, reply, 0, false)!,
+      fence: integerField(s, reply, 1),
+      ageMs: integerField(s, reply, 2),
+    };
+    if (permits === 1) return recovered;
+    const tokens = [recovered.token, ...reply.slice(4).map((_, i) => tokenField(s, reply, 4 + i, false)!)];
+    return { ...recovered, tokens };
+  });
 }
 
 // ---- Holding and giving back ----
@@ -248,14 +277,29 @@ export interface ReleaseReply {
   readonly available: number;
 }
 
-/** release.lua: ends grant `grantId` of `token`, putting the token back (unlock) or not (consume). */
-export function release(t: ScriptTarget, token: string, grantId: string, putBack: boolean): ScriptCall<ReleaseReply> {
-  // Without `expiration`, a release touches AVAILABLE, GRABBED and LEASES alone.
-  const keys = t.options.expiration === null ? holder(t) : t.keys.scriptKeys;
+/**
+ * release.lua: ends grant `grantId` of `token` (and of a weighted grant's `others`), putting the
+ * tokens back (unlock) or not (consume).
+ */
+export function release(
+  t: ScriptTarget,
+  token: string,
+  grantId: string,
+  putBack: boolean,
+  others?: readonly string[],
+): ScriptCall<ReleaseReply> {
+  // With `expiration`, every key (on a single Redis too): touch_expiry sets them all.
+  const keys = t.options.expiration === null ? live(t) : t.keys.scriptKeys;
+  const args =
+    others !== undefined
+      ? [token, grantId, putBack ? '1' : '0', expiration(t), ...others]
+      : putBack
+        ? withOptionalTail([token, grantId], '', expiration(t))
+        : [token, grantId, '0', expiration(t)];
   return scriptCall(
     scripts.release,
     keys,
-    putBack ? withOptionalTail([token, grantId], '', expiration(t)) : [token, grantId, '0', expiration(t)],
+    args,
     (raw) => {
       const s = scripts.release;
       const { fields, rest } = fieldsOf(s, raw, grantId, [RELEASE_FIELD]);
@@ -267,12 +311,15 @@ export function release(t: ScriptTarget, token: string, grantId: string, putBack
   );
 }
 
-/** refresh.lua: restamps grant `grantId` of `token`; resolves whether it still held it. */
-export function refresh(t: ScriptTarget, token: string, grantId: string): ScriptCall<boolean> {
+/**
+ * refresh.lua: restamps grant `grantId` of `token` (and of a weighted grant's `others`); resolves
+ * whether it still held it (them all). Touches AVAILABLE, GRABBED and LEASES alone.
+ */
+export function refresh(t: ScriptTarget, token: string, grantId: string, others?: readonly string[]): ScriptCall<boolean> {
   return scriptCall(
     scripts.refresh,
-    holder(t),
-    [token, grantId, now(t)],
+    t.keys.shortKeys ?? t.keys.holderKeys,
+    others !== undefined ? [token, grantId, now(t), ...others] : [token, grantId, now(t)],
     (raw) => {
       const s = scripts.refresh;
       return integerField(s, checked(s, raw, grantId, 1, 2), 0) === GRANT_RESULT.DONE;

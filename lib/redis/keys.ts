@@ -15,14 +15,16 @@ export interface SemaphoreKeys {
   readonly fence: string;
   readonly leases: string;
   readonly creating: string;
+  /** A weighted wait's keys (lib/redis/scripts/includes/give_back.lua): who collects, what is freed for it, what it has. */
+  readonly collecting: string;
+  readonly pending: string;
+  readonly collected: string;
   /** The gem's guard key for `release_stale_locks!`. */
   readonly gemReleaseGuard: string;
   /** The operators' audit stream (lib/admin/audit.ts). */
   readonly audit: string;
-  /** The nine keys scripts receive first, in the order `lib/redis/scripts/includes/holder_keys.lua` names them. */
+  /** The twelve keys scripts receive first, in the order `lib/redis/scripts/includes/holder_keys.lua` names them. */
   readonly scriptKeys: readonly string[];
-  /** The first eight of them, without OWNERS: all a script touches without `expiration` (only touch_expiry touches OWNERS). */
-  readonly liveKeys: readonly string[];
   /**
    * What the hot-path scripts (tryLock, prepareWait, claim, recover, refresh, and without `expiration`
    * release) are given on a single Redis: AVAILABLE alone; they name the other keys, inboxes too,
@@ -30,7 +32,7 @@ export interface SemaphoreKeys {
    * Cluster node (`declareAll`), where every key a script touches must be passed.
    */
   readonly shortKeys: readonly string[] | null;
-  /** The first three (AVAILABLE, GRABBED, LEASES): all a release touches without `expiration`. */
+  /** The first three (AVAILABLE, GRABBED, LEASES): all a refresh touches. */
   readonly holderKeys: readonly string[];
   /** The list a blocked waiter's BLMOVE moves its token into: its registration's inbox. */
   inbox(registrationId: string): string;
@@ -74,6 +76,9 @@ export function semaphoreKeys(
   const fence = `${prefix}FENCE`;
   const leases = `${prefix}LEASES`;
   const creating = `${prefix}CREATING`;
+  const collecting = `${prefix}COLLECTING`;
+  const pending = `${prefix}PENDING`;
+  const collected = `${prefix}COLLECTED`;
   const inbox = `${prefix}${INBOX}`;
   return {
     available,
@@ -85,10 +90,12 @@ export function semaphoreKeys(
     fence,
     leases,
     creating,
+    collecting,
+    pending,
+    collected,
     gemReleaseGuard: `${prefix}release_locks`,
     audit: `${prefix}AUDIT`,
-    scriptKeys: [available, grabbed, leases, exists, version, waiting, fence, creating, owners],
-    liveKeys: [available, grabbed, leases, exists, version, waiting, fence, creating],
+    scriptKeys: [available, grabbed, leases, exists, version, waiting, fence, creating, owners, collecting, pending, collected],
     shortKeys: declareAll ? null : [available],
     holderKeys: [available, grabbed, leases],
     inbox: (registrationId) => `${inbox}${registrationId}`,

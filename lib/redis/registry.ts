@@ -3,8 +3,8 @@ import { loadScript, type Script } from './lua-source';
 
 export type { Script } from './lua-source';
 
-/** The keys of includes/keys.lua (a call passes fewer: see `SemaphoreKeys.shortKeys`). */
-const KEYS = 9;
+/** The keys of includes/holder_keys.lua (a call passes fewer: see `SemaphoreKeys.shortKeys`). */
+const KEYS = 12;
 /** Those and the inbox of a registration (claim, recover). */
 const KEYS_AND_INBOX = KEYS + 1;
 

@@ -83,8 +83,8 @@ export function fieldsOf(
 
 /** A fencing number (0: none), a count. */
 export const NUMBER = /^(?:0|[1-9]\d*)$/;
-/** claim.lua's flags: K (kept) or E (ended), then W (others wait) or N. */
-export const CLAIM_FLAGS = /^[KE][WN]$/;
+/** claim.lua's flags: K (kept) or E (ended), then W (others wait), C (this registration collects: weighted) or N. */
+export const CLAIM_FLAGS = /^[KE][WCN]$/;
 /** release.lua's field: + (ended here) or - (not held), then the length of AVAILABLE. */
 export const RELEASE_FIELD = /^[+-](?:0|[1-9]\d*)$/;
 
@@ -107,4 +107,27 @@ export function expiredAndToken(
   const ended = rest === null || (n > 0 && at === rest.length + 1);
   if (parts.length !== n || granted === ended) throw new MisattributedReplyError(script.name, describe(reply));
   return { expired: parts, token: granted ? rest!.slice(at) : null };
+}
+
+/**
+ * A weighted grant's `permits` tokens from the end of a tryLock, claim or recover reply, as
+ * includes/weighted.lua encodes them: "<k> <byte length>… <token>…" (a token may hold any text).
+ */
+export function weightedTokens(script: Script, reply: unknown, text: string, permits: number): string[] {
+  const fields = text.split(' ', permits + 1);
+  const misattributed = () => new MisattributedReplyError(script.name, describe(reply));
+  if (fields.length !== permits + 1 || fields[0] !== String(permits)) throw misattributed();
+  let at = 0;
+  for (const field of fields) at += field.length + 1;
+  const bytes = Buffer.from(text.slice(at), 'utf8');
+  const tokens: string[] = [];
+  let from = 0;
+  for (const field of fields.slice(1)) {
+    if (!NUMBER.test(field)) throw misattributed();
+    const to = from + Number(field);
+    tokens.push(bytes.toString('utf8', from, to));
+    from = to;
+  }
+  if (from !== bytes.length) throw misattributed();
+  return tokens;
 }

@@ -16,7 +16,7 @@ export function settingsArgument(
   expiration: string,
   label: string,
 ): string {
-  return [lease || '0', resources, lifetime || '-', keep === '1' ? '1' : '0', expiration || '-', label].join(' ');
+  return [lease || '0', resources, lifetime || '-', keep === '1' ? '1' : '0', '1', expiration || '-', label].join(' ');
 }
 
 /** The fields of a one-string reply "<grant id> <field>…", and "<n> <id>… <token>" after `count` of them. */

@@ -56,9 +56,9 @@ describe.each(FILES)('%s', (file) => {
     expect(script.maxKeys).toBe(perRegistration === undefined ? Number(count) : null);
   });
 
-  test('lists the nine keys in order, and every KEYS and ARGV its code reads', () => {
+  test('lists the twelve keys in order, and every KEYS and ARGV its code reads', () => {
     expect(header).toContain(
-      'KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE\n    KEYS[8] CREATING  KEYS[9] OWNERS',
+      'KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE\n    KEYS[8] CREATING  KEYS[9] OWNERS  KEYS[10] COLLECTING  KEYS[11] PENDING  KEYS[12] COLLECTED',
     );
     const unlisted = (['KEYS', 'ARGV'] as const).flatMap((name) => {
       const listed = indexes(header, name);
@@ -90,8 +90,8 @@ describe('the builders', () => {
     commands.prepareWait(target, 'r1', 10_000),
     commands.claim(target, 'r1', { grantId: 'g1', nextLifetimeMs: 10_000, keep: true }),
     commands.recover(target, 'g1', 'r1', 10_000),
-    commands.release(target, '0', 'g1', true),
-    commands.refresh(target, '0', 'g1'),
+    commands.release(target, '0', 'g1', true, ['1']),
+    commands.refresh(target, '0', 'g1', ['1']),
     commands.signal(target, 'job'),
     commands.releaseStale(target),
     commands.reapWaiters(target, ['r1', '~r2']),

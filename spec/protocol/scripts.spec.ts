@@ -30,7 +30,7 @@ const setup = () => hotScriptRunner(redis, 'lua');
 describe('the replies of the hot-path scripts: one string that starts with the grant id', () => {
   test('tryLock, claim and release, as Redis sends them (raw ARGV: the settings argument, includes/settings.lua)', async () => {
     const { keys, raw } = setup();
-    const settings = (lifetime: string, keep: string) => `5000 1 ${lifetime} ${keep} - a  label `;
+    const settings = (lifetime: string, keep: string) => `5000 1 ${lifetime} ${keep} 1 - a  label `;
     const hit = (await raw('tryLock', ['g1', settings('25', '0')])) as string;
     expect(hit).toMatch(/^g1 \d{16} 0 0$/); // fence, no expired registration, token "0"
     expect(await redis.hGet(keys.grabbed, '0')).toMatch(/^\d+\.\d{6} g1 \d{16} 5000 \d+\.\d{6} a {2}label $/);
@@ -622,12 +622,20 @@ describe('loading (lib/redis/lua-source.ts)', () => {
     for (const helper of ['record_grant', 'index_lease', 'create_batch', 'reclaim_stale', 'ensure']) {
       expect(release).not.toContain(`function ${helper}(`);
     }
-    // In claim, the helpers of an empty slice or a sampled reclaim come after the grant, in their block.
+    // In claim, the helpers of an empty slice or a sampled reclaim come after the grant, in their
+    // block, or in the block of a weighted wait (includes/weighted.lua), which returns at its end.
     const claim = scripts.claim.source;
     const block = claim.indexOf('if not token or number % 16 == 0 then');
+    const weighted = [claim.indexOf('if settings.permits > 1 then'), claim.indexOf('return collect(')];
     expect(block).toBeGreaterThan(claim.indexOf('local function record_grant('));
+    expect(weighted[0]).toBeGreaterThan(0);
+    expect(weighted[1]).toBeGreaterThan(weighted[0]!);
     for (const helper of ['reclaim_stale', 'ensure', 'touch_expiry']) {
-      expect(claim.indexOf(`local function ${helper}(`)).toBeGreaterThan(block);
+      const definitions = [...claim.matchAll(new RegExp(`local function ${helper}\\(`, 'g'))].map((m) => m.index);
+      expect(definitions.length).toBeGreaterThan(0);
+      for (const at of definitions) {
+        expect(at > block || (at > weighted[0]! && at < weighted[1]!)).toBe(true);
+      }
     }
   });
 });
@@ -639,7 +647,7 @@ describe('the keys a hot-path call passes', () => {
     options: { staleClientTimeout: 30_000, expiration: null, useLocalTime: false, owner: 'me' },
   });
 
-  test('on a single Redis AVAILABLE alone, on Cluster every key it touches (a slot migration checks only those)', () => {
+  test('on a single Redis AVAILABLE alone, on Cluster every key (a slot migration checks only those)', () => {
     const single = target('jobs', false);
     const cluster = target('jobs', true);
     const calls = (t: typeof single) => [
@@ -652,11 +660,11 @@ describe('the keys a hot-path call passes', () => {
     ];
     for (const call of calls(single)) expect(call.keys).toEqual([single.keys.available]);
     const [tried, prepared, claimed, recovered, released, refreshed] = calls(cluster).map((call) => call.keys);
-    expect(tried).toEqual(cluster.keys.liveKeys);
-    expect(prepared).toEqual(cluster.keys.liveKeys);
-    expect(claimed).toEqual([...cluster.keys.liveKeys, cluster.keys.inbox('g1')]);
-    expect(recovered).toEqual([...cluster.keys.liveKeys, cluster.keys.inbox('g1')]);
-    expect(released).toEqual(cluster.keys.holderKeys);
+    expect(tried).toEqual(cluster.keys.scriptKeys);
+    expect(prepared).toEqual(cluster.keys.scriptKeys);
+    expect(claimed).toEqual([...cluster.keys.scriptKeys, cluster.keys.inbox('g1')]);
+    expect(recovered).toEqual([...cluster.keys.scriptKeys, cluster.keys.inbox('g1')]);
+    expect(released).toEqual(cluster.keys.scriptKeys);
     expect(refreshed).toEqual(cluster.keys.holderKeys);
   });
 

@@ -6,12 +6,12 @@
   registration is gone (reaped, or abandoned by recover.lua after a lost reply) goes back to
   AVAILABLE instead. With an empty inbox (the slice ended): creates the semaphore if it vanished and
   reclaims stale holders, then renews the registration for the next slice, or ends it on the last slice.
-  Keys: at most 10. A call passes AVAILABLE alone on a single Redis (the script names the
-    others, the inbox too, after its prefix); on Cluster 8 or 9 as tryLock.lua does, then the inbox.
+  Keys: at most 13. A call passes AVAILABLE alone on a single Redis (the script names the
+    others, the inbox too, after its prefix); on Cluster all 12, then the inbox.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS
-    KEYS[#KEYS] INBOX:<registration id> (the 10th, or the 9th when OWNERS is left out; not given with
+    KEYS[8] CREATING  KEYS[9] OWNERS  KEYS[10] COLLECTING  KEYS[11] PENDING  KEYS[12] COLLECTED
+    KEYS[#KEYS] INBOX:<registration id> (the 13th; not given with
             AVAILABLE alone, see includes/holder_keys.lua)
     ARGV[1] registration id
     ARGV[2] the grant id to record with a token (unique per grant; names the call this reply answers)
@@ -33,6 +33,7 @@
 --- @include present
 --- @include settings
 --- @include grant
+--- @include give_back
 -- Helpers that only an empty slice, a sampled reclaim or `expiration` needs are included in the
 -- block that uses them, so that a grant does not define them (see lib/redis/lua-source.ts).
 local registration, grant, settings = ARGV[1], ARGV[2], settings_of(ARGV[3])
@@ -44,6 +45,17 @@ local local_time, expiration = ARGV[4] or '', settings.expiration
 local registered = redis.call('ZRANK', K_WAITING, registration) ~= false
 if not registered then
   redis.call('ZREM', K_WAITING, '~' .. registration)
+end
+if settings.permits > 1 then
+--- @include drain
+--- @include ensure
+--- @include holder
+--- @include reclaim
+--- @include weighted
+--- @include expiry
+  local reply = collect(registration, grant, settings, inbox, local_time, registered)
+  touch_expiry(expiration)
+  return reply
 end
 local token = redis.call('LPOP', inbox)
 -- Whether a token is left free, for a grant below, and whether LEASES exists (read here with the
@@ -60,7 +72,7 @@ if token then
     mark_present(token)
   end
   if not registered then
-    redis.call('LPUSH', K_AVAILABLE, token)
+    redis.call('LPUSH', give_back_target(), token)
     token = false
   end
   -- The inbox holds one token, or more if a BLMOVE was sent again (a client's offline queue after a

@@ -1,9 +1,9 @@
 --[[
   A consistent snapshot for availableCount and allTokens.
-  Keys: 9.
+  Keys: 12.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS
+    KEYS[8] CREATING  KEYS[9] OWNERS  KEYS[10] COLLECTING  KEYS[11] PENDING  KEYS[12] COLLECTED
     ARGV[1] '1' to include the token lists, '0' for counts only
   Output: { exists (0 or 1), available count, available tokens or {}, held tokens or {} }
 ]]

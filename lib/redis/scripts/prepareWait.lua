@@ -8,11 +8,11 @@
   it also does tryLock's other duties before BLMOVE: creates the semaphore if needed and reclaims
   stale holders (whose tokens go to waiters already blocked, who Redis serves first). Always sent as
   EVAL, so it cannot fail with NOSCRIPT and leave BLMOVE unregistered.
-  Keys: at most 9. A call passes AVAILABLE alone on a single Redis (the script names the
-    others after its prefix: includes/holder_keys.lua); on Cluster the first 8, all 9 with `expiration`.
+  Keys: at most 12. A call passes AVAILABLE alone on a single Redis (the script names the
+    others after its prefix: includes/holder_keys.lua); on Cluster all 12.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS
+    KEYS[8] CREATING  KEYS[9] OWNERS  KEYS[10] COLLECTING  KEYS[11] PENDING  KEYS[12] COLLECTED
     ARGV[1] registration id (a tryLock's registers under its grant id)
     ARGV[2] expiration in milliseconds, or '' for none
     ARGV[3] the registration's expiry, in seconds from now (on Redis TIME)
@@ -28,6 +28,7 @@
 --- @include ensure
 --- @include expiry
 --- @include grant
+--- @include give_back
 --- @include holder
 --- @include reclaim
 local grant = ARGV[1]

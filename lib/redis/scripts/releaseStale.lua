@@ -1,10 +1,10 @@
 --[[
   releaseStaleLocks: returns every token whose holder's lease is over to AVAILABLE (waking blocked
   waiters), and reports waiter registrations that have expired.
-  Keys: 9.
+  Keys: 12.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS
+    KEYS[8] CREATING  KEYS[9] OWNERS  KEYS[10] COLLECTING  KEYS[11] PENDING  KEYS[12] COLLECTED
     ARGV[1] local time in decimal seconds, or '' for Redis TIME
     ARGV[2] stale timeout in ms for Ruby holders (plain stamps), or '0' to leave them alone;
             grants of this library go stale by their own lease
@@ -14,7 +14,9 @@
 --- @include keys
 --- @include clock
 --- @include expiry
+--- @include present
 --- @include grant
+--- @include give_back
 --- @include holder
 --- @include reclaim
 local now = clock(ARGV[1])

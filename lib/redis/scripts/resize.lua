@@ -3,26 +3,35 @@
   after the smallest non-negative integers not in use ("3", "4", … after "0".."2"), which Redis hands
   to blocked waiters at once. Shrinking retires free tokens only, never a held one: first those that
   are not "0".."target-1" (signalled or unusual names), then the highest-numbered. A target below
-  the number of held tokens changes nothing. A token in flight to a waiter (between its BLMOVE and
-  its claim, an instant) is not counted.
+  the number of held tokens changes nothing. The tokens a weighted waiter has collected so far
+  (includes/give_back.lua) count as held, and new tokens go to it first. A token in flight to a
+  waiter (between its BLMOVE and its claim, an instant) is not counted.
   Clients create tokens only when EXISTS is missing, so a resized semaphore keeps its new size until
   its keys are deleted, expire or are lost; it is then re-created with the clients' `resources`.
-  Keys: 9.
+  Keys: 12.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS
+    KEYS[8] CREATING  KEYS[9] OWNERS  KEYS[10] COLLECTING  KEYS[11] PENDING  KEYS[12] COLLECTED
     ARGV[1] the number of tokens wanted (an integer ≥ 1)
   Output: { status, tokens before, held tokens, tokens after }
     status 1: done (or nothing to do); 0: the semaphore does not exist; -1: the target is below the
     held tokens (nothing changed)
 ]]
 --- @include keys
+--- @include present
+--- @include give_back
 local target = tonumber(ARGV[1])
 if redis.call('EXISTS', K_EXISTS) == 0 then
   return { 0, 0, 0, 0 }
 end
 local free = redis.call('LRANGE', K_AVAILABLE, 0, -1)
 local held = redis.call('HKEYS', K_GRABBED)
+collection_keys()
+for _, list in ipairs({ K_COLLECTED, K_PENDING }) do
+  for _, token in ipairs(redis.call('LRANGE', list, 0, -1)) do
+    held[#held + 1] = token
+  end
+end
 local before = #free + #held
 if target < #held then
   return { -1, before, #held, before }
@@ -38,14 +47,14 @@ if target > before then
       batch[#batch + 1] = token
       added = added + 1
       if #batch == 1000 then
-        redis.call('RPUSH', K_AVAILABLE, unpack(batch))
+        redis.call('RPUSH', give_back_target(), unpack(batch))
         batch = {}
       end
     end
     i = i + 1
   end
   if #batch > 0 then
-    redis.call('RPUSH', K_AVAILABLE, unpack(batch))
+    redis.call('RPUSH', give_back_target(), unpack(batch))
   end
 elseif target < before then
   -- Retire first what would not be a token of a fresh semaphore of this size, highest number first.

@@ -1,10 +1,10 @@
 --[[
   A snapshot of one semaphore, for holders(), waiting(), the CLI and the dashboard (lib/redis/status.ts):
   whether it exists, its free tokens, who holds what and who waits, all at one instant.
-  Keys: 9.
+  Keys: 12.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS
+    KEYS[8] CREATING  KEYS[9] OWNERS  KEYS[10] COLLECTING  KEYS[11] PENDING  KEYS[12] COLLECTED
     ARGV[1] most waiter grant ids to list (the count is always complete)
   Output: { exists (0 or 1), Redis TIME as "sec.usec", free tokens (LLEN AVAILABLE),
             registered waiters not yet expired (abandoned '~' marks excluded),

@@ -6,11 +6,11 @@
   Never jumps ahead of a waiter blocked in BLMOVE: a free token means nobody is blocked (Redis
   serves them the moment a token is pushed), and a token this script reclaims is left for the
   longest-blocked waiter unless no waiter is registered.
-  Keys: at most 9. A call passes AVAILABLE alone on a single Redis (the script names the
-    others after its prefix: includes/holder_keys.lua); on Cluster the first 8, all 9 with `expiration`.
+  Keys: at most 12. A call passes AVAILABLE alone on a single Redis (the script names the
+    others after its prefix: includes/holder_keys.lua); on Cluster all 12.
   Input:
     KEYS[1] AVAILABLE  KEYS[2] GRABBED  KEYS[3] LEASES  KEYS[4] EXISTS  KEYS[5] VERSION  KEYS[6] WAITING  KEYS[7] FENCE
-    KEYS[8] CREATING  KEYS[9] OWNERS
+    KEYS[8] CREATING  KEYS[9] OWNERS  KEYS[10] COLLECTING  KEYS[11] PENDING  KEYS[12] COLLECTED
     ARGV[1] grant id: the owner recorded for the token (and the registration's id on a miss)
     ARGV[2] the caller's settings (includes/settings.lua): the lease recorded with a grant (also the
             stale timeout of Ruby holders it reclaims), resources, the registration's lifetime on a
@@ -27,6 +27,7 @@
 --- @include ensure
 --- @include settings
 --- @include grant
+--- @include give_back
 local grant, settings = ARGV[1], settings_of(ARGV[2])
 local local_time, expiration = ARGV[3] or '', settings.expiration
 -- Looked up before LPOP: a script's first write decides whether Redis refuses it when out of memory
@@ -40,6 +41,10 @@ if not known_to_exist then
   ensure(settings.resources)
   may_take, leases = redis.call('LLEN', K_AVAILABLE) > 0, true
 end
+local permits = settings.permits
+if permits > 1 and may_take then
+  may_take = free_for(permits)
+end
 local expired = nil
 if not may_take then
   -- A miss. Helpers only it needs are included here, so that a hit does not define them (see
@@ -47,7 +52,7 @@ if not may_take then
 --- @include holder
 --- @include reclaim
   if reclaim_stale(clock(local_time), ruby_stale(settings.lease), 'unindexed') > 0 then
-    may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
+    may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0 and (permits == 1 or free_for(permits))
     leases = true
   end
   -- Only a caller that will wait needs the tokens of dead waiters back; a hit skips the lookup.
@@ -56,7 +61,17 @@ if not may_take then
   end
 end
 local reply
-if may_take then
+if may_take and permits > 1 then
+--- @include weighted
+  local tokens = pop_list(K_AVAILABLE, permits)
+  if not known_to_exist then
+    for _, token in ipairs(tokens) do
+      mark_present(token)
+    end
+  end
+  local fence = record_grants(tokens, grant, clock_stamp(local_time), settings.lease, settings.label)
+  reply = grant .. ' ' .. fence .. ' 0 ' .. encode_tokens(tokens)
+elseif may_take then
   local token = redis.call('LPOP', K_AVAILABLE)
   if not known_to_exist then
     mark_present(token)

@@ -10,8 +10,8 @@
 -- in the script that pushes).
 --
 -- A re-creation (EXISTS lost, other keys kept: eviction, a partial restore) must not push a token
--- that still exists: on AVAILABLE, in GRABBED, or in a waiter's inbox between its BLMOVE and its
--- claim. It finds them while clients go on using them, then pushes the others. CREATING is then a
+-- that still exists: on AVAILABLE, in GRABBED, in a waiter's inbox between its BLMOVE and its
+-- claim, or in a weighted waiter's PENDING and COLLECTED lists (read with the inboxes). It finds them while clients go on using them, then pushes the others. CREATING is then a
 -- header of HEADER bytes followed by a bitmap of the tokens found ("present"): bit HEADER * 8 + n
 -- for token n. Steps: G, HSCAN of GRABBED from cursor <position>; A, AVAILABLE read in windows from
 -- its tail, <position> entries in; the script that reaches its head also reads every registered
@@ -73,6 +73,10 @@ local function ensure(resources)
       for _, registration in ipairs(redis.call('ZRANGE', K_WAITING, 0, -1)) do
         local inbox = prefix .. 'INBOX:' .. string.gsub(registration, '^~', '')
         mark(redis.call('LRANGE', inbox, 0, -1), target, 1)
+      end
+      -- And a weighted waiter's partial collection (give_back.lua).
+      for _, list in ipairs({ K_PENDING or prefix .. 'PENDING', K_COLLECTED or prefix .. 'COLLECTED' }) do
+        mark(redis.call('LRANGE', list, 0, -1), target, 1)
       end
     end
 

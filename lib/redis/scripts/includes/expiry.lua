@@ -5,7 +5,8 @@
 -- the keys never expire under a registered waiter, and a dead waiter's registration cannot keep them
 -- forever. Inbox keys get no TTL: they are empty but for the instant between BLMOVE and claim.
 -- OWNERS (old data: no script writes or reads it any more, see grant.lua) gets the deadline too,
--- so it goes with the rest, but is never made persistent.
+-- so it goes with the rest, but is never made persistent; so do a weighted wait's keys
+-- (give_back.lua), which exist only while a waiter is registered.
 -- EXPIRATION_MS is '' when the option is off.
 local function touch_expiry(expiration_ms)
   if expiration_ms == '' then
@@ -19,6 +20,9 @@ local function touch_expiry(expiration_ms)
     return
   end
   keys[#keys + 1] = K_OWNERS or K_PREFIX .. 'OWNERS'
+  keys[#keys + 1] = K_COLLECTING or K_PREFIX .. 'COLLECTING'
+  keys[#keys + 1] = K_PENDING or K_PREFIX .. 'PENDING'
+  keys[#keys + 1] = K_COLLECTED or K_PREFIX .. 'COLLECTED'
   local t = redis.call('TIME')
   local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(expiration_ms)
   local last = redis.call('ZRANGE', K_WAITING, -1, -1, 'WITHSCORES')

@@ -27,13 +27,15 @@
 -- ms; a longer one was written by someone else) is indexed at +inf, as '%d' of a larger score would
 -- overflow into a due one.
 local MAX_INDEXED_LEASE_MS = 1e12
-local function index_lease(token, stamp, lease)
+local function lease_score(stamp, lease)
   local ms = tonumber(lease)
-  local score = '+inf'
   if ms > 0 and ms <= MAX_INDEXED_LEASE_MS then
-    score = string.format('%d', math.floor(tonumber(stamp) * 1000000 + 0.5) + ms * 1000)
+    return string.format('%d', math.floor(tonumber(stamp) * 1000000 + 0.5) + ms * 1000)
   end
-  redis.call('ZADD', K_LEASES, score, token)
+  return '+inf'
+end
+local function index_lease(token, stamp, lease)
+  redis.call('ZADD', K_LEASES, lease_score(stamp, lease), token)
 end
 
 -- Whether TOKEN is one of the canonical tokens "0".."15", which LEASES never indexes (string

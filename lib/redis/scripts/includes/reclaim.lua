@@ -1,4 +1,4 @@
--- Returns to AVAILABLE held tokens whose holder's lease is over, and forgets their holders, so a
+-- Gives back (give_back.lua) held tokens whose holder's lease is over, and forgets their holders, so a
 -- holder's later unlock or refresh finds nothing and pushes nothing. A grant of this library carries
 -- its own lease (GRABBED, see grant.lua; 0 never goes stale), whoever reclaims; a Ruby holder's plain
 -- stamp (or an unreadable entry) is judged by RUBY_STALE_S, the caller's stale timeout in seconds
@@ -36,7 +36,7 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
       return 0, stamp, lease
     end
     forget_holder(token)
-    redis.call('LPUSH', K_AVAILABLE, token)
+    redis.call('LPUSH', give_back_target(), token)
     return 1
   end
   local reclaimed, due_before = 0, '(' .. string.format('%d', math.floor(now * 1000000))

@@ -1,9 +1,10 @@
 -- The caller's settings: what is the same on every call of a semaphore, as one argument
 -- (lib/redis/commands.ts `settings`), "<lease ms> <resources> <registration lifetime s, or -> <keep,
--- 1 or 0> <expiration ms, or -> <owner label>": the lease recorded with a grant ('0' for none; also
--- Ruby holders' stale timeout), the semaphore's size (to create it), how long a registration lasts
--- (- for none: lock(0), a wait's last slice), whether a grant keeps the registration while others
--- wait, `expiration`, and the label recorded with a grant (last: free text). One argument costs Redis
+-- 1 or 0> <permits> <expiration ms, or -> <owner label>": the lease recorded with a grant ('0' for
+-- none; also Ruby holders' stale timeout), the semaphore's size (to create it), how long a
+-- registration lasts (- for none: lock(0), a wait's last slice), whether a grant keeps the
+-- registration while others wait, how many tokens one grant takes (includes/weighted.lua),
+-- `expiration`, and the label recorded with a grant (last: free text). One argument costs Redis
 -- less than six, and the function library reads each distinct text once (LIBRARY_SETTINGS keeps at
 -- most 64); a script run by EVALSHA reads it on every call.
 local LIBRARY_SETTINGS
@@ -13,8 +14,8 @@ local function settings_of(text)
   if settings then
     return settings
   end
-  local lease, resources, lifetime, keep, expiration, label =
-    string.match(text, '^(%d+) (%d+) (%S+) ([01]) (%S+) (.*)$')
+  local lease, resources, lifetime, keep, permits, expiration, label =
+    string.match(text, '^(%d+) (%d+) (%S+) ([01]) (%d+) (%S+) (.*)$')
   if not lease then
     error('bad settings argument: ' .. text)
   end
@@ -23,6 +24,7 @@ local function settings_of(text)
     resources = tonumber(resources),
     lifetime = lifetime ~= '-' and tonumber(lifetime) or nil,
     keep = keep == '1',
+    permits = tonumber(permits),
     expiration = expiration ~= '-' and expiration or '',
     label = label,
   }

@@ -1,0 +1,191 @@
+-- Weighted grants (the `permits` option): one grant of k tokens. Each token gets its own GRABBED
+-- record, all k the same (one grant id, one fence, one lease), so the Ruby gem sees k holders and
+-- every reclaimer judges them alike; the holder refreshes and releases them together. Lists are
+-- read and written 1,000 entries a command, within Lua's stack whatever k is. Needs give_back.lua,
+-- grant.lua and holder.lua before it; collect() also clock.lua, ensure.lua, reclaim.lua, drain.lua.
+-- (Included only where a call asks for more than one token: the usual call defines none of this.)
+
+-- Records TOKENS as held by one grant (see record_grant in grant.lua); returns its fence (digits).
+local function record_grants(tokens, grant, stamp, lease_ms, label)
+  if (lease_ms or '') == '' then
+    lease_ms = '0'
+  end
+  local fence = record_grant(tokens[1], grant, stamp, lease_ms, label, true)
+  local record = stamp .. ' ' .. grant .. ' ' .. fence .. ' ' .. lease_ms .. ' ' .. stamp .. ' ' .. (label or '')
+  local score = lease_score(stamp, lease_ms)
+  for first = 2, #tokens, 500 do
+    local fields, indexed, small = {}, {}, {}
+    for i = first, math.min(#tokens, first + 499) do
+      local token = tokens[i]
+      fields[#fields + 1], fields[#fields + 2] = token, record
+      if is_small(token) then
+        small[#small + 1] = token
+      else
+        indexed[#indexed + 1], indexed[#indexed + 2] = score, token
+      end
+    end
+    redis.call('HSET', K_GRABBED, unpack(fields))
+    if #indexed > 0 then
+      redis.call('ZADD', K_LEASES, unpack(indexed))
+    end
+    if #small > 0 then
+      redis.call('ZREM', K_LEASES, unpack(small))
+    end
+  end
+  return fence
+end
+
+-- TOKENS as a reply's last field: "<k> <length 1> … <length k> <token 1>…<token k>" (a token may
+-- hold any text, spaces too).
+local function encode_tokens(tokens)
+  local lengths = {}
+  for i, token in ipairs(tokens) do
+    lengths[i] = #token
+  end
+  return #tokens .. ' ' .. table.concat(lengths, ' ') .. ' ' .. table.concat(tokens)
+end
+
+-- Pops up to N entries from the head of list FROM (1,000 a command); returns them.
+local function pop_list(from, n)
+  local popped = {}
+  while #popped < n do
+    local batch = redis.call('LPOP', from, math.min(1000, n - #popped))
+    if not batch then
+      break
+    end
+    for _, token in ipairs(batch) do
+      popped[#popped + 1] = token
+    end
+  end
+  return popped
+end
+
+-- Pushes TOKENS onto the head of list TO (1,000 a command).
+local function push_list(to, tokens)
+  for first = 1, #tokens, 1000 do
+    redis.call('LPUSH', to, unpack(tokens, first, math.min(#tokens, first + 999)))
+  end
+end
+
+-- Ends this grant of TOKENS where it still holds them: each goes back (give_back.lua) or, with
+-- PUT_BACK false, is dropped. Returns whether it held them all (false: the grant was lost, in part
+-- or whole) and the length of AVAILABLE afterwards.
+local function release_grant(tokens, grant, put_back)
+  local held, ended = {}, true
+  for first = 1, #tokens, 1000 do
+    local last = math.min(#tokens, first + 999)
+    local values = redis.call('HMGET', K_GRABBED, unpack(tokens, first, last))
+    for i, value in ipairs(values) do
+      if holds(value, grant) then
+        held[#held + 1] = tokens[first + i - 1]
+      else
+        ended = false
+      end
+    end
+  end
+  for first = 1, #held, 1000 do
+    local batch = { unpack(held, first, math.min(#held, first + 999)) }
+    redis.call('HDEL', K_GRABBED, unpack(batch))
+    redis.call('ZREM', K_LEASES, unpack(batch))
+  end
+  if put_back and #held > 0 then
+    push_list(give_back_target(), held)
+  end
+  return ended, redis.call('LLEN', K_AVAILABLE)
+end
+
+-- Renews the stamp of each of TOKENS this grant still holds; returns whether it held them all.
+local function refresh_grant(tokens, grant, stamp)
+  local all = true
+  for _, token in ipairs(tokens) do
+    local record = redis.call('HGET', K_GRABBED, token)
+    local old, holder, _, lease = parse_grant(record)
+    if holder == grant then
+      redis.call('HSET', K_GRABBED, token, stamp .. string.sub(record, #old + 1))
+      if not is_small(token) then
+        index_lease(token, stamp, lease)
+      end
+    else
+      all = false
+    end
+  end
+  return all
+end
+
+-- A claim for k > 1 tokens (claim.lua): the waiter's first token makes it the collector unless k are
+-- free at once; the collector gathers every token given back (PENDING, see give_back.lua) in
+-- COLLECTED, and the claim that finds k there grants them. Returns claim.lua's reply; its flags say
+-- 'C' while this registration collects (its next slice blocks on PENDING, not AVAILABLE).
+local function collect(registration, grant, settings, inbox, local_time, registered)
+  collection_keys()
+  local k = settings.permits
+  known_to_exist = redis.call('EXISTS', K_EXISTS) == 1
+  if not registered then
+    -- Ended or reaped meanwhile: what reached its inbox goes back, and so does its collection.
+    if redis.call('GET', K_COLLECTING) == registration then
+      end_collection()
+    end
+    drain_inbox(inbox)
+    return grant .. ' 0 EN 0'
+  end
+  local now = clock(local_time)
+  if settings.lifetime then
+    ensure(settings.resources)
+  end
+  -- Freed tokens go to the collector (this one, or another) or onto AVAILABLE: both seen below.
+  reclaim_stale(now, ruby_stale(settings.lease), 'unindexed')
+  local owner = give_back_target() == K_PENDING and redis.call('GET', K_COLLECTING)
+  local mine = owner == registration
+  if owner and not mine then
+    -- Another waiter collects: a token that reached this inbox (a Ruby client pushes onto
+    -- AVAILABLE) is its.
+    drain_inbox(inbox)
+  else
+    local have = pop_list(inbox, 1000000)
+    if mine then
+      for _, token in ipairs(pop_list(K_PENDING, 1000000)) do
+        have[#have + 1] = token
+      end
+    end
+    -- Served first (a token in the inbox), so at the head of the queue: free tokens are this one's.
+    if #have > 0 and not mine then
+      for _, token in ipairs(pop_list(K_AVAILABLE, k - #have)) do
+        have[#have + 1] = token
+      end
+    end
+    if not known_to_exist then
+      for _, token in ipairs(have) do
+        mark_present(token)
+      end
+    end
+    push_list(K_COLLECTED, have)
+    if (#have > 0 or mine) and redis.call('LLEN', K_COLLECTED) >= k then
+      local tokens = pop_list(K_COLLECTED, k)
+      -- Any surplus (signal, resize) goes on to the next waiter.
+      end_collection()
+      local fence = record_grants(tokens, grant, clock_stamp(local_time), settings.lease, settings.label)
+      redis.call('ZREM', K_WAITING, registration)
+      return grant .. ' ' .. fence .. ' EN 0 ' .. encode_tokens(tokens)
+    end
+    if #have > 0 and not mine then
+      redis.call('SET', K_COLLECTING, registration)
+      mine = true
+    end
+  end
+  local flags = 'EN'
+  if settings.lifetime then
+    redis.call('ZADD', K_WAITING, redis_now() + settings.lifetime, registration)
+    flags = mine and 'KC' or 'KN'
+  else
+    -- The wait's last slice: a partial collection goes back.
+    if mine then
+      end_collection()
+    end
+    redis.call('ZREM', K_WAITING, registration)
+  end
+  local ids = expired_waiters()
+  if #ids > 0 then
+    return grant .. ' 0 ' .. flags .. ' ' .. #ids .. ' ' .. table.concat(ids, ' ')
+  end
+  return grant .. ' 0 ' .. flags .. ' 0'
+end
