@@ -12,6 +12,11 @@ export type LockCallback<T> = (token: string, signal: AbortSignal, fence: number
 export interface LockOptions {
   /** Ends the wait (even a blocked one) and rejects with the signal's reason. */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * How many tokens to take as one grant (default 1): all together or none, in arrival order with
+   * every other waiter; at most the semaphore's `resources` (a `RangeError` otherwise).
+   */
+  readonly permits?: number | undefined;
 }
 
 /** What `acquire()` takes. */
@@ -20,6 +25,8 @@ export interface AcquireOptions {
   readonly timeout?: number | null | undefined;
   /** Ends the wait (even a blocked one) and rejects with the signal's reason. */
   readonly signal?: AbortSignal | undefined;
+  /** How many tokens to take as one grant (default 1), as for `lock`. */
+  readonly permits?: number | undefined;
 }
 
 /**
@@ -27,8 +34,10 @@ export interface AcquireOptions {
  * scope ends.
  */
 export interface Lease extends AsyncDisposable {
-  /** The token held. */
+  /** The token held (the first of `tokens`). */
   readonly token: string;
+  /** Every token of the grant: `permits` of them, released, refreshed and lost together. */
+  readonly tokens: readonly string[];
   /** The acquisition's fencing number: larger than any earlier acquisition's of this semaphore. */
   readonly fence: number;
   /** The acquisition's grant id: what Redis records as the token's holder, and what every release and refresh names. */
@@ -66,8 +75,10 @@ export interface Lease extends AsyncDisposable {
 export interface GrantHandle {
   /** The semaphore's name. */
   readonly semaphore: string;
-  /** The token held. */
+  /** The token held (the first of a weighted grant's). */
   readonly token: string;
+  /** A weighted grant's tokens, all of them (absent for a grant of one token). */
+  readonly tokens?: readonly string[];
   /** The grant id Redis records as the token's holder: release and refresh act only while it still holds. */
   readonly grantId: string;
   /** The acquisition's fencing number, to pass with writes to the protected resource. */
@@ -99,6 +110,12 @@ export function assertGrantHandle(handle: unknown, name: string, operation: stri
     );
   }
   if (typeof token !== 'string') throw bad('token', 'a string', token);
+  const { tokens } = handle as { tokens?: unknown };
+  if (
+    tokens !== undefined &&
+    (!Array.isArray(tokens) || tokens[0] !== token || !tokens.every((t) => typeof t === 'string'))
+  )
+    throw bad('tokens', 'an array of strings that starts with `token`', tokens);
   if (typeof grantId !== 'string' || !/^\S+$/.test(grantId))
     throw bad('grantId', 'a non-empty string without whitespace', grantId);
   if (!Number.isSafeInteger(fence) || (fence as number) < 0) throw bad('fence', 'a non-negative integer', fence);
@@ -127,6 +144,7 @@ export function createLease(holding: Holding, host: LeaseHost): Lease {
   let handle: GrantHandle | undefined;
   const lease: Lease = {
     token: holding.token,
+    tokens: holding.tokens ?? [holding.token],
     fence: holding.fence,
     grantId: holding.id,
     get signal() {
@@ -151,6 +169,7 @@ export function createLease(holding: Holding, host: LeaseHost): Lease {
       return (handle = Object.freeze({
         semaphore: host.name,
         token: holding.token,
+        ...(holding.tokens && { tokens: holding.tokens }),
         grantId: holding.id,
         fence: holding.fence,
         leaseMs: host.leaseMs,

@@ -4,6 +4,7 @@ import { nanoid } from 'nanoid';
 import { SemaphoreContext } from './context';
 import { LockTimeoutError } from './errors';
 import { Ledger, type Attempt } from './hold/ledger';
+import type { GrantRef } from './hold/release';
 import type { Holding } from './hold/holding';
 import { Reclaim, type Watchdog, type WatchdogOptions } from './hold/reclaim';
 import {
@@ -55,6 +56,11 @@ export const IS_CLOSED = Symbol('redis-token-semaphore.isClosed');
  * A distributed counting semaphore on a Redis token list: `resources` tokens, taken with `lock()`
  * (blocking, first come first served across processes) and put back with `unlock()`.
  */
+/** The grant a handle names, as the release and refresh scripts name it. */
+function grantOf(handle: GrantHandle): GrantRef {
+  return { token: handle.token, id: handle.grantId, ...(handle.tokens && { tokens: handle.tokens }) };
+}
+
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- `wait` (below) is `lock` under its traditional name
 export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** The name given to the constructor; the keys are `SEMAPHORE:<name>:…`. */
@@ -119,9 +125,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       | [number | null | undefined, LockCallback<T>, LockOptions?]
   ) {
     try {
-      const { timeout, fn, signal } = lockArguments<LockCallback<T>>(args);
-      if (fn !== null) return this.#ctx.track(this.#withToken(timeout, fn, signal));
-      return take(this.#parts, timeout, this.#attempt(false, signal), tokenOf);
+      const { timeout, fn, signal, permits } = lockArguments<LockCallback<T>>(args, this.resources);
+      if (fn !== null) return this.#ctx.track(this.#withToken(timeout, fn, signal, permits));
+      return take(this.#parts, timeout, this.#attempt(false, signal, permits), tokenOf);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -135,8 +141,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
   acquire(options?: AcquireOptions): Promise<Lease>;
   acquire(...args: [AcquireOptions?]): Promise<Lease> {
     try {
-      const { timeout, signal } = acquireArguments(args);
-      const attempt = this.#attempt(true, signal);
+      const { timeout, signal, permits } = acquireArguments(args, this.resources);
+      const attempt = this.#attempt(true, signal, permits);
       const lease = (holding: Holding | null): Lease => {
         if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
         return createLease(holding, this.#ledger.leaseHost);
@@ -207,7 +213,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
       // A grant this instance holds itself goes through its holding, so the holding ends too.
       const holding = this.#ledger.holdingOf(handle.grantId, handle.token);
       if (holding) return this.#ledger.leaseHost.release(holding);
-      return this.#ctx.track(this.#ledger.releaseHandedOver({ token: handle.token, id: handle.grantId }));
+      return this.#ctx.track(this.#ledger.releaseHandedOver(grantOf(handle)));
     } catch (error) {
       return Promise.reject(error as Error);
     }
@@ -236,9 +242,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     assertGrantHandle(handle, this.name, 'refresh');
     const holding = this.#ledger.holdingOf(handle.grantId, handle.token);
     await checkpoint('refresh:before');
-    return holding
-      ? this.#ledger.refresh(holding)
-      : this.#ledger.refreshGrant({ token: handle.token, id: handle.grantId });
+    return holding ? this.#ledger.refresh(holding) : this.#ledger.refreshGrant(grantOf(handle));
   }
 
   /** Counters since this instance was made, recent acquisitions' waits, and what it holds and waits for now. */
@@ -351,8 +355,9 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     timeout: number | null,
     fn: LockCallback<T>,
     signal: AbortSignal | undefined,
+    permits: number,
   ): Promise<Awaited<T>> {
-    const holding = await take(this.#parts, timeout, this.#attempt(true, signal), holdingOf, 'callback');
+    const holding = await take(this.#parts, timeout, this.#attempt(true, signal, permits), holdingOf, 'callback');
     if (!holding) throw new LockTimeoutError(this.name, timeout ?? Infinity);
     const ledger = this.#ledger;
     if (holdTraced()) return traceHold(this.name, this.resources, holding, () => ledger.runThenRelease(holding, fn));
@@ -360,8 +365,8 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     return await ledger.runThenRelease(holding, fn);
   }
 
-  #attempt(scoped: boolean, signal: AbortSignal | undefined): Attempt {
-    return { scoped, startedAt: performance.now(), signal };
+  #attempt(scoped: boolean, signal: AbortSignal | undefined, permits: number): Attempt {
+    return { scoped, startedAt: performance.now(), signal, permits };
   }
 
   /** The holding `unlock(token)`, `consume(token)` (`ends`) or `refresh(token)` acts on (see `Ledger.find`). */

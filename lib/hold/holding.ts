@@ -41,6 +41,8 @@ export function leaseTerms(staleMs: number | null, autoRefresh: boolean): LeaseT
  */
 export class Holding {
   readonly token: string;
+  /** A weighted grant's tokens, all of them (`token` is the first); undefined for a grant of one. */
+  readonly tokens: readonly string[] | undefined;
   readonly id: string;
   readonly fence: number;
   /** Taken by the callback form or `acquire()`, which release it themselves; `unlock` and `consume` never find it. */
@@ -69,13 +71,14 @@ export class Holding {
 
   constructor(
     host: HoldingHost,
-    grant: { readonly token: string; readonly id: string; readonly fence: number },
+    grant: { readonly token: string; readonly tokens?: readonly string[]; readonly id: string; readonly fence: number },
     scoped: boolean,
     terms: LeaseTerms | null,
     sentAt: number,
   ) {
     this.#host = host;
     this.token = grant.token;
+    this.tokens = grant.tokens;
     this.id = grant.id;
     this.fence = grant.fence;
     this.scoped = scoped;

@@ -18,6 +18,8 @@ import { warn } from '../util/warn';
 /** A grant Redis made: the token, the grant id its GRABBED record names, and the fencing number. */
 export interface Grant {
   readonly token: string;
+  /** A weighted grant's tokens, all of them (`token` is the first); absent for a grant of one. */
+  readonly tokens?: readonly string[];
   readonly id: string;
   readonly fence: number;
   /**
@@ -33,6 +35,8 @@ export interface Attempt {
   readonly scoped: boolean;
   readonly startedAt: number;
   readonly signal: AbortSignal | undefined;
+  /** How many tokens it takes as one grant (the `permits` option). */
+  readonly permits: number;
 }
 
 /** What `release` resolves for a holding already known to be over. */
@@ -266,7 +270,7 @@ export class Ledger {
 
   async refreshGrant(grant: GrantRef): Promise<boolean> {
     const ctx = this.#ctx;
-    return ctx.call('refresh', refresh(ctx, grant.token, grant.id), { whileClosing: true });
+    return ctx.call('refresh', refresh(ctx, grant.token, grant.id, grant.tokens?.slice(1)), { whileClosing: true });
   }
 
   /**

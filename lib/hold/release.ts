@@ -20,10 +20,11 @@ const rethrow = (error: unknown): never => {
 /** Most tries of a release whose connection failed (each after a backoff): about 3 s in all. */
 const RELEASE_TRIES = 6;
 
-/** A grant as the release script names it: its token and its grant id. */
+/** A grant as the release script names it: its token and its grant id (and a weighted grant's tokens, all of them). */
 export interface GrantRef {
   readonly token: string;
   readonly id: string;
+  readonly tokens?: readonly string[] | undefined;
 }
 
 export class Releaser {
@@ -101,7 +102,11 @@ export class Releaser {
     putBack: boolean,
     { replicated = false, via }: ReleaseOptions,
   ): ScriptCall<Replied<ReleaseReply>> {
-    return withReplicaWait(this.#ctx, release(this.#ctx, grant.token, grant.id, putBack), replicated && !via);
+    return withReplicaWait(
+      this.#ctx,
+      release(this.#ctx, grant.token, grant.id, putBack, grant.tokens?.slice(1)),
+      replicated && !via,
+    );
   }
 
   #expired(putBack: boolean, error: DeadlineExceeded): Error {

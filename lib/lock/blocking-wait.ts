@@ -93,7 +93,7 @@ export class BlockingWait {
             registration ??= { id: newId(), until: 0 };
             broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
             const lastSlice = isLastSlice(slice, remaining);
-            const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, signal, deadline);
+            const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, attempt, deadline);
             let outcome: SliceOutcome;
             try {
               outcome = await (signal ? raceAbort(pending, signal) : pending);

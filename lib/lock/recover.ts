@@ -20,7 +20,8 @@ export interface RecoverParts {
 
 /**
  * Adopts grant `id` of an attempt whose reply was lost, or the token in `registration`'s inbox, or
- * marks that registration abandoned (recover.lua). After a blocking slice (`blockedUntil`: when
+ * marks that registration abandoned (recover.lua); `permits`: the attempt's (a weighted grant is
+ * adopted whole, and a weighted wait's partial collection goes back). After a blocking slice (`blockedUntil`: when
  * its BLMOVE times out at the latest), a BLMOVE the server still runs for the closed connection may
  * yet deliver into the abandoned inbox: that inbox is drained soon and again once the slice is
  * surely over (Reclaim.drainAbandoned).
@@ -29,6 +30,7 @@ export async function recover(
   { ctx, ledger, reclaim }: RecoverParts,
   id: string,
   registration: string,
+  permits: number,
   blockedUntil?: number,
   answerMs = RECOVER_ANSWER_MS,
 ): Promise<Grant | null> {
@@ -38,19 +40,19 @@ export async function recover(
     try {
       const client = await ctx.ready(true);
       const sent = performance.now();
-      const call = recoverCall(ctx, id, registration, abandonedMarkMs(ctx.options.waitSlice));
+      const call = recoverCall(ctx, id, registration, abandonedMarkMs(ctx.options.waitSlice), permits);
       const running = ctx.call('recover', call, { via: client, raw: true });
       const adopted = await answerOrGiveUp(ctx, running, 'recover', answerMs, (late) => {
         // Queued while Redis was unreachable, it ran later: a grant it adopted goes back.
-        if (late) void ledger.giveBack({ token: late.token, id });
+        if (late) void ledger.giveBack({ token: late.token, id, tokens: late.tokens });
       });
       if (adopted === null) {
         if (blockedUntil !== undefined) reclaim.drainAbandoned(registration, blockedUntil);
         return null;
       }
       // The grant may be older than this call: its lease counts from `age` ms before the call was sent.
-      const { token, fence, ageMs } = adopted;
-      return { token, id, fence, anchor: sent - ageMs };
+      const { token, tokens, fence, ageMs } = adopted;
+      return { token, id, fence, anchor: sent - ageMs, ...(tokens && { tokens }) };
     } catch (error) {
       if (error instanceof SemaphoreError) throw error;
       // A reply meant for another command leaves this one's outcome unknown: recover is idempotent

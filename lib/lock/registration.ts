@@ -12,6 +12,12 @@ export interface Registration {
   readonly until: number;
   /** An advance registration (see `Contention`): its first slice is short (the semaphore may have been reset). */
   readonly advance?: boolean;
+  /**
+   * A weighted wait's registration collects the tokens freed (claim.lua): its next slice blocks on
+   * PENDING. Ending it (a plain ZREM) ends the collection too: the next script that gives a token
+   * back, or a waiter's empty slice, returns its tokens (includes/give_back.lua).
+   */
+  readonly collecting?: boolean;
 }
 
 /**

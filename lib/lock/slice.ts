@@ -4,7 +4,7 @@ import type { Contention } from './contention';
 import { DeadlineExceeded } from '../util/deadline';
 import { toBlockingTimeout } from '../util/durations';
 import { SemaphoreRedisError } from '../errors';
-import type { Grant } from '../hold/ledger';
+import type { Attempt, Grant } from '../hold/ledger';
 import { recover, type RecoverParts } from './recover';
 import { coversSlice, recoverWithinMs, registrationLifetimeMs, sliceGuardMs } from './timing';
 import { disconnectQuietly, type Connection } from '../redis/client/connection';
@@ -47,38 +47,34 @@ export function blockOnce(
   registration: Registration,
   sliceMs: number,
   lastSlice: boolean,
-  signal: AbortSignal | undefined,
+  { signal, permits }: Attempt,
   deadline: number,
 ): Promise<SliceOutcome> {
   const { ctx, interrupts } = parts;
   const { id } = registration;
+  const { keys } = ctx;
   if (debugEnabled) debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
   const lifetime = registrationLifetimeMs(ctx.options.waitSlice);
   const sent = performance.now();
   const prepared = coversSlice(registration.until - sent, sliceMs, ctx.options.waitSlice)
     ? undefined
     : ctx.call('lock', prepareWait(ctx, id, lifetime), { via: connection, raw: true });
-  const moved = connection.sendCommand([
-    'BLMOVE',
-    ctx.keys.available,
-    ctx.keys.inbox(id),
-    'LEFT',
-    'RIGHT',
-    toBlockingTimeout(sliceMs),
-  ]);
+  // A weighted wait that collects takes what is freed for it (includes/give_back.lua).
+  const [from, to] = registration.collecting ? [keys.pending, keys.collected] : [keys.available, keys.inbox(id)];
+  const moved = connection.sendCommand(['BLMOVE', from, to, 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);
   // A grant keeps the registration for this caller's next wait while no token is left free (an
   // advance registration); not with `expiration`, whose deadlines it would stretch to its expiry.
   const grantId = newId();
   const keep = ctx.options.expiration === null;
   const nextLifetimeMs = lastSlice ? null : lifetime;
-  const claimCall = (pipelined: boolean) => claimScript(ctx, id, { grantId, nextLifetimeMs, keep, pipelined });
+  const claimCall = (pipelined: boolean) => claimScript(ctx, id, { grantId, nextLifetimeMs, keep, pipelined, permits });
   // With local time the claim must stamp the moment the token arrived, so it waits for BLMOVE.
   const claimed = ctx.options.useLocalTime
     ? moved.then(() => ctx.call('lock', claimCall(false), { via: connection, raw: true }))
     : claimCall(true);
   // (A test's hook: its rejection is handled at once, like every promise here.)
   const hooked = checkpoint('lock:waiting');
-  const sentSlice: SentSlice = { registration, grantId, sent, sliceMs, prepared: prepared !== undefined };
+  const sentSlice: SentSlice = { registration, grantId, sent, sliceMs, prepared: prepared !== undefined, permits };
   return new Promise<SliceOutcome>((resolve, reject) => {
     const results: { prepare: Settled<unknown>; move: Settled<unknown>; claim: Settled<ClaimReply> | undefined } = {
       prepare: ANSWERED,
@@ -169,10 +165,12 @@ function sliceOutcome(
     const { registration, grantId, sent } = sentSlice;
     const { id } = registration;
     const lifetime = registrationLifetimeMs(parts.ctx.options.waitSlice);
-    const { token, renewed, fence, others, expired } = claim.value;
+    const { token, tokens, renewed, fence, others, expired, collecting } = claim.value;
     parts.reclaim.reapInBackground(expired);
     // Renewed by the claim after an empty slice, or by this slice's prepareWait: from `sent` on.
-    if (token === null) return { grant: null, registration: renewed ? { id, until: sent + lifetime } : null };
+    if (token === null) {
+      return { grant: null, registration: renewed ? { id, until: sent + lifetime, collecting } : null };
+    }
     parts.contention.contended = others;
     // Kept for this caller's next wait (claim.lua), when no token was left free and others are registered.
     if (renewed) {
@@ -183,7 +181,7 @@ function sliceOutcome(
     }
     // The claim ran when BLMOVE returned, at some moment after `sent`: the lease counts from `sent`
     // (Ledger.granted refreshes the grant first when that leaves too little of it).
-    return { grant: { token, id: grantId, fence, anchor: sent }, registration: null };
+    return { grant: { token, id: grantId, fence, anchor: sent, ...(tokens && { tokens }) }, registration: null };
   }
   return settleTroubledSlice(parts, connection, results, sentSlice, signal, deadline);
 }
@@ -206,6 +204,8 @@ interface SentSlice {
   readonly sliceMs: number;
   /** Whether prepareWait went first (it renewed the registration). */
   readonly prepared: boolean;
+  /** How many tokens the grant takes. */
+  readonly permits: number;
 }
 
 /**
@@ -216,7 +216,7 @@ async function settleTroubledSlice(
   parts: BlockingParts,
   connection: Connection,
   { prepare, move, claim }: SliceResults,
-  { registration, grantId, sent, sliceMs }: SentSlice,
+  { registration, grantId, sent, sliceMs, permits }: SentSlice,
   signal: AbortSignal | undefined,
   deadline: number,
 ): Promise<SliceOutcome> {
@@ -234,7 +234,7 @@ async function settleTroubledSlice(
   if (failure && (signal?.aborted || ctx.closing)) {
     // Its caller has gone: recover settles the attempt, giving back a token the pipeline may have
     // claimed (close() waits for it). A registration the claim kept goes too.
-    const grant = await recover(parts, grantId, id, sent + sliceMs).catch(() => null);
+    const grant = await recover(parts, grantId, id, permits, sent + sliceMs).catch(() => null);
     if (grant) await ledger.giveBack(grant);
     return { grant: null, registration: null, failure: failure.reason };
   }
@@ -242,7 +242,7 @@ async function settleTroubledSlice(
     // Redis may not answer (an outage, with an offline queue): past the caller's deadline the
     // attempt counts as failed, and a late answer settles itself.
     const within = recoverWithinMs(deadline, performance.now());
-    const grant = await recover(parts, grantId, id, sent + sliceMs, within).catch((error: unknown) => {
+    const grant = await recover(parts, grantId, id, permits, sent + sliceMs, within).catch((error: unknown) => {
       if ((error as { cause?: unknown }).cause instanceof DeadlineExceeded) return null;
       throw error;
     });
@@ -254,9 +254,9 @@ async function settleTroubledSlice(
     // So prepareWait or BLMOVE was refused (blockOnce took the slices where all three answered).
     // The claim ran after it and settled the inbox, so no recover is needed: give back what the claim
     // kept, report.
-    const { token, renewed, expired } = claim.value;
+    const { token, tokens, renewed, expired } = claim.value;
     reclaim.reapInBackground(expired);
-    if (token !== null) await ledger.giveBack({ token, id: grantId });
+    if (token !== null) await ledger.giveBack({ token, id: grantId, tokens });
     if (renewed) void endRegistrations(ctx, [id]);
     throw new SemaphoreRedisError(ctx.name, 'lock', error?.reason);
   }
@@ -265,7 +265,7 @@ async function settleTroubledSlice(
   if (replyErrorCode(claim.reason) === 'NOSCRIPT') {
     await loadClaimScript(connection).catch(() => undefined);
   }
-  const grant = await recover(parts, grantId, id);
+  const grant = await recover(parts, grantId, id, permits);
   if (error) {
     if (grant !== null) await ledger.giveBack(grant);
     throw new SemaphoreRedisError(ctx.name, 'lock', error.reason);

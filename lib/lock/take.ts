@@ -132,18 +132,18 @@ function tryFirst<R>(
   const id = newId();
   const sent = performance.now();
   const lifetime = registrationLifetimeMs(ctx.options.waitSlice);
-  const call = tryLock(ctx, id, timeout === 0 ? null : lifetime);
+  const call = tryLock(ctx, id, timeout === 0 ? null : lifetime, attempt.permits);
   const replicas = ctx.options.waitReplicas;
   const then = (holding: Holding | null | Promise<Holding | null>): R | Promise<R> =>
     holding instanceof Promise ? holding.then(taken, failed) : taken(holding);
 
-  const answered = ({ token, fence, expired }: TryLockReply, acknowledged: number | null): R | Promise<R> => {
+  const answered = ({ token, tokens, fence, expired }: TryLockReply, acknowledged: number | null): R | Promise<R> => {
     if (debugEnabled)
       debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
     reclaim.reapInBackground(expired);
     contention.contended = token === null;
     if (token !== null) {
-      const grant = { token, id, fence, anchor: sent };
+      const grant = { token, id, fence, anchor: sent, ...(tokens && { tokens }) };
       if (acknowledged === null) return then(ledger.granted(grant, attempt));
       return then(
         checkReplicated(ctx, 'lock', acknowledged, () => ledger.giveBack(grant)).then(() =>
@@ -162,7 +162,7 @@ function tryFirst<R>(
       // grant, or retire its registration.
       if (!(isConnectionError(error) || isMisattributedReply(error)) || wasNeverSent(error)) return failed(error);
       return then(
-        recover(parts, id, id)
+        recover(parts, id, id, attempt.permits)
           .catch(() => null)
           .then((adopted) => {
             if (adopted === null) throw error;
@@ -175,7 +175,7 @@ function tryFirst<R>(
     // (as do the next ones, until that answer comes: see Contention.unanswered).
     contention.unanswered++;
     const settled = () => void contention.unanswered--;
-    const settling = settleTry(parts, late, id);
+    const settling = settleTry(parts, late, id, attempt.permits);
     settling.then(settled, settled);
     void ctx.track(forClose(settling));
     const deadline = waitDeadline(attempt.startedAt, timeout);
@@ -247,18 +247,20 @@ async function settleTry(
   parts: TakeParts,
   late: Promise<TryLockReply | Replied<TryLockReply>> | undefined,
   id: string,
+  permits: number,
 ): Promise<void> {
-  let token: string | null;
+  let reply: TryLockReply;
   try {
     if (late === undefined) throw new Error('no answer to wait for');
-    const reply = await late;
-    token = 'reply' in reply ? reply.reply.token : reply.token;
+    const answer = await late;
+    reply = 'reply' in answer ? answer.reply : answer;
   } catch (error) {
     if (late !== undefined && wasNeverSent(error)) return;
-    const grant = await recover(parts, id, id).catch(() => null);
+    const grant = await recover(parts, id, id, permits).catch(() => null);
     if (grant) await parts.ledger.giveBack(grant);
     return;
   }
-  if (token !== null) await parts.ledger.giveBack({ token, id });
+  const { token, tokens } = reply;
+  if (token !== null) await parts.ledger.giveBack({ token, id, tokens });
   else void endRegistrations(parts.ctx, [id]);
 }

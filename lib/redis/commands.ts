@@ -315,7 +315,12 @@ export function release(
  * refresh.lua: restamps grant `grantId` of `token` (and of a weighted grant's `others`); resolves
  * whether it still held it (them all). Touches AVAILABLE, GRABBED and LEASES alone.
  */
-export function refresh(t: ScriptTarget, token: string, grantId: string, others?: readonly string[]): ScriptCall<boolean> {
+export function refresh(
+  t: ScriptTarget,
+  token: string,
+  grantId: string,
+  others?: readonly string[],
+): ScriptCall<boolean> {
   return scriptCall(
     scripts.refresh,
     t.keys.shortKeys ?? t.keys.holderKeys,

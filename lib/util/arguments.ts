@@ -51,52 +51,74 @@ export function assertToken(token: unknown, operation: string, or = ''): asserts
   }
 }
 
-const LOCK_KEYS = ['signal'] as const;
-const ACQUIRE_KEYS = ['timeout', 'signal'] as const;
+const LOCK_KEYS = ['signal', 'permits'] as const;
+const ACQUIRE_KEYS = ['timeout', 'signal', 'permits'] as const;
 
-/** The signal of lock()'s options (`expected`: what a TypeError says they must be), checked as acquire's are. */
-function lockSignal(options: unknown, expected: string): AbortSignal | undefined {
-  if (options === undefined) return undefined;
-  assertOptions(options, expected, LOCK_KEYS);
-  return checkSignal((options as { signal?: unknown }).signal);
+/**
+ * The `permits` option: 1 when absent, else an integer from 1 to `resources` (a `RangeError` above:
+ * such a grant could never be made).
+ */
+export function checkPermits(permits: unknown, resources: number): number {
+  if (permits === undefined) return 1;
+  if (typeof permits !== 'number') throw new TypeError(`Expected \`permits\` to be a number, got ${describe(permits)}`);
+  if (!Number.isInteger(permits) || permits < 1) {
+    throw new RangeError(`Expected \`permits\` to be an integer of at least 1, got ${describe(permits)}`);
+  }
+  if (permits > resources) {
+    throw new RangeError(`Expected \`permits\` to be at most the semaphore's ${resources} tokens, got ${permits}`);
+  }
+  return permits;
 }
 
-/** `lock`'s arguments in every form (`lock()`, `lock(timeout, options)`, `lock([timeout,] fn, options)`), checked. */
+/** lock()'s options (`expected`: what a TypeError says they must be), checked as acquire's are. */
+function lockOptions(
+  options: unknown,
+  expected: string,
+  resources: number,
+): { signal: AbortSignal | undefined; permits: number } {
+  if (options === undefined) return { signal: undefined, permits: 1 };
+  assertOptions(options, expected, LOCK_KEYS);
+  const { signal, permits } = options as { signal?: unknown; permits?: unknown };
+  return { signal: checkSignal(signal), permits: checkPermits(permits, resources) };
+}
+
+/**
+ * `lock`'s arguments in every form (`lock()`, `lock(timeout, options)`, `lock([timeout,] fn,
+ * options)`), checked (`permits` against the semaphore's `resources`).
+ */
 export function lockArguments<F extends (...args: never[]) => unknown>(
   args: readonly unknown[],
-): { timeout: number | null; fn: F | null; signal: AbortSignal | undefined } {
+  resources: number,
+): { timeout: number | null; fn: F | null; signal: AbortSignal | undefined; permits: number } {
   const [first, second, third] = args;
   if (typeof first === 'function') {
-    assertArgumentCount(args.length, 2, 'lock(fn, { signal }) to take at most 2 arguments');
-    const signal = lockSignal(second, 'the options of lock(fn, options) to be { signal }');
-    return { timeout: null, fn: first as F, signal };
+    assertArgumentCount(args.length, 2, 'lock(fn, { signal, permits }) to take at most 2 arguments');
+    const options = lockOptions(second, 'the options of lock(fn, options) to be { signal?, permits? }', resources);
+    return { timeout: null, fn: first as F, ...options };
   }
-  assertArgumentCount(args.length, 3, 'lock(timeout, fn, { signal }) to take at most 3 arguments');
+  assertArgumentCount(args.length, 3, 'lock(timeout, fn, { signal, permits }) to take at most 3 arguments');
   const timeout = checkTimeout(first);
   if (typeof second === 'function') {
-    const signal = lockSignal(third, 'the options of lock(timeout, fn, options) to be { signal }');
-    return { timeout, fn: second as F, signal };
+    const expected = 'the options of lock(timeout, fn, options) to be { signal?, permits? }';
+    return { timeout, fn: second as F, ...lockOptions(third, expected, resources) };
   }
   if (args.length > 2) {
     throw new TypeError(
       `Expected the second argument of lock to be a function when a third is given, got ${describe(second)}`,
     );
   }
-  return {
-    timeout,
-    fn: null,
-    signal: lockSignal(second, 'the second argument of lock to be a function or { signal }'),
-  };
+  const expected = 'the second argument of lock to be a function or { signal?, permits? }';
+  return { timeout, fn: null, ...lockOptions(second, expected, resources) };
 }
 
-/** `acquire`'s arguments (`acquire({ timeout?, signal? })`), checked. */
-export function acquireArguments(args: readonly unknown[]): {
-  timeout: number | null;
-  signal: AbortSignal | undefined;
-} {
-  assertArgumentCount(args.length, 1, 'acquire({ timeout, signal }) to take at most 1 argument');
+/** `acquire`'s arguments (`acquire({ timeout?, signal?, permits? })`), checked. */
+export function acquireArguments(
+  args: readonly unknown[],
+  resources: number,
+): { timeout: number | null; signal: AbortSignal | undefined; permits: number } {
+  assertArgumentCount(args.length, 1, 'acquire({ timeout, signal, permits }) to take at most 1 argument');
   const [options = {}] = args;
-  assertOptions(options, 'acquire options to be { timeout?, signal? }', ACQUIRE_KEYS);
-  const { timeout, signal } = options as { timeout?: unknown; signal?: unknown };
-  return { timeout: checkTimeout(timeout), signal: checkSignal(signal) };
+  assertOptions(options, 'acquire options to be { timeout?, signal?, permits? }', ACQUIRE_KEYS);
+  const { timeout, signal, permits } = options as { timeout?: unknown; signal?: unknown; permits?: unknown };
+  return { timeout: checkTimeout(timeout), signal: checkSignal(signal), permits: checkPermits(permits, resources) };
 }

@@ -115,6 +115,9 @@ if not token or number % 16 == 0 then
   if token then
     reclaim_stale(now, ruby_stale(settings.lease), 'never')
   else
+    -- An empty slice also ends a weighted waiter's collection whose registration is gone (its
+    -- waiter aborted, or died and was reaped): give_back.lua returns its tokens.
+    give_back_target()
     if settings.lifetime then
 --- @include ensure
       ensure(settings.resources)
