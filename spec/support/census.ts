@@ -23,6 +23,11 @@ export interface Census {
   readonly waiting: Array<{ registration: string; expiry: number }>;
   /** Every inbox that holds a token, registered in WAITING or not. */
   readonly inboxes: Array<{ key: string; grantId: string; tokens: string[]; registered: boolean }>;
+  /**
+   * A weighted waiter's partial collection (lib/redis/scripts/includes/give_back.lua): the
+   * registration COLLECTING names (null: none), and the tokens in PENDING and COLLECTED.
+   */
+  readonly collection: { registration: string | null; pending: string[]; collected: string[] };
 }
 
 /** What a census says about the tokens "0".."resources-1". */
@@ -37,6 +42,8 @@ export interface Tally {
   readonly inInboxes: string[];
   /** Tokens in an inbox with no registration left: nothing will ever return them. */
   readonly stranded: string[];
+  /** Tokens in a weighted waiter's collection (PENDING, COLLECTED). */
+  readonly collecting: string[];
   /**
    * Held tokens without a whole grant record of this library (a Ruby holder's plain stamp, a record
    * cut short, or one as earlier versions wrote it), and tokens with an OWNERS entry, which nothing writes.
@@ -72,15 +79,22 @@ export async function takeCensus(
     .lRange(semaphore.available, 0, -1)
     .hGetAll(semaphore.grabbed)
     .hGetAll(semaphore.owners)
-    .zRangeWithScores(semaphore.waiting, 0, -1);
+    .zRangeWithScores(semaphore.waiting, 0, -1)
+    .get(semaphore.collecting)
+    .lRange(semaphore.pending, 0, -1)
+    .lRange(semaphore.collected, 0, -1);
   for (const key of keys) multi.lRange(key, 0, -1);
-  const [available, grabbed, owners, waiting, ...inboxLists] = (await multi.exec()) as unknown as [
-    string[],
-    Record<string, string>,
-    Record<string, string>,
-    Array<{ value: string; score: number }>,
-    ...string[][],
-  ];
+  const [available, grabbed, owners, waiting, collecting, pending, collected, ...inboxLists] =
+    (await multi.exec()) as unknown as [
+      string[],
+      Record<string, string>,
+      Record<string, string>,
+      Array<{ value: string; score: number }>,
+      string | null,
+      string[],
+      string[],
+      ...string[][],
+    ];
   const registered = new Set(waiting.map((entry) => entry.value.replace(/^~/, '')));
   const inboxes = keys
     .map((key, i) => {
@@ -100,6 +114,7 @@ export async function takeCensus(
     ownerRecords: { ...owners },
     waiting: waiting.map((entry) => ({ registration: entry.value, expiry: entry.score })),
     inboxes,
+    collection: { registration: collecting, pending, collected },
   };
 }
 
@@ -123,6 +138,8 @@ export function tally(census: Census, resources: number): Tally {
   Object.keys(census.grabbed).forEach(count);
   const inInboxes = census.inboxes.flatMap((inbox) => inbox.tokens);
   inInboxes.forEach(count);
+  const collecting = [...census.collection.pending, ...census.collection.collected];
+  collecting.forEach(count);
   const initial = Array.from({ length: resources }, (_, i) => String(i));
   return {
     lost: initial.filter((token) => !counts.has(token)),
@@ -130,6 +147,7 @@ export function tally(census: Census, resources: number): Tally {
     unknown: [...counts.keys()].filter((token) => !initial.includes(token)),
     inInboxes,
     stranded: census.inboxes.filter((inbox) => !inbox.registered).flatMap((inbox) => inbox.tokens),
+    collecting,
     unrecorded: [
       ...new Set([
         ...Object.entries(census.grabbed)
@@ -144,6 +162,8 @@ export function tally(census: Census, resources: number): Tally {
 export interface CensusExpectation {
   /** Accept tokens in registered inboxes (a hand-off in flight, or one the reaper has not reached yet). */
   readonly inboxesAllowed?: boolean;
+  /** Accept a weighted waiter's partial collection (a registered waiter's: any other is stranded). */
+  readonly collectionAllowed?: boolean;
   /** Also require every token free: nothing held, nobody registered as waiting. */
   readonly idle?: boolean;
   /** With `idle`, accept abandoned marks (`~<grant id>`, left by recover.lua until they expire). */
@@ -170,6 +190,15 @@ export function censusProblems(census: Census, resources: number, expectation: C
   if (!expectation.inboxesAllowed && t.inInboxes.length > 0) {
     problems.push(`tokens in inboxes ${t.inInboxes.join(',')}`);
   }
+  const { registration } = census.collection;
+  if (registration !== null && !census.waiting.some((w) => w.registration === registration)) {
+    problems.push(`a collection of unregistered ${registration}: [${t.collecting.join(',')}]`);
+  } else if (registration === null && t.collecting.length > 0) {
+    problems.push(`tokens collected for nobody ${t.collecting.join(',')}`);
+  }
+  if (!expectation.collectionAllowed && registration !== null) {
+    problems.push(`a collection in progress for ${registration}: [${t.collecting.join(',')}]`);
+  }
   if (expectation.idle) {
     if (census.available.length !== resources) problems.push(`${census.available.length} of ${resources} tokens free`);
     const left = census.waiting.filter((w) => !(expectation.marksAllowed && w.registration.startsWith('~')));
@@ -187,6 +216,9 @@ export function describeCensus(census: Census): string {
     `AVAILABLE=[${census.available}] GRABBED=[${Object.keys(census.grabbed)}] ` +
     `holders=[${Object.entries(census.owners).map(([t, g]) => `${t}:${g}`)}] ` +
     (Object.keys(census.ownerRecords).length > 0 ? `OWNERS=[${Object.keys(census.ownerRecords)}] ` : '') +
-    `WAITING=[${census.waiting.map((w) => w.registration)}] INBOXES=[${inboxes}]`
+    `WAITING=[${census.waiting.map((w) => w.registration)}] INBOXES=[${inboxes}]` +
+    (census.collection.registration === null && census.collection.collected.length === 0
+      ? ''
+      : ` COLLECTING=${census.collection.registration} PENDING=[${census.collection.pending}] COLLECTED=[${census.collection.collected}]`)
   );
 }
