@@ -91,7 +91,7 @@ describe('an abort ends the wait in every form', () => {
 describe('anything unexpected is a TypeError naming it, before anything touches Redis', () => {
   const fn = () => 'ran';
   const cases: Array<[string, (sem: Semaphore, locks: Locks) => Promise<unknown>, RegExp]> = [
-    ['acquire({ permits: 3 })', (sem) => sem.acquire({ permits: 3 } as never), /Unknown option `permits`/],
+    ['acquire({ priority: 3 })', (sem) => sem.acquire({ priority: 3 } as never), /Unknown option `priority`/],
     ['acquire({ timeout, signl })', (sem) => sem.acquire({ timeout: 5, signl: null } as never), /`signl`/],
     ['acquire(null)', (sem) => sem.acquire(null as never), /acquire options to be/],
     ['acquire([])', (sem) => sem.acquire([] as never), /acquire options to be/],
@@ -101,7 +101,7 @@ describe('anything unexpected is a TypeError naming it, before anything touches 
       (sem) => (sem.acquire as (...a: unknown[]) => Promise<unknown>).call(sem, {}, 1),
       /at most 1 argument/,
     ],
-    ['lock(fn, { permits: 3 })', (sem) => sem.lock(fn, { permits: 3 } as never), /Unknown option `permits`/],
+    ['lock(fn, { priority: 3 })', (sem) => sem.lock(fn, { priority: 3 } as never), /Unknown option `priority`/],
     ['lock(fn, 5000)', (sem) => sem.lock(fn, 5000 as never), /options of lock\(fn, options\)/],
     ['lock(fn, signal)', (sem) => sem.lock(fn, AbortSignal.abort() as never), /options of lock\(fn, options\)/],
     ['lock(fn, { signal: "x" })', (sem) => sem.lock(fn, { signal: 'x' } as never), /`signal` to be an AbortSignal/],
@@ -121,17 +121,17 @@ describe('anything unexpected is a TypeError naming it, before anything touches 
       (sem) => (sem.lock as (...a: unknown[]) => Promise<unknown>).call(sem, 5000, fn, {}, 1),
       /at most 3 arguments/,
     ],
-    ['lock(5000, { permits: 3 })', (sem) => sem.lock(5000, { permits: 3 } as never), /Unknown option `permits`/],
+    ['lock(5000, { priority: 3 })', (sem) => sem.lock(5000, { priority: 3 } as never), /Unknown option `priority`/],
     [
       'lock(5000, {}, fn)',
       (sem) => (sem.lock as (...a: unknown[]) => Promise<unknown>).call(sem, 5000, {}, fn),
       /second argument of lock to be a function/,
     ],
-    ['wait(fn, { permits: 3 })', (sem) => sem.wait(fn, { permits: 3 } as never), /Unknown option `permits`/],
+    ['wait(fn, { priority: 3 })', (sem) => sem.wait(fn, { priority: 3 } as never), /Unknown option `priority`/],
     [
-      'locks.lock(name, fn, { permits: 3 })',
-      (sem, locks) => locks.lock(sem.name, fn, { permits: 3 } as never),
-      /Unknown option `permits`/,
+      'locks.lock(name, fn, { priority: 3 })',
+      (sem, locks) => locks.lock(sem.name, fn, { priority: 3 } as never),
+      /Unknown option `priority`/,
     ],
     [
       'locks.lock(name, fn, 5000)',
@@ -149,9 +149,9 @@ describe('anything unexpected is a TypeError naming it, before anything touches 
       /last argument of lock to be a function/,
     ],
     [
-      'locks.acquire(name, { permits: 3 })',
-      (sem, locks) => locks.acquire(sem.name, { permits: 3 } as never),
-      /Unknown option `permits`/,
+      'locks.acquire(name, { priority: 3 })',
+      (sem, locks) => locks.acquire(sem.name, { priority: 3 } as never),
+      /Unknown option `priority`/,
     ],
     ['locks.acquire(name, 5000)', (sem, locks) => locks.acquire(sem.name, 5000 as never), /acquire options to be/],
   ];

@@ -626,7 +626,7 @@ describe('loading (lib/redis/lua-source.ts)', () => {
     // block, or in the block of a weighted wait (includes/weighted.lua), which returns at its end.
     const claim = scripts.claim.source;
     const block = claim.indexOf('if not token or number % 16 == 0 then');
-    const weighted = [claim.indexOf('if settings.permits > 1 then'), claim.indexOf('return collect(')];
+    const weighted = [claim.indexOf('if settings.permits > 1 then'), claim.indexOf('local reply = collect(')];
     expect(block).toBeGreaterThan(claim.indexOf('local function record_grant('));
     expect(weighted[0]).toBeGreaterThan(0);
     expect(weighted[1]).toBeGreaterThan(weighted[0]!);
