@@ -83,6 +83,8 @@ const serverDependent = [
   // The one-holder contract and counting semantics end to end (FCALL on Valkey, EVALSHA on 6.2).
   'spec/api/behaviour.spec.ts',
   'spec/api/semaphore.spec.ts',
+  // Weighted grants: LPOP with a count (6.2), collections by EVALSHA on 6.2 and FCALL on Valkey.
+  'spec/api/weighted.spec.ts',
   // The server check at first use (version, INFO).
   'spec/api/server-version.spec.ts',
   // Cancellation by CLIENT UNBLOCK, against a stalled server (DEBUG SLEEP:

@@ -86,9 +86,11 @@ export class Ledger {
     return holding?.fence;
   }
 
-  /** Every holding of `token` (or every holding) is lost to `reason`: signalled back, or deleted. */
+  /** Every holding of `token` (one of a weighted grant's, or every holding) is lost to `reason`: signalled back, or deleted. */
   loseAll(reason: LockLostReason, token?: string): void {
-    const lost = this.#holdings.filter((held) => token === undefined || held.token === token);
+    const lost = this.#holdings.filter(
+      (held) => token === undefined || held.token === token || held.tokens?.includes(token) === true,
+    );
     for (const holding of lost) holding.lose(reason);
   }
 
@@ -170,8 +172,9 @@ export class Ledger {
 
   /** Ends `holding` (its token back, or consumed): the new length of AVAILABLE, or false if it was no longer held. */
   release(holding: Holding, putBack: boolean): Promise<number | false> {
-    // A holding lost to another grant is known to be over: nothing to ask Redis.
-    if (holding.lostReason === 'reclaimed') {
+    // A holding lost to another grant is known to be over: nothing to ask Redis (but a weighted
+    // grant may have lost only some of its tokens: the release gives back the rest).
+    if (holding.lostReason === 'reclaimed' && holding.tokens === undefined) {
       holding.end();
       this.#forget(holding);
       return NOT_HELD;
@@ -324,6 +327,8 @@ export class Ledger {
     // be held in Redis (unlock() then gives the token back), and a reclaimed one must be what its
     // holder's unlock(token) finds, never a later acquisition of the same token (see `find`).
     ctx.telemetry.lost(holding.token, holding.fence, reason);
+    // A weighted grant that lost some of its tokens gives back the others at once.
+    if (reason === 'reclaimed' && holding.tokens !== undefined) void ctx.track(this.giveBack(holding));
     const { onLockLost } = ctx.options;
     if (!onLockLost) return;
     const report = (error: unknown) => warn(`onLockLost of semaphore "${ctx.name}" threw`, error);
