@@ -52,15 +52,15 @@ export const IS_IDLE = Symbol('redis-token-semaphore.isIdle');
 /** A lock manager's question: whether this semaphore was closed (by its caller, or with the caller's client). */
 export const IS_CLOSED = Symbol('redis-token-semaphore.isClosed');
 
-/**
- * A distributed counting semaphore on a Redis token list: `resources` tokens, taken with `lock()`
- * (blocking, first come first served across processes) and put back with `unlock()`.
- */
 /** The grant a handle names, as the release and refresh scripts name it. */
 function grantOf(handle: GrantHandle): GrantRef {
   return { token: handle.token, id: handle.grantId, ...(handle.tokens && { tokens: handle.tokens }) };
 }
 
+/**
+ * A distributed counting semaphore on a Redis token list: `resources` tokens, taken with `lock()`
+ * (blocking, first come first served across processes) and put back with `unlock()`.
+ */
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- `wait` (below) is `lock` under its traditional name
 export class Semaphore extends EventEmitter<SemaphoreEvents> {
   /** The name given to the constructor; the keys are `SEMAPHORE:<name>:…`. */

@@ -288,11 +288,18 @@ await redis.quit();
   const confined = createClient({ url: server.url, username: 'semaphore', password: 'password' });
   await confined.connect();
   const sem = new Semaphore(uniqueName('acl'), { redis: confined, functions: false });
+  const weighted = new Semaphore(uniqueName('acl'), { redis: confined, functions: false, resources: 3 });
   try {
     const token = await sem.lock(0);
     expect(token).toBe('0');
     expect(await sem.unlock(token!)).toBe(1);
+    // Weighted permits use only those commands too: a grant of 2, then a collection that times out.
+    const lease = await weighted.acquire({ permits: 2 });
+    expect(await weighted.lock(300, { permits: 2 })).toBeNull();
+    expect(await lease.release()).toBe(true);
+    expect(await weighted.availableCount()).toBe(3);
   } finally {
+    await weighted.close();
     await sem.close();
     await confined.quit();
   }

@@ -206,19 +206,19 @@ const sem = new Semaphore('name', { redis, resources: 3 });
 const mutex = new Mutex('name', { redis });
 const locks = createLocks({ redis });
 // @ts-expect-error -- not an option
-await sem.acquire({ permits: 3 });
+await sem.acquire({ priority: 3 });
 // @ts-expect-error -- not an option
-await sem.acquire({ timeout: 1000, permits: 3 });
+await sem.acquire({ timeout: 1000, priority: 3 });
 // @ts-expect-error -- not an option
-await sem.lock(1000, { permits: 3 });
+await sem.lock(1000, { priority: 3 });
 // @ts-expect-error -- not an option
-await sem.lock(1000, { signal: AbortSignal.timeout(10), permits: 3 });
+await sem.lock(1000, { signal: AbortSignal.timeout(10), priority: 3 });
 // @ts-expect-error -- not an option
-await mutex.acquire({ timeout: 1000, permits: 3 });
+await mutex.acquire({ timeout: 1000, priority: 3 });
 // @ts-expect-error -- not an option
-await mutex.lock(1000, { permits: 3 });
+await mutex.lock(1000, { priority: 3 });
 // @ts-expect-error -- not an option
-await locks.acquire('order:1', { timeout: 1000, permits: 3 });
+await locks.acquire('order:1', { timeout: 1000, priority: 3 });
 // @ts-expect-error -- not an option
 new Semaphore('name', { redis, permits: 3 });
 // @ts-expect-error -- not an option

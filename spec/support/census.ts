@@ -25,7 +25,7 @@ export interface Census {
   readonly inboxes: Array<{ key: string; grantId: string; tokens: string[]; registered: boolean }>;
   /**
    * A weighted waiter's partial collection (lib/redis/scripts/includes/give_back.lua): the
-   * registration COLLECTING names (null: none), and the tokens in PENDING and COLLECTED.
+   * registration the hash COLLECTING names (null: none), and the tokens in PENDING and COLLECTED.
    */
   readonly collection: { registration: string | null; pending: string[]; collected: string[] };
 }
@@ -80,7 +80,7 @@ export async function takeCensus(
     .hGetAll(semaphore.grabbed)
     .hGetAll(semaphore.owners)
     .zRangeWithScores(semaphore.waiting, 0, -1)
-    .get(semaphore.collecting)
+    .hGet(semaphore.collecting, 'registration')
     .lRange(semaphore.pending, 0, -1)
     .lRange(semaphore.collected, 0, -1);
   for (const key of keys) multi.lRange(key, 0, -1);

@@ -2,7 +2,8 @@
 -- signal, forceRelease, resize) pushes it onto give_back_target(): AVAILABLE, where Redis hands it
 -- to the longest-blocked waiter, or PENDING while a weighted waiter collects its permits. A waiter
 -- for k permits that is served its first token while fewer than k are free becomes the collector
--- (collect.lua): COLLECTING names its registration, the tokens it has so far wait in COLLECTED, and
+-- (weighted.lua, collect): the hash COLLECTING names its registration and permits (read with HGET,
+-- which the README's minimal ACL allows), the tokens it has so far wait in COLLECTED, and
 -- it blocks on PENDING (BLMOVE PENDING COLLECTED), so every token freed from then on is its until it
 -- has k. Nobody behind it in the queue overtakes it, and at most one partial collection exists. A
 -- collection whose registration is gone (ended by its waiter, reaped after its process died) is
@@ -63,7 +64,7 @@ local function give_back_target()
   end
   collection_keys()
   GIVE_BACK = K_AVAILABLE
-  local owner = redis.call('GET', K_COLLECTING)
+  local owner = redis.call('HGET', K_COLLECTING, 'registration')
   if owner then
     if redis.call('ZSCORE', K_WAITING, owner) then
       GIVE_BACK = K_PENDING

@@ -122,7 +122,7 @@ local function collect(registration, grant, settings, inbox, local_time, registe
   known_to_exist = redis.call('EXISTS', K_EXISTS) == 1
   if not registered then
     -- Ended or reaped meanwhile: what reached its inbox goes back, and so does its collection.
-    if redis.call('GET', K_COLLECTING) == registration then
+    if redis.call('HGET', K_COLLECTING, 'registration') == registration then
       end_collection()
     end
     drain_inbox(inbox)
@@ -134,7 +134,7 @@ local function collect(registration, grant, settings, inbox, local_time, registe
   end
   -- Freed tokens go to the collector (this one, or another) or onto AVAILABLE: both seen below.
   reclaim_stale(now, ruby_stale(settings.lease), 'unindexed')
-  local owner = give_back_target() == K_PENDING and redis.call('GET', K_COLLECTING)
+  local owner = give_back_target() == K_PENDING and redis.call('HGET', K_COLLECTING, 'registration')
   local mine = owner == registration
   if owner and not mine then
     -- Another waiter collects: a token that reached this inbox (a Ruby client pushes onto
@@ -168,7 +168,7 @@ local function collect(registration, grant, settings, inbox, local_time, registe
       return grant .. ' ' .. fence .. ' EN 0 ' .. encode_tokens(tokens)
     end
     if #have > 0 and not mine then
-      redis.call('SET', K_COLLECTING, registration)
+      redis.call('HSET', K_COLLECTING, 'registration', registration, 'permits', k)
       mine = true
     end
   end
