@@ -159,6 +159,31 @@ describe('Redis Cluster, 3 masters', () => {
     }
   });
 
+  test('weighted permits: a grant of k, a collection on PENDING, all twelve keys declared', async () => {
+    const name = uniqueName('cluster');
+    const a = new Semaphore(name, { redis: client as never, resources: 4, waitSlice: 1000 });
+    const b = new Semaphore(name, { redis: client as never, resources: 4, waitSlice: 1000 });
+    try {
+      const held = await a.acquire({ permits: 3 });
+      expect(held.tokens).toHaveLength(3);
+      const waiting = b.acquire({ permits: 2, timeout: 10_000 });
+      await until(
+        async () => (await censusOn(cluster, name)).collection.collected.length === 1,
+        5000,
+        'the waiter to collect the free token',
+      );
+      expect(await held.release()).toBe(true);
+      const lease = await waiting;
+      expect(lease.tokens).toHaveLength(2);
+      expect(await lease.refresh()).toBe(true);
+      expect(await lease.release()).toBe(true);
+      const census = await censusOn(cluster, name);
+      expect(censusProblems(census, 4, { idle: true, marksAllowed: true })).toEqual([]);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
   test('semaphores spread over the masters, each with its keys on its own slot owner', async () => {
     const names = Array.from({ length: 30 }, () => uniqueName('spread'));
     const sems = names.map((name) => new Semaphore(name, { redis: client as never, resources: 1 }));
