@@ -15,7 +15,7 @@
     ARGV[1] the number of tokens wanted (an integer ≥ 1)
   Output: { status, tokens before, held tokens, tokens after }
     status 1: done (or nothing to do); 0: the semaphore does not exist; -1: the target is below the
-    held tokens (nothing changed)
+    held tokens, or below the permits a collecting waiter asks for (nothing changed)
 ]]
 --- @include keys
 --- @include present
@@ -33,7 +33,8 @@ for _, list in ipairs({ K_COLLECTED, K_PENDING }) do
   end
 end
 local before = #free + #held
-if target < #held then
+-- Nor below what a collecting waiter asks for: it could never be granted, and blocks the queue.
+if target < #held or target < tonumber(redis.call('HGET', K_COLLECTING, 'permits') or '0') then
   return { -1, before, #held, before }
 end
 if target > before then
