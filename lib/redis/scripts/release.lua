@@ -31,7 +31,7 @@
     <available> is the length of AVAILABLE afterwards (0 when the token went to a collector); a
     weighted grant's reply is "-" when it no longer held one of its tokens (those it held are given back)
 ]]
---- @include keys
+--- @include holder_keys
 --- @include present
 --- @include grant
 --- @include give_back

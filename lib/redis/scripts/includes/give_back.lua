@@ -7,23 +7,18 @@
 -- it blocks on PENDING (BLMOVE PENDING COLLECTED), so every token freed from then on is its until it
 -- has k. Nobody behind it in the queue overtakes it, and at most one partial collection exists. A
 -- collection whose registration is gone (ended by its waiter, reaped after its process died) is
--- ended by the next script that asks here: its tokens go onto AVAILABLE. Needs keys.lua and
--- present.lua before it.
+-- ended by the next script that asks here: its tokens go onto AVAILABLE. Needs holder_keys.lua
+-- and present.lua before it.
 local GIVE_BACK
 
--- Names COLLECTING, PENDING and COLLECTED on a single Redis (on Cluster they are passed).
+-- Names, on a single Redis, what the rarer steps below touch besides COLLECTING (holder_keys.lua):
+-- PENDING and COLLECTED, and in a release (which includes no keys.lua) EXISTS, WAITING, CREATING.
 local function collection_keys()
-  if K_COLLECTING then
-    return
+  if not K_PENDING then
+    K_PENDING, K_COLLECTED = K_PREFIX .. 'PENDING', K_PREFIX .. 'COLLECTED'
   end
-  local named = LIBRARY_NAMES
-  if named and named[1] == K_AVAILABLE and named[10] then
-    K_COLLECTING, K_PENDING, K_COLLECTED = named[10], named[11], named[12]
-    return
-  end
-  K_COLLECTING, K_PENDING, K_COLLECTED = K_PREFIX .. 'COLLECTING', K_PREFIX .. 'PENDING', K_PREFIX .. 'COLLECTED'
-  if named and named[1] == K_AVAILABLE then
-    named[10], named[11], named[12] = K_COLLECTING, K_PENDING, K_COLLECTED
+  if not K_WAITING then
+    K_EXISTS, K_WAITING, K_CREATING = K_PREFIX .. 'EXISTS', K_PREFIX .. 'WAITING', K_PREFIX .. 'CREATING'
   end
 end
 
@@ -62,10 +57,10 @@ local function give_back_target()
   if GIVE_BACK then
     return GIVE_BACK
   end
-  collection_keys()
   GIVE_BACK = K_AVAILABLE
   local owner = redis.call('HGET', K_COLLECTING, 'registration')
   if owner then
+    collection_keys()
     if redis.call('ZSCORE', K_WAITING, owner) then
       GIVE_BACK = K_PENDING
     else
@@ -77,6 +72,5 @@ end
 
 -- Whether a grant of PERMITS tokens may be made at once: that many are free, and no waiter collects.
 local function free_for(permits)
-  collection_keys()
   return redis.call('EXISTS', K_COLLECTING) == 0 and redis.call('LLEN', K_AVAILABLE) >= permits
 end
