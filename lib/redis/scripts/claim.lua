@@ -33,7 +33,6 @@
 --- @include present
 --- @include settings
 --- @include grant
---- @include give_back
 -- Helpers that only an empty slice, a sampled reclaim or `expiration` needs are included in the
 -- block that uses them, so that a grant does not define them (see lib/redis/lua-source.ts).
 local registration, grant, settings = ARGV[1], ARGV[2], settings_of(ARGV[3])
@@ -47,6 +46,7 @@ if not registered then
   redis.call('ZREM', K_WAITING, '~' .. registration)
 end
 if settings.permits > 1 then
+--- @include give_back
 --- @include drain
 --- @include ensure
 --- @include holder
@@ -72,6 +72,7 @@ if token then
     mark_present(token)
   end
   if not registered then
+--- @include give_back
     redis.call('LPUSH', give_back_target(), token)
     token = false
   end
@@ -79,6 +80,7 @@ if token then
   -- reconnect): the others go back. (LPOP with a count would do both in one call, but costs more
   -- than the two: its reply is an array.)
   if count % 4 >= 2 then
+--- @include give_back
 --- @include drain
     drain_inbox(inbox)
     free = true
@@ -109,6 +111,7 @@ local expired = ' 0'
 -- watchdog, and on the hot path of grants through the same one claim in 16, so even a semaphore
 -- whose waiters never see an empty slice gets them back.
 if not token or number % 16 == 0 then
+--- @include give_back
 --- @include holder
 --- @include reclaim
   local now = clock(local_time)

@@ -32,13 +32,13 @@
     weighted grant's reply is "-" when it no longer held one of its tokens (those it held are given back)
 ]]
 --- @include holder_keys
---- @include present
 --- @include grant
---- @include give_back
 --- @include holder
 local token, grant = ARGV[1], ARGV[2]
 if #ARGV > 4 then
   -- A weighted grant: its other tokens follow.
+--- @include present
+--- @include give_back
 --- @include weighted
 --- @include expiry
   local tokens = { token }
@@ -56,10 +56,16 @@ end
 redis.call('HDEL', K_GRABBED, token)
 local available
 if ARGV[3] ~= '0' then
-  local target = give_back_target()
+  -- To a weighted waiter collecting its permits (includes/give_back.lua), if one is.
+  local target = K_AVAILABLE
+  if redis.call('HGET', K_COLLECTING, 'registration') then
+--- @include present
+--- @include give_back
+    target = give_back_target()
+  end
   available = redis.call('LPUSH', target, token)
   if target ~= K_AVAILABLE then
-    available = 0 -- a collector's (give_back.lua): not free, and its entry goes
+    available = 0 -- the collector's: not free, and its entry goes
   end
   -- (The lease read as digits, as this library writes it: '0' is +inf, and 13 digits reach 10^12,
   -- past which it is +inf too; at exactly 10^12 the entry goes although finite, which is harmless.)

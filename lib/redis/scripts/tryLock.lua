@@ -27,7 +27,6 @@
 --- @include ensure
 --- @include settings
 --- @include grant
---- @include give_back
 local grant, settings = ARGV[1], settings_of(ARGV[2])
 local local_time, expiration = ARGV[3] or '', settings.expiration
 -- Looked up before LPOP: a script's first write decides whether Redis refuses it when out of memory
@@ -41,18 +40,23 @@ if not known_to_exist then
   ensure(settings.resources)
   may_take, leases = redis.call('LLEN', K_AVAILABLE) > 0, true
 end
+-- k permits: k free, and no waiter collecting them (includes/give_back.lua).
 local permits = settings.permits
 if permits > 1 and may_take then
-  may_take = free_for(permits)
+  may_take = redis.call('EXISTS', K_COLLECTING) == 0 and redis.call('LLEN', K_AVAILABLE) >= permits
 end
 local expired = nil
 if not may_take then
   -- A miss. Helpers only it needs are included here, so that a hit does not define them (see
   -- lib/redis/lua-source.ts). Stale holders matter only when no token is free: a hit reclaims nothing.
+--- @include give_back
 --- @include holder
 --- @include reclaim
   if reclaim_stale(clock(local_time), ruby_stale(settings.lease), 'unindexed') > 0 then
-    may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0 and (permits == 1 or free_for(permits))
+    may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
+    if may_take and permits > 1 then
+      may_take = redis.call('EXISTS', K_COLLECTING) == 0 and redis.call('LLEN', K_AVAILABLE) >= permits
+    end
     leases = true
   end
   -- Only a caller that will wait needs the tokens of dead waiters back; a hit skips the lookup.

@@ -69,8 +69,3 @@ local function give_back_target()
   end
   return GIVE_BACK
 end
-
--- Whether a grant of PERMITS tokens may be made at once: that many are free, and no waiter collects.
-local function free_for(permits)
-  return redis.call('EXISTS', K_COLLECTING) == 0 and redis.call('LLEN', K_AVAILABLE) >= permits
-end

@@ -11,7 +11,7 @@ local K_AVAILABLE, K_GRABBED, K_LEASES, K_EXISTS, K_VERSION, K_WAITING, K_FENCE,
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 -- A weighted wait's keys (see includes/give_back.lua), after OWNERS; on a single Redis COLLECTING is
 -- named below (every give-back reads it), the other two by give_back.lua when a script needs them.
-local K_COLLECTING, K_PENDING, K_COLLECTED = KEYS[10], KEYS[11], KEYS[12]
+local K_COLLECTING, K_PENDING, K_COLLECTED
 -- The names made from a prefix are kept for the next call by the function library, which makes
 -- LIBRARY_NAMES a table that lives as long as the library (lib/redis/functions.ts): [1] the AVAILABLE they
 -- were made from, [2] its prefix, [3] GRABBED, [4] LEASES, [5..9] keys.lua's, [10] COLLECTING. A script run by
@@ -30,4 +30,6 @@ if not K_GRABBED then
       named[10] = K_COLLECTING
     end
   end
+else
+  K_COLLECTING, K_PENDING, K_COLLECTED = KEYS[10], KEYS[11], KEYS[12]
 end
