@@ -292,6 +292,12 @@ describe('large semaphores never block Redis for long', () => {
         collecting: pending.length + collected.length,
       };
     };
+    /** Whether every token of `lease` has a whole grant record naming it (a refresh rewrites only the stamp). */
+    const recorded = async (lease: { grantId: string; tokens: readonly string[] }) => {
+      const records = await admin.hmGet(keys.grabbed, [...lease.tokens]);
+      const whole = new RegExp(`^\\S+ ${lease.grantId} \\d+ \\d+ \\S+ `);
+      return records.filter((record) => record !== null && whole.test(record)).length;
+    };
     const figures: string[] = [];
     const measured = async <T>(what: string, work: () => Promise<T>): Promise<T> => {
       let result: T | undefined;
@@ -307,6 +313,7 @@ describe('large semaphores never block Redis for long', () => {
       expect(new Set(fast.tokens).size).toBe(10_000);
       expect(await census()).toEqual({ exact: true, available: 90_000, grabbed: 10_000, collecting: 0 });
       expect(await measured('refresh:', () => fast.refresh())).toBe(true);
+      expect(await recorded(fast)).toBe(10_000);
       expect(await measured('release:', () => fast.release())).toBe(true);
       expect(await census()).toEqual({ exact: true, available: resources, grabbed: 0, collecting: 0 });
       // 95,000 held as 95 grants of 1,000; a waiter for 10,000 takes the 5,000 free and collects the
@@ -326,7 +333,9 @@ describe('large semaphores never block Redis for long', () => {
       });
       expect(new Set(collected.tokens).size).toBe(10_000);
       expect(await census()).toEqual({ exact: true, available: 90_000, grabbed: 10_000, collecting: 0 });
+      expect(await recorded(collected)).toBe(10_000);
       expect(await measured('refresh:', () => collected.refresh())).toBe(true);
+      expect(await recorded(collected)).toBe(10_000);
       expect(await measured('release:', () => collected.release())).toBe(true);
       expect(await census()).toEqual({ exact: true, available: resources, grabbed: 0, collecting: 0 });
       expect(await admin.zCard(keys.waiting)).toBe(0);
