@@ -163,10 +163,15 @@ local function collect(registration, grant, settings, inbox, local_time, registe
         have[#have + 1] = token
       end
     end
-    -- Served first (a token in the inbox), so at the head of the queue: free tokens are this one's.
-    if #have > 0 and not mine then
-      for _, token in ipairs(pop_list(K_AVAILABLE, k - #have)) do
-        have[#have + 1] = token
+    -- Served first (a token in the inbox) or collecting, so at the head of the queue: free tokens are
+    -- this one's. (During a collection only a Ruby client, which knows nothing of it, frees a token
+    -- onto AVAILABLE; the collector takes it here, at its next slice at the latest.)
+    if #have > 0 or mine then
+      local short = k - #have - (mine and redis.call('LLEN', K_COLLECTED) or 0)
+      if short > 0 then
+        for _, token in ipairs(pop_list(K_AVAILABLE, short)) do
+          have[#have + 1] = token
+        end
       end
     end
     if not known_to_exist then
