@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 /*
- * npm run bench [-- --quick] [-- --colocated] [-- --reps N --duration MS --warmup MS --only uncontended,mutex-8x1 --no-pin --no-sweep --note TEXT]
+ * npm run bench [-- --quick] [-- --colocated] [-- --reps N --duration MS --warmup MS --only uncontended,mutex-8x1,weighted --no-pin --no-sweep --note TEXT]
  *
  * Runs this library, its peers and the floors against one redis-server (started here on a free
  * loopback port, pinned to CPU 0, with client processes pinned to CPU 1; or REDIS_URL), and writes
@@ -20,6 +20,7 @@ const { chart } = require('./lib/chart');
 const SCENARIOS = {
   uncontended: require('./scenarios/uncontended'),
   contended: require('./scenarios/contended'),
+  weighted: require('./scenarios/weighted'),
   waiters: require('./scenarios/waiters'),
   idle: require('./scenarios/idle'),
   sweep: require('./scenarios/sweep'),
@@ -191,7 +192,7 @@ async function main() {
   const order =
     colocated && !args.only
       ? ['uncontended', 'contended']
-      : ['uncontended', 'contended', 'waiters', 'idle', ...(args.sweep && !colocated ? ['sweep'] : [])];
+      : ['uncontended', 'contended', 'weighted', 'waiters', 'idle', ...(args.sweep && !colocated ? ['sweep'] : [])];
   try {
     for (const id of order) {
       const wanted =

@@ -216,6 +216,9 @@ async function loopCell(
     if (cycles.g[i] >= to && cycles.a[i] < to) waits.push(cycles.g[i] - cycles.a[i]);
   waits.sort((x, y) => x - y);
   const holds = inWindow.map((i) => cycles.r[i] - cycles.g[i]);
+  // Permits a grant takes: a weighted contender's client n takes weights[n % length] (contenders.js).
+  const weights = options?.weights;
+  const permitsTaken = inWindow.reduce((sum, i) => sum + (weights ? weights[cycles.c[i] % weights.length] : 1), 0);
   const perClient = new Array(clients).fill(0);
   for (const i of inWindow) perClient[cycles.c[i]]++;
   const gaps = m.handoffGaps(cycles, permits, from, to).sort((x, y) => x - y);
@@ -226,6 +229,7 @@ async function loopCell(
   const perCycle = (x) => (grants > 0 ? x / grants : null);
   return {
     cyclesPerSec: (grants / windowMs) * 1000,
+    permitsPerSec: (permitsTaken / windowMs) * 1000,
     grants,
     gapP50: m.percentile(gaps, 50),
     gapP99: m.percentile(gaps, 99),

@@ -7,6 +7,7 @@ const f = require('./format');
 
 const METRICS = [
   'cyclesPerSec',
+  'permitsPerSec',
   'gapP50',
   'gapP99',
   'waitP50',

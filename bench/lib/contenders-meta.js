@@ -23,6 +23,14 @@ const CONTENDERS = {
     color: '#7f7f7f',
     semaphore: true,
   },
+  libWeighted: {
+    contender: 'lib',
+    options: { weights: [1, 2, 3] },
+    label: 'redis-token-semaphore (this), weights 1, 2, 3',
+    short: 'this library, weighted',
+    color: '#8c564b',
+    semaphore: true,
+  },
   rs10: {
     contender: 'rs',
     label: 'redis-semaphore 5.8 (defaults: 10 ms retry)',

@@ -59,19 +59,31 @@ async function blpop(connection, key, deadline) {
 }
 
 const contenders = {
-  /** This library: one Semaphore per process (its defaults: blocking pool of 10 connections) over one node-redis client. */
-  async lib({ url, key, permits, clients, options = {} }) {
+  /**
+   * This library: one Semaphore per process (its defaults: blocking pool of 10 connections) over one
+   * node-redis client. `options.weights` (not a Semaphore option): client n of the cell takes
+   * weights[n % length] permits a lock (the `permits` option), and counts as that many holders.
+   */
+  async lib({ url, key, permits, clients, firstClient = 0, options = {} }) {
     // The runner's private copy of dist/ (see run.js), or dist/ itself.
     const { Semaphore } = require(process.env.BENCH_DIST ?? path.join(__dirname, '..', '..', 'dist'));
+    const { weights, ...semaphoreOptions } = options;
     const client = await nodeRedis(url);
-    const semaphore = new Semaphore(key, { redis: client, resources: permits, ...options });
+    const semaphore = new Semaphore(key, { redis: client, resources: permits, ...semaphoreOptions });
     await semaphore.existsOrCreate();
     const handle = {
       lock: async (deadline) => semaphore.lock(Math.max(1, deadline - now())),
       unlock: (token) => semaphore.unlock(token),
     };
+    const weighted = (weight) => ({
+      weight,
+      lock: async (deadline) => semaphore.lock(Math.max(1, deadline - now()), { permits: weight }),
+      unlock: handle.unlock,
+    });
     return {
-      clients: Array.from({ length: clients }, () => handle),
+      clients: Array.from({ length: clients }, (_, i) =>
+        weights ? weighted(weights[(firstClient + i) % weights.length]) : handle,
+      ),
       close: async () => {
         await semaphore.close();
         await client.quit().catch(() => client.disconnect());

@@ -48,9 +48,11 @@ async function runLoop(run) {
           continue;
         }
         const g = now();
-        if (++holders > maxHolders) maxHolders = holders;
+        // A weighted client holds `weight` permits (contenders.js).
+        const weight = client.weight ?? 1;
+        if ((holders += weight) > maxHolders) maxHolders = holders;
         if (holdMs > 0) await sleep(holdMs);
-        holders--;
+        holders -= weight;
         const r = now();
         await client.unlock(held);
         out.c.push(id);

@@ -259,4 +259,89 @@ describe('large semaphores never block Redis for long', () => {
     for (const token of held) expect(await sem.unlock(token!)).not.toBe(false);
     await admin.disconnect();
   });
+
+  // Weighted grants move their tokens 500–1,000 a command (includes/weighted.lua), within Lua's
+  // stack (swarthy's MultiSemaphore fails above 3,999 permits: "too many results to unpack").
+  test('a grant of 10,000 permits of 100,000: at once, collected, refreshed, released, none lost', async () => {
+    server = await startRedisServer();
+    const url = server.url;
+    const name = uniqueName('bounds');
+    const resources = 100_000;
+    const sem = new Semaphore(name, { url, resources });
+    const other = new Semaphore(name, { url, resources });
+    opened.push(sem, other);
+    await sem.existsOrCreate();
+    const admin = await callerClient(url);
+    const keys = semaphoreKeys(name);
+    /** Every token exactly once across AVAILABLE, GRABBED and a collection, and the count of each. */
+    const census = async () => {
+      const [available, grabbed, pending, collected] = await Promise.all([
+        admin.lRange(keys.available, 0, -1),
+        admin.hKeys(keys.grabbed),
+        admin.lRange(keys.pending, 0, -1),
+        admin.lRange(keys.collected, 0, -1),
+      ]);
+      const all = [...available, ...grabbed, ...pending, ...collected];
+      const distinct = new Set(all);
+      const exact =
+        all.length === resources && distinct.size === resources && distinct.has('0') && distinct.has('99999');
+      return {
+        exact,
+        available: available.length,
+        grabbed: grabbed.length,
+        collecting: pending.length + collected.length,
+      };
+    };
+    /** Whether every token of `lease` has a whole grant record naming it (a refresh rewrites only the stamp). */
+    const recorded = async (lease: { grantId: string; tokens: readonly string[] }) => {
+      const records = await admin.hmGet(keys.grabbed, [...lease.tokens]);
+      const whole = new RegExp(`^\\S+ ${lease.grantId} \\d+ \\d+ \\S+ `);
+      return records.filter((record) => record !== null && whole.test(record)).length;
+    };
+    const figures: string[] = [];
+    const measured = async <T>(what: string, work: () => Promise<T>): Promise<T> => {
+      let result: T | undefined;
+      const { workMs, longestMs, pingMs } = await stallsOf(url, async () => (result = await work()));
+      figures.push(`${what} ${workMs} ms (longest script ${longestMs} ms, slowest PING ${pingMs} ms)`);
+      expect(longestMs).toBeLessThan(LONGEST_SCRIPT_MS);
+      expect(pingMs).toBeLessThan(PING_BOUND_MS);
+      return result as T;
+    };
+    try {
+      // All free: tryLock takes the 10,000 at once.
+      const fast = await measured('acquire of 10,000, all free:', () => sem.acquire({ permits: 10_000 }));
+      expect(new Set(fast.tokens).size).toBe(10_000);
+      expect(await census()).toEqual({ exact: true, available: 90_000, grabbed: 10_000, collecting: 0 });
+      expect(await measured('refresh:', () => fast.refresh())).toBe(true);
+      expect(await recorded(fast)).toBe(10_000);
+      expect(await measured('release:', () => fast.release())).toBe(true);
+      expect(await census()).toEqual({ exact: true, available: resources, grabbed: 0, collecting: 0 });
+      // 95,000 held as 95 grants of 1,000; a waiter for 10,000 takes the 5,000 free and collects the
+      // rest as the holders release.
+      // (One after another: 95 scripts sent at once would queue a PING behind them all.)
+      const held = await measured('95 acquires of 1,000:', async () => {
+        const leases = [];
+        for (let i = 0; i < 95; i++) leases.push(await other.acquire({ permits: 1000 }));
+        return leases;
+      });
+      const waiting = sem.acquire({ timeout: 30_000, permits: 10_000 });
+      await until(async () => (await census()).collecting === 5000, 10_000, 'the waiter to collect the 5,000 free');
+      expect(await census()).toEqual({ exact: true, available: 0, grabbed: 95_000, collecting: 5000 });
+      const collected = await measured('95 releases of 1,000 to the collector, and its grant:', async () => {
+        for (const lease of held) await lease.release();
+        return waiting;
+      });
+      expect(new Set(collected.tokens).size).toBe(10_000);
+      expect(await census()).toEqual({ exact: true, available: 90_000, grabbed: 10_000, collecting: 0 });
+      expect(await recorded(collected)).toBe(10_000);
+      expect(await measured('refresh:', () => collected.refresh())).toBe(true);
+      expect(await recorded(collected)).toBe(10_000);
+      expect(await measured('release:', () => collected.release())).toBe(true);
+      expect(await census()).toEqual({ exact: true, available: resources, grabbed: 0, collecting: 0 });
+      expect(await admin.zCard(keys.waiting)).toBe(0);
+    } finally {
+      console.log(`10,000 permits of 100,000: ${figures.join('; ')}`);
+      await admin.disconnect();
+    }
+  });
 });

@@ -356,6 +356,129 @@ describeRuby(
       });
     });
 
+    describe('weighted grants (the permits option)', () => {
+      /** The gem's view of `name`: available_count, its holders (GRABBED), and locked?(token) for `tokens`. */
+      async function gemView(name: string, resources: number, tokens: readonly string[]) {
+        const out = await runRuby(
+          `
+        name, resources, tokens = ARGV[0], ARGV[1].to_i, ARGV[2].split(',')
+        s = semaphore(name, resources: resources)
+        puts JSON.generate(available: s.available_count, holders: REDIS.hkeys("SEMAPHORE:#{name}:GRABBED").sort,
+                           locked: tokens.map { |t| s.locked?(t) })
+        `,
+          { args: [name, resources, tokens.join(',')] },
+        );
+        return parseLines<{ available: number; holders: string[]; locked: boolean[] }>(out)[0]!;
+      }
+
+      /** A collection's tokens in Redis (PENDING, COLLECTED), which neither AVAILABLE nor GRABBED shows. */
+      async function collecting(name: string): Promise<string[]> {
+        const census = await takeCensus(fixture.redis, name);
+        return [...census.collection.pending, ...census.collection.collected];
+      }
+
+      test('a grant of 3 is 3 holders to the gem: its lock takes only the others, and its reclaim ends the grant', async () => {
+        const sem = fixture.semaphore({ resources: 5, staleClientTimeout: 5000, autoRefresh: false });
+        const lease = await sem.acquire({ permits: 3 });
+        const tokens = [...lease.tokens].sort();
+        expect(tokens).toHaveLength(3);
+        const grabbed = await fixture.redis.hGetAll(gemKeys(sem.name).grabbed);
+        for (const token of tokens) expect(grabbed[token]).toMatch(nodeGrant(5000));
+        expect(await gemView(sem.name, 5, tokens)).toEqual({
+          available: 2,
+          holders: tokens,
+          locked: [true, true, true],
+        });
+
+        // The gem takes the two others and no more, and gives them back.
+        const out = await runRuby(
+          `
+        s = semaphore(ARGV[0], resources: 5)
+        taken = [s.lock(0), s.lock(0), s.lock(0)]
+        puts JSON.generate(taken: taken, available: s.available_count)
+        s.unlock; s.unlock
+        puts JSON.generate(available: s.available_count)
+        `,
+          { args: [sem.name] },
+        );
+        const [during, after] = parseLines<{ taken?: Array<string | false>; available: number }>(out);
+        expect(during!.taken!.filter((t) => t !== false)).toHaveLength(2);
+        expect(during!.taken![2]).toBe(false);
+        expect(during!.available).toBe(0);
+        expect(after!.available).toBe(2);
+
+        // The gem, judging by its own stale timeout (0.2 s), reclaims all 3: the grant is over for
+        // Node, whose release then pushes nothing.
+        await runRuby(
+          `
+        s = semaphore(ARGV[0], resources: 5, stale_client_timeout: 0.2)
+        sleep 0.3
+        s.release_stale_locks!
+        `,
+          { args: [sem.name] },
+        );
+        expect(await fixture.redis.lLen(gemKeys(sem.name).available)).toBe(5);
+        expect(await lease.release()).toBe(false);
+        expect(await fixture.redis.lLen(gemKeys(sem.name).available)).toBe(5);
+        await expectExactPool(sem.name, 5, { idle: true });
+      });
+
+      test.each([
+        ['while Node holders release too', true],
+        ['alone (no Node release after it)', false],
+      ])(
+        'a gem signal during a weighted collection, %s: its token completes the grant, none lost or duplicated',
+        async (_, nodeReleases) => {
+          const name = uniqueName('interop');
+          const holder = fixture.semaphore({ resources: 3 }, name);
+          // Short slices: a collector looks at AVAILABLE again at least once a slice.
+          const waiter = fixture.semaphore({ resources: 3, waitSlice: 1000 }, name);
+          const held = [await holder.lock(0)];
+          if (nodeReleases) held.push(await holder.lock(0));
+          // The gem holds the rest (its process exits holding them, as a crashed worker would).
+          const gemTokens = parseLines<string>(
+            await runRuby(
+              `
+            s = semaphore(ARGV[0], resources: 3)
+            while (t = s.lock(0)) do puts JSON.generate(t) end
+            `,
+              { args: [name] },
+            ),
+          );
+          expect(gemTokens).toHaveLength(nodeReleases ? 1 : 2);
+          const started = performance.now();
+          let grantedAt = 0;
+          const waiting = waiter.acquire({ timeout: 15_000, permits: 3 }).then((lease) => {
+            grantedAt = performance.now();
+            return lease;
+          });
+          await until(async () => (await waiter.waiting()) > 0, 5000, 'the weighted waiter to register');
+          await holder.unlock(held.shift()!);
+          await until(async () => (await collecting(name)).length === 1, 5000, 'the waiter to collect its first token');
+          // The gem gives its tokens back as its unlock does (HDEL + LPUSH AVAILABLE), knowing nothing of the collection.
+          await runRuby(`s = semaphore(ARGV[0], resources: 3); ARGV[1].split(',').each { |t| s.signal(t) }`, {
+            args: [name, gemTokens.join(',')],
+          });
+          if (nodeReleases) await holder.unlock(held.shift()!);
+          const lease = await waiting;
+          console.log(
+            `gem signal during a weighted collection (${nodeReleases ? 'with' : 'without'} a Node release after it): ` +
+              `the waiter for 3 was granted ${Math.round(grantedAt - started)} ms after it called`,
+          );
+          expect([...lease.tokens].sort()).toEqual(['0', '1', '2']);
+          expect(await gemView(name, 3, lease.tokens)).toEqual({
+            available: 0,
+            holders: ['0', '1', '2'],
+            locked: [true, true, true],
+          });
+          expect(await collecting(name)).toEqual([]);
+          await expectExactPool(name, 3);
+          expect(await lease.release()).toBe(true);
+          await expectExactPool(name, 3, { idle: true });
+        },
+      );
+    });
+
     test('mixed load: 2 Ruby worker processes and 4 concurrent Node callers share 3 tokens for 8 s; none duplicated or lost', async () => {
       const RESOURCES = 3;
       const DURATION = 8000;

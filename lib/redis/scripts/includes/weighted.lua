@@ -94,19 +94,35 @@ local function release_grant(tokens, grant, put_back)
   return ended, redis.call('LLEN', K_AVAILABLE)
 end
 
--- Renews the stamp of each of TOKENS this grant still holds; returns whether it held them all.
+-- Renews the stamp of each of TOKENS this grant still holds; returns whether it held them all. (500
+-- a batch, one HMGET, HSET and ZADD each; a grant's tokens share one lease, so one score.)
 local function refresh_grant(tokens, grant, stamp)
-  local all = true
-  for _, token in ipairs(tokens) do
-    local record = redis.call('HGET', K_GRABBED, token)
-    local old, holder, _, lease = parse_grant(record)
-    if holder == grant then
-      redis.call('HSET', K_GRABBED, token, stamp .. string.sub(record, #old + 1))
-      if not is_small(token) then
-        index_lease(token, stamp, lease)
+  local all, score = true, nil
+  for first = 1, #tokens, 500 do
+    local last = math.min(#tokens, first + 499)
+    local values = redis.call('HMGET', K_GRABBED, unpack(tokens, first, last))
+    local fields, indexed = {}, {}
+    for i, record in ipairs(values) do
+      local token = tokens[first + i - 1]
+      if holds(record, grant) then
+        if not score then
+          local _, _, _, lease = parse_grant(record)
+          score = lease_score(stamp, lease)
+        end
+        local space = string.find(record, ' ', 1, true)
+        fields[#fields + 1], fields[#fields + 2] = token, stamp .. string.sub(record, space)
+        if not is_small(token) then
+          indexed[#indexed + 1], indexed[#indexed + 2] = score, token
+        end
+      else
+        all = false
       end
-    else
-      all = false
+    end
+    if #fields > 0 then
+      redis.call('HSET', K_GRABBED, unpack(fields))
+    end
+    if #indexed > 0 then
+      redis.call('ZADD', K_LEASES, unpack(indexed))
     end
   end
   return all
@@ -147,10 +163,15 @@ local function collect(registration, grant, settings, inbox, local_time, registe
         have[#have + 1] = token
       end
     end
-    -- Served first (a token in the inbox), so at the head of the queue: free tokens are this one's.
-    if #have > 0 and not mine then
-      for _, token in ipairs(pop_list(K_AVAILABLE, k - #have)) do
-        have[#have + 1] = token
+    -- Served first (a token in the inbox) or collecting, so at the head of the queue: free tokens are
+    -- this one's. (During a collection only a Ruby client, which knows nothing of it, frees a token
+    -- onto AVAILABLE; the collector takes it here, at its next slice at the latest.)
+    if #have > 0 or mine then
+      local short = k - #have - (mine and redis.call('LLEN', K_COLLECTED) or 0)
+      if short > 0 then
+        for _, token in ipairs(pop_list(K_AVAILABLE, short)) do
+          have[#have + 1] = token
+        end
       end
     end
     if not known_to_exist then
