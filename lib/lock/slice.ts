@@ -58,7 +58,7 @@ export function blockOnce(
   const sent = performance.now();
   const prepared = coversSlice(registration.until - sent, sliceMs, ctx.options.waitSlice)
     ? undefined
-    : ctx.call('lock', prepareWait(ctx, id, lifetime), { via: connection, raw: true });
+    : ctx.call('lock', prepareWait(ctx, id, lifetime, permits), { via: connection, raw: true });
   // A weighted wait that collects takes what is freed for it (includes/give_back.lua).
   const [from, to] = registration.collecting ? [keys.pending, keys.collected] : [keys.available, keys.inbox(id)];
   const moved = connection.sendCommand(['BLMOVE', from, to, 'LEFT', 'RIGHT', toBlockingTimeout(sliceMs)]);

@@ -156,15 +156,18 @@ export function prepareWait(
   t: ScriptTarget,
   registrationId: string,
   registrationLifetimeMs: number,
+  permits = 1,
 ): ScriptCall<unknown> {
-  return scriptCall(
-    scripts.prepareWait,
-    live(t),
-    [registrationId, expiration(t), toSeconds(registrationLifetimeMs), String(t.resources), lease(t), now(t)],
-    undefined,
-    false,
-    'text',
-  );
+  const args = [
+    registrationId,
+    expiration(t),
+    toSeconds(registrationLifetimeMs),
+    String(t.resources),
+    lease(t),
+    now(t),
+  ];
+  if (permits > 1) args.push(String(permits));
+  return scriptCall(scripts.prepareWait, live(t), args, undefined, false, 'text');
 }
 
 export interface ClaimReply {

@@ -113,14 +113,11 @@ describe('a queue of mixed weights is served in arrival order', () => {
     }
   }
 
-  // KNOWN DEFECT (issue 32, reported to the lead): a script that frees several tokens at once (the
-  // release of a weighted grant, a collection's surplus, signal) pushes them onto AVAILABLE in one
-  // go, and Redis hands one to each of the first blocked waiters before any of their claims runs.
-  // Behind a weighted waiter that then collects, a weight-1 waiter keeps its token (an overtake),
-  // and a weighted one gives its token to the collector and blocks again at the back of the queue,
-  // behind waiters that arrived after it. Strict arrival order fails; test.failing flips to a
-  // failure once it holds, then make this a plain test.
-  test.failing.each([
+  // A script that frees several tokens at once (the release of a weighted grant) hands them to the
+  // waiters one at a time, each after the claim before it ran (DESIGN "Weighted grants"): pushed at
+  // once, Redis would serve the next waiters one each before any claim ran, and a weighted waiter
+  // among them could not take the rest first.
+  test.each([
     ['A3 B2 C3 D2 E1', 4],
     ['A2 B3 C2 D3 E2 F1', 5],
     ['A3 B1 C3 D2 E1 F2', 4],

@@ -87,7 +87,7 @@ describe('the builders', () => {
   };
   const calls: Array<ScriptCall<unknown>> = [
     commands.tryLock(target, 'g1', 10_000),
-    commands.prepareWait(target, 'r1', 10_000),
+    commands.prepareWait(target, 'r1', 10_000, 2),
     commands.claim(target, 'r1', { grantId: 'g1', nextLifetimeMs: 10_000, keep: true }),
     commands.recover(target, 'g1', 'r1', 10_000),
     commands.release(target, '0', 'g1', true, ['1']),

@@ -190,11 +190,15 @@ export function censusProblems(census: Census, resources: number, expectation: C
   if (!expectation.inboxesAllowed && t.inInboxes.length > 0) {
     problems.push(`tokens in inboxes ${t.inInboxes.join(',')}`);
   }
-  const { registration } = census.collection;
+  const { registration, pending, collected } = census.collection;
   if (registration !== null && !census.waiting.some((w) => w.registration === registration)) {
     problems.push(`a collection of unregistered ${registration}: [${t.collecting.join(',')}]`);
-  } else if (registration === null && t.collecting.length > 0) {
-    problems.push(`tokens collected for nobody ${t.collecting.join(',')}`);
+  } else if (registration === null && collected.length > 0) {
+    problems.push(`tokens collected for nobody ${collected.join(',')}`);
+  }
+  // Without a collector, PENDING holds tokens freed together, handed on to waiters one at a time.
+  if (registration === null && pending.length > 0 && expectation.idle) {
+    problems.push(`tokens freed together still waiting to be handed on ${pending.join(',')}`);
   }
   if (!expectation.collectionAllowed && registration !== null) {
     problems.push(`a collection in progress for ${registration}: [${t.collecting.join(',')}]`);

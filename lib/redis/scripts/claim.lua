@@ -73,7 +73,7 @@ if token then
   end
   if not registered then
 --- @include give_back
-    redis.call('LPUSH', give_back_target(), token)
+    give_back(token)
     token = false
   end
   -- The inbox holds one token, or more if a BLMOVE was sent again (a client's offline queue after a
@@ -132,6 +132,12 @@ if not token or number % 16 == 0 then
     else
       redis.call('ZREM', K_WAITING, registration)
     end
+  end
+  -- Tokens freed together wait in PENDING, handed on one at a time: a claim whose grant was made
+  -- a sample (give_back.lua) hands on the next, as does an empty slice should that chain break.
+  collection_keys()
+  if redis.call('EXISTS', K_PENDING) == 1 then
+    hand_on()
   end
   local ids = expired_waiters()
   if #ids > 0 then

@@ -19,6 +19,7 @@
     ARGV[4] resources
     ARGV[5] the caller's lease in ms ('0' for none): Ruby holders' stale timeout
     ARGV[6] local time in decimal seconds, or '' for Redis TIME
+    ARGV[7] how many tokens the waiter takes (absent: 1)
   Output: 1 when registered; 0 for a registration recover.lua abandoned (a pipeline that arrives after
   its client gave up on it), which registers nothing
 ]]
@@ -38,5 +39,8 @@ end
 ensure(tonumber(ARGV[4]))
 reclaim_stale(clock(ARGV[6]), ruby_stale(ARGV[5]), 'unindexed')
 redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[3]), grant)
+if (ARGV[7] or '1') ~= '1' then
+  redis.call('HSET', K_COLLECTING, '#' .. grant, ARGV[7]) -- a weighted waiter (includes/give_back.lua)
+end
 touch_expiry(ARGV[2])
 return 1

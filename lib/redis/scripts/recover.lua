@@ -65,7 +65,7 @@ if #found > 0 then
   -- A weighted grant that has lost some of its tokens since: the rest go back, as for a lost holder.
   for _, token in ipairs(found) do
     forget_holder(token)
-    redis.call('LPUSH', give_back_target(), token)
+    give_back(token)
   end
   touch_expiry(ARGV[3])
   return { false, grant }
@@ -83,10 +83,11 @@ if token and expiry and permits == 1 then
 end
 redis.call('ZREM', K_WAITING, registration)
 if token then
-  redis.call('LPUSH', give_back_target(), token)
+  give_back(token)
 end
 -- A weighted waiter's partial collection (includes/give_back.lua) ends with its registration.
 if permits > 1 then
+  redis.call('HDEL', K_COLLECTING, '#' .. registration)
 --- @include drain
   drain_inbox(inbox)
   GIVE_BACK = nil

@@ -41,22 +41,16 @@ if target > before then
   local used = {}
   for _, token in ipairs(free) do used[token] = true end
   for _, token in ipairs(held) do used[token] = true end
-  local batch, added, i = {}, 0, 0
-  while added < target - before do
+  local added, i = {}, 0
+  while #added < target - before do
     local token = tostring(i)
     if not used[token] then
-      batch[#batch + 1] = token
-      added = added + 1
-      if #batch == 1000 then
-        redis.call('RPUSH', give_back_target(), unpack(batch))
-        batch = {}
-      end
+      added[#added + 1] = token
     end
     i = i + 1
   end
-  if #batch > 0 then
-    redis.call('RPUSH', give_back_target(), unpack(batch))
-  end
+  -- (Handed to waiters one at a time while any are registered: includes/give_back.lua.)
+  give_back_all(added)
 elseif target < before then
   -- Retire first what would not be a token of a fresh semaphore of this size, highest number first.
   local function rank(token)

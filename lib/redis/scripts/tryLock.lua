@@ -43,7 +43,7 @@ end
 -- k permits: k free, and no waiter collecting them (includes/give_back.lua).
 local permits = settings.permits
 if permits > 1 and may_take then
-  may_take = redis.call('EXISTS', K_COLLECTING) == 0 and redis.call('LLEN', K_AVAILABLE) >= permits
+  may_take = not redis.call('HGET', K_COLLECTING, 'registration') and redis.call('LLEN', K_AVAILABLE) >= permits
 end
 local expired = nil
 if not may_take then
@@ -52,10 +52,17 @@ if not may_take then
 --- @include give_back
 --- @include holder
 --- @include reclaim
-  if reclaim_stale(clock(local_time), ruby_stale(settings.lease), 'unindexed') > 0 then
-    may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0
+  -- Tokens freed together wait in PENDING for the waiters (give_back.lua); with none left, they are free.
+  collection_keys()
+  local parked = redis.call('EXISTS', K_PENDING) == 1
+  if parked then
+    hand_on()
+  end
+  if reclaim_stale(clock(local_time), ruby_stale(settings.lease), 'unindexed') > 0 or parked then
+    -- (Freed tokens may have gone to a collector, or wait in PENDING: only AVAILABLE's are free.)
+    may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0 and redis.call('LLEN', K_AVAILABLE) > 0
     if may_take and permits > 1 then
-      may_take = redis.call('EXISTS', K_COLLECTING) == 0 and redis.call('LLEN', K_AVAILABLE) >= permits
+      may_take = not redis.call('HGET', K_COLLECTING, 'registration') and redis.call('LLEN', K_AVAILABLE) >= permits
     end
     leases = true
   end
@@ -85,6 +92,9 @@ elseif may_take then
 else
   if settings.lifetime then
     redis.call('ZADD', K_WAITING, redis_now() + settings.lifetime, grant)
+    if permits > 1 then
+      redis.call('HSET', K_COLLECTING, '#' .. grant, permits) -- a weighted waiter (includes/give_back.lua)
+    end
   end
   reply = grant .. ' 0 ' .. #expired
   if #expired > 0 then

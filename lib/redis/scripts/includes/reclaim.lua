@@ -36,7 +36,7 @@ local function reclaim_stale(now, ruby_stale_s, ruby_scan)
       return 0, stamp, lease
     end
     forget_holder(token)
-    redis.call('LPUSH', give_back_target(), token)
+    give_back(token)
     return 1
   end
   local reclaimed, due_before = 0, '(' .. string.format('%d', math.floor(now * 1000000))

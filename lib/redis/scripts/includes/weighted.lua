@@ -88,8 +88,8 @@ local function release_grant(tokens, grant, put_back)
     redis.call('HDEL', K_GRABBED, unpack(batch))
     redis.call('ZREM', K_LEASES, unpack(batch))
   end
-  if put_back and #held > 0 then
-    push_list(give_back_target(), held)
+  if put_back then
+    give_back_all(held)
   end
   return ended, redis.call('LLEN', K_AVAILABLE)
 end
@@ -128,17 +128,20 @@ local function refresh_grant(tokens, grant, stamp)
   return all
 end
 
--- A claim for k > 1 tokens (claim.lua): the waiter's first token makes it the collector unless k are
--- free at once; the collector gathers every token given back (PENDING, see give_back.lua) in
--- COLLECTED, and the claim that finds k there grants them. Returns claim.lua's reply; its flags say
--- 'C' while this registration collects (its next slice blocks on PENDING, not AVAILABLE).
+-- A claim for k > 1 tokens (claim.lua): the waiter at the head of the queue (served a token, or
+-- collecting) takes what is waiting for it (PENDING: give_back.lua) and what is free, and grants k
+-- at once if it has them; else it becomes the collector, and gathers in COLLECTED every token freed
+-- until it has k. Returns claim.lua's reply; its flags say 'C' while this registration collects (its
+-- next slice blocks on PENDING, not AVAILABLE).
 local function collect(registration, grant, settings, inbox, local_time, registered)
   collection_keys()
   local k = settings.permits
   known_to_exist = redis.call('EXISTS', K_EXISTS) == 1
+  local owner = redis.call('HGET', K_COLLECTING, 'registration')
   if not registered then
-    -- Ended or reaped meanwhile: what reached its inbox goes back, and so does its collection.
-    if redis.call('HGET', K_COLLECTING, 'registration') == registration then
+    -- Ended or reaped meanwhile: what reached its inbox goes back, and so does its collection (or
+    -- a token its BLMOVE moved into COLLECTED after the collection ended).
+    if owner == registration or (not owner and redis.call('EXISTS', K_COLLECTED) == 1) then
       end_collection()
     end
     drain_inbox(inbox)
@@ -150,28 +153,27 @@ local function collect(registration, grant, settings, inbox, local_time, registe
   end
   -- Freed tokens go to the collector (this one, or another) or onto AVAILABLE: both seen below.
   reclaim_stale(now, ruby_stale(settings.lease), 'unindexed')
-  local owner = give_back_target() == K_PENDING and redis.call('HGET', K_COLLECTING, 'registration')
+  owner = give_back_target() == K_PENDING and owner
   local mine = owner == registration
+  local have = {}
   if owner and not mine then
     -- Another waiter collects: a token that reached this inbox (a Ruby client pushes onto
     -- AVAILABLE) is its.
     drain_inbox(inbox)
   else
-    local have = pop_list(inbox, 1000000)
-    if mine then
-      for _, token in ipairs(pop_list(K_PENDING, 1000000)) do
-        have[#have + 1] = token
-      end
-    end
-    -- Served first (a token in the inbox) or collecting, so at the head of the queue: free tokens are
-    -- this one's. (During a collection only a Ruby client, which knows nothing of it, frees a token
-    -- onto AVAILABLE; the collector takes it here, at its next slice at the latest.)
-    if #have > 0 or mine then
-      local short = k - #have - (mine and redis.call('LLEN', K_COLLECTED) or 0)
+    have = pop_list(inbox, 1000000)
+  end
+  -- At the head of the queue (served a token, or collecting): what waits in PENDING and what is
+  -- free are this waiter's, up to k. (During a collection only a Ruby client, which knows nothing
+  -- of it, frees a token onto AVAILABLE; the collector takes it here, at its next slice at the latest.)
+  if #have > 0 or mine then
+    local short = k - #have - redis.call('LLEN', K_COLLECTED)
+    for _, from in ipairs({ K_PENDING, K_AVAILABLE }) do
       if short > 0 then
-        for _, token in ipairs(pop_list(K_AVAILABLE, short)) do
+        for _, token in ipairs(pop_list(from, short)) do
           have[#have + 1] = token
         end
+        short = k - #have - redis.call('LLEN', K_COLLECTED)
       end
     end
     if not known_to_exist then
@@ -180,29 +182,36 @@ local function collect(registration, grant, settings, inbox, local_time, registe
       end
     end
     push_list(K_COLLECTED, have)
-    if (#have > 0 or mine) and redis.call('LLEN', K_COLLECTED) >= k then
+    if short <= 0 then
       local tokens = pop_list(K_COLLECTED, k)
-      -- Any surplus (signal, resize) goes on to the next waiter.
+      redis.call('ZREM', K_WAITING, registration)
+      redis.call('HDEL', K_COLLECTING, '#' .. registration)
+      -- Ends the collection, if any; a surplus (signal, resize) or what still waits in PENDING goes
+      -- on to the next waiter.
       end_collection()
       local fence = record_grants(tokens, grant, clock_stamp(local_time), settings.lease, settings.label)
-      redis.call('ZREM', K_WAITING, registration)
       return grant .. ' ' .. fence .. ' EN 0 ' .. encode_tokens(tokens)
     end
-    if #have > 0 and not mine then
+    if not mine then
       redis.call('HSET', K_COLLECTING, 'registration', registration, 'permits', k)
       mine = true
     end
+  elseif not owner and redis.call('EXISTS', K_PENDING) == 1 then
+    -- An empty slice while tokens freed together wait: the chain that hands them on broke.
+    hand_on()
   end
   local flags = 'EN'
   if settings.lifetime then
     redis.call('ZADD', K_WAITING, redis_now() + settings.lifetime, registration)
+    redis.call('HSET', K_COLLECTING, '#' .. registration, k)
     flags = mine and 'KC' or 'KN'
   else
     -- The wait's last slice: a partial collection goes back.
+    redis.call('ZREM', K_WAITING, registration)
+    redis.call('HDEL', K_COLLECTING, '#' .. registration)
     if mine then
       end_collection()
     end
-    redis.call('ZREM', K_WAITING, registration)
   end
   local ids = expired_waiters()
   if #ids > 0 then
