@@ -200,6 +200,7 @@ describe('each script’s decoder, fed the real replies of the others', () => {
       renewed: true,
       fence: 0,
       others: false,
+      collecting: false,
       expired: [],
     });
     expect(made.recover!.decode!(replies.recover)).toBeNull();

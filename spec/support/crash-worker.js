@@ -191,8 +191,8 @@ async function rawClient() {
       scripts.claim,
       [...keys.scriptKeys, inbox],
       // The registration id, the grant id, the settings (includes/settings.lua): no lease, the
-      // registration renewed for leaseSeconds, not kept, no expiration.
-      [config.grantId, config.grantId, `0 ${config.resources} ${config.leaseSeconds} 0 - crash-worker`],
+      // registration renewed for leaseSeconds, not kept, one permit, no expiration.
+      [config.grantId, config.grantId, `0 ${config.resources} ${config.leaseSeconds} 0 1 - crash-worker`],
     ),
   );
   await send({ ready: true });
