@@ -92,7 +92,7 @@ export class BlockingWait {
             const slice = sliceMs(remaining, ctx.options.waitSlice, short);
             registration ??= { id: newId(), until: 0 };
             broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
-            const lastSlice = isLastSlice(slice, remaining);
+            const lastSlice = isLastSlice(slice, remaining, attempt.permits);
             const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, attempt, deadline);
             let outcome: SliceOutcome;
             try {
