@@ -18,6 +18,13 @@
  *     is reported as `{ event: 'error' }` and retried; a failed unlock is retried (the ownership check
  *     makes that safe) and, if a retry then finds the grant gone, reported as `{ event: 'ambiguous' }`
  *     (the first attempt ran but its reply was lost), not 'lost'.
+ *   { mode: 'weighted', url, name, options, holdMs: [min, max], lockTimeout, maxPermits, heldKey, child }
+ *     loops acquire({ permits: 1..maxPermits, timeout: lockTimeout }) → hold → release until the
+ *     parent sends 'stop' (on an ioredis client when REDIS_CLIENT names ioredis). Once granted it
+ *     records `child → permits` in the hash `heldKey` and reads, in the same script, the weight all
+ *     children record and whether GRABBED names its grant for each of its tokens; it removes its
+ *     entry before it releases. Reports `{ event: 'acquired', permits, total, recorded, fence }`,
+ *     `{ event: 'released' | 'lost' | 'timeout', permits }`.
  *   { mode: 'raw-move', url, name, resources, grantId, leaseSeconds, blockSeconds }
  *     a waiter without the pipeline's claim: EVAL prepareWait, then BLMOVE AVAILABLE → its inbox;
  *     reports `{ moved }` and stops, as if it died between BLMOVE and the claim.
@@ -214,7 +221,69 @@ async function zombie() {
   await send({ replies: settled.map((r) => (r.status === 'fulfilled' ? r.value : `error: ${r.reason.message}`)) });
 }
 
-const modes = { steps, load, soak, 'raw-move': rawMove, zombie };
+/** What a weighted holder records once granted (see 'weighted' above): the weight held, and its grant's records. */
+const RECORD_HOLDING = `
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local total = 0
+for _, weight in ipairs(redis.call('HVALS', KEYS[1])) do total = total + tonumber(weight) end
+local recorded = 0
+for i = 4, #ARGV do
+  local record = redis.call('HGET', KEYS[2], ARGV[i])
+  if record and string.find(record, ' ' .. ARGV[3] .. ' ', 1, true) then recorded = recorded + 1 end
+end
+return { total, recorded }`;
+
+/** A semaphore on the client REDIS_CLIENT names: ioredis (v5 or v6) for an ioredis run, else its own node-redis. */
+function semaphoreOnRunClient() {
+  const requested = process.env.REDIS_CLIENT || 'redis';
+  if (!requested.startsWith('ioredis')) return new Semaphore(config.name, { url: config.url, ...config.options });
+  const { Redis } = require(requested);
+  const redis = new Redis(config.url, { autoResendUnfulfilledCommands: false });
+  redis.on('error', () => undefined);
+  return new Semaphore(config.name, { redis, ...config.options });
+}
+
+async function weighted() {
+  let stopping = false;
+  process.on('message', (message) => {
+    if (message === 'stop') stopping = true;
+  });
+  const [minHold, maxHold] = config.holdMs;
+  const sem = semaphoreOnRunClient();
+  const raw = createClient({ url: config.url });
+  raw.on('error', () => undefined);
+  await raw.connect();
+  const grabbed = semaphoreKeys(config.name).grabbed;
+  await sem.existsOrCreate();
+  await send({ ready: true });
+  while (!stopping) {
+    const permits = 1 + Math.floor(Math.random() * config.maxPermits);
+    let lease;
+    try {
+      lease = await sem.acquire({ permits, timeout: config.lockTimeout });
+    } catch (error) {
+      if (error && error.name === 'LockTimeoutError') {
+        await send({ event: 'timeout', permits });
+        continue;
+      }
+      throw error;
+    }
+    const [total, recorded] = await raw.eval(RECORD_HOLDING, {
+      keys: [config.heldKey, grabbed],
+      arguments: [config.child, String(permits), lease.grantId, ...lease.tokens],
+    });
+    await send({ event: 'acquired', permits, total, recorded, tokens: lease.tokens.length, fence: lease.fence });
+    await sleep(minHold + Math.random() * (maxHold - minHold));
+    await raw.hDel(config.heldKey, config.child);
+    const released = await lease.release();
+    await send({ event: released ? 'released' : 'lost', permits });
+  }
+  await sem.close();
+  await raw.quit();
+  await send({ stopped: true });
+}
+
+const modes = { steps, load, soak, weighted, 'raw-move': rawMove, zombie };
 const run = modes[config.mode];
 (run ? run() : Promise.reject(new Error(`unknown mode ${config.mode}`))).then(
   () => process.exit(0),
