@@ -21,10 +21,12 @@
  *   { mode: 'weighted', url, name, options, holdMs: [min, max], lockTimeout, maxPermits, heldKey, child }
  *     loops acquire({ permits: 1..maxPermits, timeout: lockTimeout }) → hold → release until the
  *     parent sends 'stop' (on an ioredis client when REDIS_CLIENT names ioredis). Once granted it
- *     records `child → permits` in the hash `heldKey` and reads, in the same script, the weight all
- *     children record and whether GRABBED names its grant for each of its tokens; it removes its
- *     entry before it releases. Reports `{ event: 'acquired', permits, total, recorded, fence }`,
- *     `{ event: 'released' | 'lost' | 'timeout', permits }`.
+ *     records `child → "<permits>:<hold number>"` in the hash `heldKey` and reads, in the same
+ *     script, every child's entry, their total weight and whether GRABBED names its grant for each
+ *     of its tokens; it removes its entry before it releases. Reports `{ event: 'acquired',
+ *     permits, hold, total, recorded, holders, tokens }`, `{ event: 'released' | 'timeout', permits,
+ *     hold }`, and for a grant found lost at release `{ event: 'lost', why, stalledMs }` (the
+ *     longest event-loop stall of the hold); `ready` says its ids' `prefix`.
  *   { mode: 'raw-move', url, name, resources, grantId, leaseSeconds, blockSeconds }
  *     a waiter without the pipeline's claim: EVAL prepareWait, then BLMOVE AVAILABLE → its inbox;
  *     reports `{ moved }` and stops, as if it died between BLMOVE and the claim.
@@ -224,14 +226,14 @@ async function zombie() {
 /** What a weighted holder records once granted (see 'weighted' above): the weight held, and its grant's records. */
 const RECORD_HOLDING = `
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-local total = 0
-for _, weight in ipairs(redis.call('HVALS', KEYS[1])) do total = total + tonumber(weight) end
+local total, holders = 0, redis.call('HGETALL', KEYS[1])
+for i = 2, #holders, 2 do total = total + tonumber(string.match(holders[i], '^%d+')) end
 local recorded = 0
 for i = 4, #ARGV do
   local record = redis.call('HGET', KEYS[2], ARGV[i])
   if record and string.find(record, ' ' .. ARGV[3] .. ' ', 1, true) then recorded = recorded + 1 end
 end
-return { total, recorded }`;
+return { total, recorded, holders }`;
 
 /** A semaphore on the client REDIS_CLIENT names: ioredis (v5 or v6) for an ioredis run, else its own node-redis. */
 function semaphoreOnRunClient() {
@@ -249,13 +251,18 @@ async function weighted() {
     if (message === 'stop') stopping = true;
   });
   const [minHold, maxHold] = config.holdMs;
+  let holds = 0;
+  const stalls = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
+  stalls.enable();
   const sem = semaphoreOnRunClient();
   const raw = createClient({ url: config.url });
   raw.on('error', () => undefined);
   await raw.connect();
   const grabbed = semaphoreKeys(config.name).grabbed;
   await sem.existsOrCreate();
-  await send({ ready: true });
+  // Every grant and registration id of this process starts with its prefix (dist/util/ids.js).
+  const id = require(join(dist, 'util', 'ids')).newId();
+  await send({ ready: true, prefix: id.slice(0, id.lastIndexOf('.')) });
   while (!stopping) {
     const permits = 1 + Math.floor(Math.random() * config.maxPermits);
     let lease;
@@ -268,15 +275,20 @@ async function weighted() {
       }
       throw error;
     }
-    const [total, recorded] = await raw.eval(RECORD_HOLDING, {
+    const hold = `${permits}:${++holds}`;
+    stalls.reset();
+    const [total, recorded, holders] = await raw.eval(RECORD_HOLDING, {
       keys: [config.heldKey, grabbed],
-      arguments: [config.child, String(permits), lease.grantId, ...lease.tokens],
+      arguments: [config.child, hold, lease.grantId, ...lease.tokens],
     });
-    await send({ event: 'acquired', permits, total, recorded, tokens: lease.tokens.length, fence: lease.fence });
+    await send({ event: 'acquired', permits, hold, total, recorded, holders, tokens: lease.tokens.length });
     await sleep(minHold + Math.random() * (maxHold - minHold));
     await raw.hDel(config.heldKey, config.child);
     const released = await lease.release();
-    await send({ event: released ? 'released' : 'lost', permits });
+    // A lost grant: why (LockLostError's reason), and the longest event-loop stall of the hold.
+    const why = lease.signal.aborted ? String(lease.signal.reason && lease.signal.reason.reason) : 'not signalled';
+    const stalledMs = Math.round(stalls.max / 1e6);
+    await send({ event: released ? 'released' : 'lost', permits, hold, ...(!released && { why, stalledMs }) });
   }
   await sem.close();
   await raw.quit();
