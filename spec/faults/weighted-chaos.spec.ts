@@ -235,3 +235,43 @@ test('children killed at random while holding, waiting or collecting: never over
     await server.stop();
   }
 }, 90_000);
+
+test("a lock(0) whose reclaim feeds a dead collector's collection misses, and the collection comes back", async () => {
+  // What the chaos run found (node-redis v5 pass): a collector killed, its registration lapsed but
+  // not reaped yet, and a holder killed. tryLock's miss reclaimed the dead holder's token, which went
+  // to the collection (PENDING), took "nobody waits" for "the token is free", and LPOPped an empty
+  // AVAILABLE: the script failed on HSET of a false token and lock(0) rejected.
+  const server = await startRedisServer();
+  const redis = await connectClient(server.url);
+  const name = uniqueName('weighted-chaos');
+  const keys = semaphoreKeys(name);
+  const sem = new Semaphore(name, { redis, ...OPTIONS });
+  try {
+    await sem.existsOrCreate();
+    const [seconds] = (await redis.sendCommand(['TIME'])) as [string, string];
+    const record = (stamp: string, grant: string) => `${stamp} ${grant} 7 1000 ${stamp} a-dead-child`;
+    await redis
+      .multi()
+      .del(keys.available)
+      // Token 0: its holder died long ago; token 3: a live holder; 1 and 2: a dead collector's.
+      .hSet(keys.grabbed, { '0': record('1000.000000', 'dead.7'), '3': record(`${seconds}.000000`, 'live.1') })
+      .set(keys.collecting, 'dead.1')
+      .rPush(keys.collected, ['1', '2'])
+      .zAdd(keys.waiting, { score: 1000, value: 'dead.1' })
+      .exec();
+    // A miss (the token reclaimed went to the collection); the miss reports the lapsed registration,
+    // which the semaphore reaps in the background.
+    expect(await sem.lock(0)).toBeNull();
+    expect(censusProblems(await takeCensus(redis, name), RESOURCES, { collectionAllowed: true })).toEqual([]);
+    // Reaped (here at the latest), the collection ends: every token but the live one's is free.
+    expect(await sem.releaseStaleLocks()).toBeGreaterThanOrEqual(0);
+    const reaped = await takeCensus(redis, name);
+    expect(reaped.collection).toEqual({ registration: null, pending: [], collected: [] });
+    expect(reaped.available.sort()).toEqual(['0', '1', '2']);
+    expect(Object.keys(reaped.grabbed)).toEqual(['3']);
+  } finally {
+    await sem.close();
+    await redis.quit().catch(() => undefined);
+    await server.stop();
+  }
+});

@@ -52,7 +52,9 @@ if not may_take then
 --- @include holder
 --- @include reclaim
   if reclaim_stale(clock(local_time), ruby_stale(settings.lease), 'unindexed') > 0 then
-    may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0 and (permits == 1 or free_for(permits))
+    -- free_for even for one token: with no live registration a collection may remain (its
+    -- collector died and is not reaped yet), and what was reclaimed went to it, not to AVAILABLE.
+    may_take = redis.call('ZCOUNT', K_WAITING, redis_now(), '+inf') == 0 and free_for(permits)
     leases = true
   end
   -- Only a caller that will wait needs the tokens of dead waiters back; a hit skips the lookup.
