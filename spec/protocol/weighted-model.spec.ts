@@ -426,9 +426,9 @@ class Run {
     // Order: nobody granted in this step was queued after a waiter that still waits, but for one
     // case: a push of several tokens serves the first waiters in the queue one token each, and each
     // one's claim runs in turn; a weighted waiter short of its weight then collects, and a waiter for
-    // one served in that same push keeps its token (claim.lua), so it is granted while the collector
-    // ahead of it waits. (Its token would be the collector's only after its claim, which Redis runs
-    // after the push.) The test allows that exactly when the collector became one in this step.
+    // one served in that same push keeps its token (claim.lua's path for one permit does not look
+    // for a collector), so it is granted while the collector ahead of it waits. The test allows that
+    // only for a waiter for one, and only when the collector became one in this step.
     for (const waiter of fresh.filter((w) => w.outcome?.kind === 'granted')) {
       const before = pending.filter((p) => p.place < waiter.place);
       const shared = (p: Waiter) => waiter.permits === 1 && p.collecting && p.collectingSince === stepNow;
