@@ -183,7 +183,7 @@ class Run {
   readonly waiters: Waiter[] = [];
   readonly holders: Holder[] = [];
   /** Granted waiters, for the fence order. */
-  readonly granted: Array<{ n: number; place: number; fence: number; sharedPush?: boolean }> = [];
+  readonly granted: Array<{ waiter: Waiter; place: number; fence: number; step: number }> = [];
   census!: Census;
   #arrivals = 0;
 
@@ -356,7 +356,7 @@ class Run {
           lease,
           waiter,
         });
-        this.granted.push({ n: waiter.n, place: waiter.place, fence: lease.fence });
+        this.granted.push({ waiter, place: waiter.place, fence: lease.fence, step: stepNow });
         this.figures.grantsByWeight[waiter.permits]!++;
       } else if (outcome.kind === 'timeout') {
         this.trace.push(`  w${waiter.n} timed out`);
@@ -434,7 +434,6 @@ class Run {
       const shared = (p: Waiter) => waiter.permits === 1 && p.collecting && p.collectingSince === stepNow;
       if (before.length > 0 && before.every(shared)) {
         this.figures.sharedPush++;
-        this.granted.find((g) => g.n === waiter.n)!.sharedPush = true;
         this.trace.push(`  (w${waiter.n} was served in the push that made w${before.map((p) => p.n)} collect)`);
         continue;
       }
@@ -446,11 +445,15 @@ class Run {
     for (const waiter of this.waiters) {
       this.check(waiter.defects.length === 0, () => `w${waiter.n}: ${waiter.defects.join('; ')}`);
     }
-    // Fences rise with the queue order among granted waiters (but for the case above).
-    const byPlace = this.granted.filter((g) => !g.sharedPush).sort((a, b) => a.place - b.place);
-    for (let i = 1; i < byPlace.length; i++) {
-      const [a, b] = [byPlace[i - 1]!, byPlace[i]!];
-      this.check(a.fence < b.fence, () => `w${a.n} fence ${a.fence} is not below w${b.n} fence ${b.fence}`);
+    // Fences rise with the queue order among granted waiters, but for the case above (whether the
+    // collector was granted by the end of the step or not).
+    const byPlace = [...this.granted].sort((a, b) => a.place - b.place);
+    for (let i = 0; i < byPlace.length; i++) {
+      for (let j = i + 1; j < byPlace.length; j++) {
+        const [a, b] = [byPlace[i]!, byPlace[j]!];
+        if (a.fence < b.fence || (b.waiter.permits === 1 && a.waiter.collectingSince === b.step)) continue;
+        this.fail(`w${a.waiter.n} fence ${a.fence} is not below w${b.waiter.n} fence ${b.fence}`);
+      }
     }
     // Nobody waits while a grant is possible: no token free, and the collection (of the one waiter
     // that collects) short of its weight.
