@@ -6,7 +6,7 @@ import type { Attempt } from '../hold/ledger';
 import type { Holding } from '../hold/holding';
 import { MAX_CONNECTION_FAILURES } from './recover';
 import { newId } from '../util/ids';
-import { endRegistrations, type Registration } from './registration';
+import { endWait, type Registration } from './registration';
 import { checkReplicated, waitOn } from '../hold/replication';
 import { explainConnectionFailure } from '../redis/server-checks';
 import { blockOnce, type SliceOutcome, type BlockingParts } from './slice';
@@ -70,7 +70,7 @@ export class BlockingWait {
           // Queued for a connection past the deadline (or until aborted or closed): no BLMOVE was sent
           // for this registration, so just end it.
           this.#stopIfClosedOrAborted(signal, registration);
-          void endRegistrations(ctx, [registration?.id]);
+          void endWait(ctx, registration);
           return taken(null);
         }
         let broken = false;
@@ -81,7 +81,7 @@ export class BlockingWait {
             if (ctx.closing) {
               // On the waiter's own connection, which works when the caller closed its client too, and
               // before that connection closes.
-              await endRegistrations(ctx, [registration?.id], connection);
+              await endWait(ctx, registration, connection);
               throw new SemaphoreClosedError(ctx.name);
             }
             this.#stopIfClosedOrAborted(signal, registration, connection);
@@ -92,7 +92,7 @@ export class BlockingWait {
             const slice = sliceMs(remaining, ctx.options.waitSlice, short);
             registration ??= { id: newId(), until: 0 };
             broken = true; // until blockOnce says otherwise: a throw leaves the connection in doubt
-            const lastSlice = isLastSlice(slice, remaining);
+            const lastSlice = isLastSlice(slice, remaining, attempt.permits);
             const pending = blockOnce(this.#parts, connection, registration, slice, lastSlice, attempt, deadline);
             let outcome: SliceOutcome;
             try {
@@ -145,7 +145,7 @@ export class BlockingWait {
   /** Whether `deadline` has passed; if so, the registration left (if any) ends, or lapses if Redis is unreachable. */
   #timedOut(deadline: number, registration: Registration | null): boolean {
     if (performance.now() < deadline) return false;
-    void endRegistrations(this.#parts.ctx, [registration?.id]);
+    void endWait(this.#parts.ctx, registration);
     return true;
   }
 
@@ -186,7 +186,7 @@ export class BlockingWait {
       // On the waiter's own connection, free now, which works even when the caller closed its client.
       const via = broken ? undefined : connection;
       if (outcome.grant !== null) await ledger.giveBack(outcome.grant, via);
-      await endRegistrations(ctx, [outcome.registration?.id], via);
+      await endWait(ctx, outcome.registration, via);
     } catch {
       // A refused slice settled itself (blockOnce gives back what its claim kept).
     } finally {
@@ -201,7 +201,7 @@ export class BlockingWait {
   #stopIfClosedOrAborted(signal: AbortSignal | undefined, registration: Registration | null, via?: Connection): void {
     const { ctx } = this.#parts;
     if (!ctx.closing && !signal?.aborted) return;
-    void endRegistrations(ctx, [registration?.id], via);
+    void endWait(ctx, registration, via);
     if (ctx.closing) throw new SemaphoreClosedError(ctx.name);
     signal?.throwIfAborted();
   }

@@ -1,6 +1,7 @@
 // A waiter's registration in WAITING: what this process knows of one, and how it ends.
 import type { Connection } from '../redis/client/connection';
 import type { SemaphoreContext } from '../context';
+import { reapWaiters } from '../redis/commands';
 
 /**
  * A waiter's registration in WAITING (see tryLock.lua, claim.lua): the grant id its inbox is
@@ -37,4 +38,21 @@ export function endRegistrations(
       () => undefined,
       () => undefined,
     );
+}
+
+/**
+ * Ends a wait's registration (as `endRegistrations` does). A weighted wait's that collects also ends
+ * its partial collection at once: reapWaiters.lua, asked about no registration, returns the tokens of
+ * a collection whose registration is gone (includes/give_back.lua). Otherwise they would sit in
+ * COLLECTED until the next give-back, where lock(0) misses them and blocked waiters wait a slice.
+ * (On the main client, once the ZREM answered: `via` may be blocked in a new wait by then.)
+ */
+export async function endWait(
+  ctx: SemaphoreContext,
+  registration: Registration | null,
+  via?: Connection,
+): Promise<void> {
+  await endRegistrations(ctx, [registration?.id], via);
+  if (registration?.collecting !== true) return;
+  await ctx.call('lock', reapWaiters(ctx, []), { whileClosing: true }).catch(() => undefined);
 }

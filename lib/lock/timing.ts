@@ -24,9 +24,14 @@ export function sliceMs(remaining: number, waitSlice: number, short: boolean): n
   return Math.min(Math.max(remaining, 1), short ? Math.min(TURN_MS, waitSlice) : waitSlice);
 }
 
-/** Whether a slice reaches the deadline: its claim then ends the registration rather than renew it. */
-export function isLastSlice(sliceMs: number, remaining: number): boolean {
-  return sliceMs >= remaining;
+/**
+ * Whether a slice reaches the deadline: its claim then ends the registration rather than renew it.
+ * A weighted wait's (`permits` > 1) last slice is the 1 ms one past the deadline: one that reaches
+ * the deadline may be served its first token long before it, and must then go on collecting, not
+ * give the token and its place in the queue up (claim.lua ends a collection on the last slice).
+ */
+export function isLastSlice(sliceMs: number, remaining: number, permits = 1): boolean {
+  return permits > 1 ? remaining <= 0 : sliceMs >= remaining;
 }
 
 /** How long a registration outlives the slice it covers: half a slice, at least a second. */

@@ -18,6 +18,15 @@
  *     is reported as `{ event: 'error' }` and retried; a failed unlock is retried (the ownership check
  *     makes that safe) and, if a retry then finds the grant gone, reported as `{ event: 'ambiguous' }`
  *     (the first attempt ran but its reply was lost), not 'lost'.
+ *   { mode: 'weighted', url, name, options, holdMs: [min, max], lockTimeout, maxPermits, heldKey, child }
+ *     loops acquire({ permits: 1..maxPermits, timeout: lockTimeout }) → hold → release until the
+ *     parent sends 'stop' (on an ioredis client when REDIS_CLIENT names ioredis). Once granted it
+ *     records `child → "<permits>:<hold number>"` in the hash `heldKey` and reads, in the same
+ *     script, every child's entry, their total weight and whether GRABBED names its grant for each
+ *     of its tokens; it removes its entry before it releases. Reports `{ event: 'acquired',
+ *     permits, hold, total, recorded, holders, tokens }`, `{ event: 'released' | 'timeout', permits,
+ *     hold }`, and for a grant found lost at release `{ event: 'lost', why, stalledMs }` (the
+ *     longest event-loop stall of the hold); `ready` says its ids' `prefix`.
  *   { mode: 'raw-move', url, name, resources, grantId, leaseSeconds, blockSeconds }
  *     a waiter without the pipeline's claim: EVAL prepareWait, then BLMOVE AVAILABLE → its inbox;
  *     reports `{ moved }` and stops, as if it died between BLMOVE and the claim.
@@ -214,7 +223,79 @@ async function zombie() {
   await send({ replies: settled.map((r) => (r.status === 'fulfilled' ? r.value : `error: ${r.reason.message}`)) });
 }
 
-const modes = { steps, load, soak, 'raw-move': rawMove, zombie };
+/** What a weighted holder records once granted (see 'weighted' above): the weight held, and its grant's records. */
+const RECORD_HOLDING = `
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local total, holders = 0, redis.call('HGETALL', KEYS[1])
+for i = 2, #holders, 2 do total = total + tonumber(string.match(holders[i], '^%d+')) end
+local recorded = 0
+for i = 4, #ARGV do
+  local record = redis.call('HGET', KEYS[2], ARGV[i])
+  if record and string.find(record, ' ' .. ARGV[3] .. ' ', 1, true) then recorded = recorded + 1 end
+end
+return { total, recorded, holders }`;
+
+/** A semaphore on the client REDIS_CLIENT names: ioredis (v5 or v6) for an ioredis run, else its own node-redis. */
+function semaphoreOnRunClient() {
+  const requested = process.env.REDIS_CLIENT || 'redis';
+  if (!requested.startsWith('ioredis')) return new Semaphore(config.name, { url: config.url, ...config.options });
+  const { Redis } = require(requested);
+  const redis = new Redis(config.url, { autoResendUnfulfilledCommands: false });
+  redis.on('error', () => undefined);
+  return new Semaphore(config.name, { redis, ...config.options });
+}
+
+async function weighted() {
+  let stopping = false;
+  process.on('message', (message) => {
+    if (message === 'stop') stopping = true;
+  });
+  const [minHold, maxHold] = config.holdMs;
+  let holds = 0;
+  const stalls = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
+  stalls.enable();
+  const sem = semaphoreOnRunClient();
+  const raw = createClient({ url: config.url });
+  raw.on('error', () => undefined);
+  await raw.connect();
+  const grabbed = semaphoreKeys(config.name).grabbed;
+  await sem.existsOrCreate();
+  // Every grant and registration id of this process starts with its prefix (dist/util/ids.js).
+  const id = require(join(dist, 'util', 'ids')).newId();
+  await send({ ready: true, prefix: id.slice(0, id.lastIndexOf('.')) });
+  while (!stopping) {
+    const permits = 1 + Math.floor(Math.random() * config.maxPermits);
+    let lease;
+    try {
+      lease = await sem.acquire({ permits, timeout: config.lockTimeout });
+    } catch (error) {
+      if (error && error.name === 'LockTimeoutError') {
+        await send({ event: 'timeout', permits });
+        continue;
+      }
+      throw error;
+    }
+    const hold = `${permits}:${++holds}`;
+    stalls.reset();
+    const [total, recorded, holders] = await raw.eval(RECORD_HOLDING, {
+      keys: [config.heldKey, grabbed],
+      arguments: [config.child, hold, lease.grantId, ...lease.tokens],
+    });
+    await send({ event: 'acquired', permits, hold, total, recorded, holders, tokens: lease.tokens.length });
+    await sleep(minHold + Math.random() * (maxHold - minHold));
+    await raw.hDel(config.heldKey, config.child);
+    const released = await lease.release();
+    // A lost grant: why (LockLostError's reason), and the longest event-loop stall of the hold.
+    const why = lease.signal.aborted ? String(lease.signal.reason && lease.signal.reason.reason) : 'not signalled';
+    const stalledMs = Math.round(stalls.max / 1e6);
+    await send({ event: released ? 'released' : 'lost', permits, hold, ...(!released && { why, stalledMs }) });
+  }
+  await sem.close();
+  await raw.quit();
+  await send({ stopped: true });
+}
+
+const modes = { steps, load, soak, weighted, 'raw-move': rawMove, zombie };
 const run = modes[config.mode];
 (run ? run() : Promise.reject(new Error(`unknown mode ${config.mode}`))).then(
   () => process.exit(0),

@@ -6,7 +6,9 @@
  */
 const Module = require('node:module');
 
-const redisClient = process.env.REDIS_CLIENT || 'redis';
+// An ioredis run (REDIS_CLIENT=ioredis or ioredis6) uses node-redis v4 for all but the semaphores' client.
+const requested = process.env.REDIS_CLIENT || 'redis';
+const redisClient = requested.startsWith('ioredis') ? 'redis' : requested;
 if (redisClient !== 'redis') {
   const resolve = Module._resolveFilename;
   Module._resolveFilename = function (request, ...rest) {
