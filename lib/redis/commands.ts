@@ -15,7 +15,6 @@ import {
   NUMBER,
   CLAIM_FLAGS,
   RELEASE_FIELD,
-  COLLECTING_COUNT,
   expiredAndToken,
   weightedTokens,
 } from './replies';
@@ -104,8 +103,6 @@ function withOptionalTail(args: string[], ...optional: string[]): string[] {
 
 export interface TryLockReply {
   readonly token: string | null;
-  /** After a weighted miss: the registration collects the tokens that were free (its wait blocks on PENDING). */
-  readonly collecting?: boolean;
   /** A weighted grant's tokens, all of them (`token` is the first); absent for a grant of one. */
   readonly tokens?: readonly string[];
   readonly fence: number;
@@ -129,19 +126,10 @@ export function tryLock(
     withOptionalTail([grantId, settings(t, registrationLifetimeMs, false, permits)], now(t)),
     (raw) => {
       const s = scripts.tryLock;
-      if (permits === 1) {
-        const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, NUMBER]);
-        const fence = Number(fields[0]);
-        return { fence, ...expiredAndToken(s, raw, fields[1]!, rest, fence !== 0) };
-      }
-      const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, COLLECTING_COUNT]);
+      const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, NUMBER]);
       const fence = Number(fields[0]);
-      const collecting = fields[1]![0] === 'C';
-      const count = collecting ? fields[1]!.slice(1) : fields[1]!;
-      return {
-        collecting,
-        ...weighted(s, raw, { fence, ...expiredAndToken(s, raw, count, rest, fence !== 0) }, permits),
-      };
+      const reply = { fence, ...expiredAndToken(s, raw, fields[1]!, rest, fence !== 0) };
+      return permits === 1 ? reply : weighted(s, raw, reply, permits);
     },
     t.functions,
   );
