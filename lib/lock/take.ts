@@ -137,7 +137,10 @@ function tryFirst<R>(
   const then = (holding: Holding | null | Promise<Holding | null>): R | Promise<R> =>
     holding instanceof Promise ? holding.then(taken, failed) : taken(holding);
 
-  const answered = ({ token, tokens, fence, expired }: TryLockReply, acknowledged: number | null): R | Promise<R> => {
+  const answered = (
+    { token, tokens, fence, expired, parked }: TryLockReply,
+    acknowledged: number | null,
+  ): R | Promise<R> => {
     if (debugEnabled)
       debug('%s tryLock %s: %s', ctx.name, id, token === null ? 'miss' : `token ${token}, fence ${fence}`);
     reclaim.reapInBackground(expired);
@@ -152,7 +155,8 @@ function tryFirst<R>(
       );
     }
     if (timeout === 0) return taken(null);
-    const registration = { id, until: sent + lifetime };
+    // Tokens parked for a weighted miss: its first slice sends prepareWait, which hands one on.
+    const registration = { id, until: parked === true ? 0 : sent + lifetime };
     return waitAfterMiss(parts, waitDeadline(attempt.startedAt, timeout), attempt, registration, taken, failed);
   };
 

@@ -15,6 +15,7 @@ import {
   NUMBER,
   CLAIM_FLAGS,
   RELEASE_FIELD,
+  PARKED_COUNT,
   expiredAndToken,
   weightedTokens,
 } from './replies';
@@ -103,6 +104,8 @@ function withOptionalTail(args: string[], ...optional: string[]): string[] {
 
 export interface TryLockReply {
   readonly token: string | null;
+  /** After a weighted miss: the tokens that were free wait for the caller (its first slice sends prepareWait). */
+  readonly parked?: boolean;
   /** A weighted grant's tokens, all of them (`token` is the first); absent for a grant of one. */
   readonly tokens?: readonly string[];
   readonly fence: number;
@@ -126,10 +129,16 @@ export function tryLock(
     withOptionalTail([grantId, settings(t, registrationLifetimeMs, false, permits)], now(t)),
     (raw) => {
       const s = scripts.tryLock;
-      const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, NUMBER]);
+      if (permits === 1) {
+        const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, NUMBER]);
+        const fence = Number(fields[0]);
+        return { fence, ...expiredAndToken(s, raw, fields[1]!, rest, fence !== 0) };
+      }
+      const { fields, rest } = fieldsOf(s, raw, grantId, [NUMBER, PARKED_COUNT]);
       const fence = Number(fields[0]);
-      const reply = { fence, ...expiredAndToken(s, raw, fields[1]!, rest, fence !== 0) };
-      return permits === 1 ? reply : weighted(s, raw, reply, permits);
+      const parked = fields[1]![0] === 'C';
+      const count = parked ? fields[1]!.slice(1) : fields[1]!;
+      return { parked, ...weighted(s, raw, { fence, ...expiredAndToken(s, raw, count, rest, fence !== 0) }, permits) };
     },
     t.functions,
   );

@@ -85,6 +85,8 @@ export function fieldsOf(
 export const NUMBER = /^(?:0|[1-9]\d*)$/;
 /** claim.lua's flags: K (kept) or E (ended), then W (others wait), C (this registration collects: weighted) or N. */
 export const CLAIM_FLAGS = /^[KE][WCN]$/;
+/** A weighted tryLock's count of expired registrations, after a C when it parked the free tokens for the caller. */
+export const PARKED_COUNT = /^C?(?:0|[1-9]\d*)$/;
 /** release.lua's field: + (ended here) or - (not held), then the length of AVAILABLE. */
 export const RELEASE_FIELD = /^[+-](?:0|[1-9]\d*)$/;
 

@@ -102,27 +102,6 @@ let stepNow = 0;
  * whether the wait collects now, or went back into the queue, or ended.
  */
 function observeClaims(): void {
-  // A weighted tryLock that misses while fewer than k are free collects them at once (tryLock.lua):
-  // its place is then, at the head of the queue.
-  const tryLock = commands.tryLock;
-  jest.spyOn(commands, 'tryLock').mockImplementation((...args: Parameters<typeof tryLock>) => {
-    const call = tryLock(...args);
-    const waiter = current.getStore();
-    if (waiter === undefined) return call;
-    const decode = call.decode!;
-    return {
-      ...call,
-      decode(raw: unknown) {
-        const reply = decode(raw);
-        if (reply.collecting === true) {
-          waiter.place = ++places;
-          waiter.collecting = true;
-          waiter.collectingSince = stepNow;
-        }
-        return reply;
-      },
-    };
-  });
   const claim = commands.claim;
   jest.spyOn(commands, 'claim').mockImplementation((...args: Parameters<typeof claim>) => {
     const call = claim(...args);

@@ -41,6 +41,12 @@ reclaim_stale(clock(ARGV[6]), ruby_stale(ARGV[5]), 'unindexed')
 redis.call('ZADD', K_WAITING, redis_now() + tonumber(ARGV[3]), grant)
 if (ARGV[7] or '1') ~= '1' then
   redis.call('HSET', K_COLLECTING, '#' .. grant, ARGV[7]) -- a weighted waiter (includes/give_back.lua)
+  -- Tokens parked for it by its tryLock (or freed together): one goes onto AVAILABLE, for the BLMOVE
+  -- right behind this script; its claim takes the rest.
+  collection_keys()
+  if redis.call('EXISTS', K_PENDING) == 1 then
+    hand_on()
+  end
 end
 touch_expiry(ARGV[2])
 return 1

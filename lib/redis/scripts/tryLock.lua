@@ -18,8 +18,9 @@
     ARGV[3] local time in decimal seconds, or '' (or absent: the usual case) for Redis TIME
   Output: one string, "<grant id> <fence> <n> <expired registration>… <token>": the grant id
     (ARGV[1]) names the call this reply answers (see lib/redis/commands.ts); on a hit the token's
-    fencing number, 0 and the token (last: any text); on a miss fence 0, then how many waiter
-    registrations are past their expiry and their ids, and no token
+    fencing number, 0 and the token (last: any text; a weighted grant's tokens, includes/weighted.lua);
+    on a miss fence 0, then how many waiter registrations are past their expiry (after a C when a
+    weighted miss parked the tokens that were free for the caller) and their ids, and no token
 ]]
 --- @include keys
 --- @include clock
@@ -90,13 +91,25 @@ elseif may_take then
   local fence = record_grant(token, grant, clock_stamp(local_time), settings.lease, settings.label, leases)
   reply = grant .. ' ' .. fence .. ' 0 ' .. token
 else
+  local parked = ''
   if settings.lifetime then
     redis.call('ZADD', K_WAITING, redis_now() + settings.lifetime, grant)
     if permits > 1 then
       redis.call('HSET', K_COLLECTING, '#' .. grant, permits) -- a weighted waiter (includes/give_back.lua)
+      -- Fewer than k free: nobody is blocked, so this waiter heads Redis' queue. They wait for it in
+      -- PENDING (a lock's fast path would take them before its BLMOVE arrives), and its first slice's
+      -- prepareWait hands one on, right before that BLMOVE (prepareWait.lua).
+      if redis.call('LLEN', K_AVAILABLE) > 0 and not redis.call('HGET', K_COLLECTING, 'registration') then
+        local pending = K_PENDING or K_PREFIX .. 'PENDING'
+        local token = redis.call('RPOPLPUSH', K_AVAILABLE, pending)
+        while token do
+          token = redis.call('RPOPLPUSH', K_AVAILABLE, pending)
+        end
+        parked = 'C'
+      end
     end
   end
-  reply = grant .. ' 0 ' .. #expired
+  reply = grant .. ' 0 ' .. parked .. #expired
   if #expired > 0 then
     reply = reply .. ' ' .. table.concat(expired, ' ')
   end
