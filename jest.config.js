@@ -131,6 +131,8 @@ const alone = [
   ['spec/protocol/grant-identity.spec.ts', 'connection resets every 100–400 ms under load'],
   ['spec/faults/bounds.spec.ts', 'large semaphores never block Redis for long'],
   ['spec/faults/abort-storm.spec.ts', 'an abort storm'],
+  // weighted-fairness: the weight-3 waiter's arrival is read by polling CLIENT LIST while 16 callers loop.
+  ['spec/api/weighted-fairness.spec.ts', 'a weight-3 waiter among looping weight-1 callers'],
 ];
 const aloneRun = process.env.TEST_ALONE === '1';
 /** Specs all of whose tests are in `alone`: the parallel run leaves the file out. */
