@@ -7,7 +7,7 @@ import { semaphoreKeys, type SemaphoreKeys } from './redis/keys';
 import type { ResolvedOptions } from './options';
 import { adaptClient, clientKeyPrefix, topologyOf } from './redis/client/adapt';
 import { createOwnClient } from './redis/client/standalone';
-import { asText, needsText, replyOf, runScript, sendStored, type ScriptCall } from './redis/send';
+import { asText, needsText, replyOf, runScript, sendStoredTo, type ScriptCall } from './redis/send';
 import { DeadlineExceeded, withDeadline, type DeadlineQueue } from './util/deadline';
 import { checkServer } from './redis/server-checks';
 import { PoolShare } from './pool/pool-share';
@@ -25,6 +25,8 @@ export interface CallOptions {
   /** Reject with the client's own error rather than a SemaphoreRedisError. */
   readonly raw?: boolean;
 }
+
+const ignore = (): void => undefined;
 
 export class SemaphoreContext {
   readonly name: string;
@@ -182,10 +184,9 @@ export class SemaphoreContext {
     answered: (reply: R) => T | PromiseLike<T>,
     failed: (error: unknown, late?: Promise<R>) => T | PromiseLike<T>,
   ): Promise<T> {
-    const sending = sendStored(client, call);
     const startedAt = performance.now();
     return answers.settle(
-      sending,
+      (sent: (raw: unknown) => void, refused: (error: unknown) => void) => sendStoredTo(client, call, sent, refused),
       operation,
       (raw) => {
         let reply: R;
@@ -205,7 +206,11 @@ export class SemaphoreContext {
           next instanceof DeadlineExceeded ? failed(next, evaluating) : failed(next),
         );
       },
-      (error) => failed(error, this.#wrap(operation, replyOf(client, call, sending))),
+      (error, late) => {
+        const reply = this.#wrap(operation, replyOf(client, call, late));
+        reply.catch(ignore); // for the caller to settle, or not
+        return failed(error, reply);
+      },
     );
   }
 

@@ -56,6 +56,9 @@ interface Watched {
   settled: boolean;
 }
 
+/** How `settle` starts a call: `send` hands its answer to `answered` or `failed`, once, and never synchronously. */
+export type Send<T> = (answered: (value: T) => void, failed: (error: unknown) => void) => void;
+
 /**
  * `withDeadline` for many calls with the same time limit, with one timer for all: calls queue in the
  * order they began, so their deadlines are in order; the timer, armed for the head's, expires the
@@ -77,56 +80,56 @@ export class DeadlineQueue {
    * `ms`. (`expired` is best made once per kind of call, not per call.)
    */
   watch<T>(promise: Promise<T>, what: string, expired: (error: DeadlineExceeded) => Error): Promise<T> {
-    return this.settle(promise, what, identity, rethrow, (error) => {
-      throw expired(error);
-    });
+    return this.settle<T, T>(
+      (answered, failed) => void promise.then(answered, failed),
+      what,
+      identity,
+      rethrow,
+      (error) => {
+        throw expired(error);
+      },
+    );
   }
 
   /**
-   * One promise for a call and what follows it: resolves what `answered(value)` or `failed(error)`
-   * return once `promise` settles, or, once `ms` passed unanswered, what `expired` returns (by default
-   * `failed` with the `DeadlineExceeded`); a late answer is then ignored here. What they throw rejects it.
+   * One promise for a call and what follows it: starts the call with `send`, and resolves what
+   * `answered(value)` or `failed(error)` return once it answers, or, once `ms` passed unanswered, what
+   * `expired` returns (by default `failed` with the `DeadlineExceeded`), given the answer still to
+   * come as `late` (a rejection nobody handles is not reported); an answer after that goes to `late`
+   * only. What they throw rejects it.
    */
   settle<T, R>(
-    promise: Promise<T>,
+    send: Send<T>,
     what: string,
     answered: (value: T) => R | PromiseLike<R>,
     failed: (error: unknown) => R | PromiseLike<R>,
-    expired: (error: DeadlineExceeded) => R | PromiseLike<R> = failed,
+    expired: (error: DeadlineExceeded, late: Promise<T>) => R | PromiseLike<R> = failed,
   ): Promise<R> {
     return new Promise<R>((resolve, reject) => {
+      /** Where an answer after the deadline goes: set when the deadline passes. */
+      let late: { answered: (value: T) => void; failed: (error: unknown) => void } | undefined;
       const watched: Watched = {
         at: performance.now() + this.ms,
         what,
         expire: (error) => {
-          try {
-            resolve(expired(error));
-          } catch (thrown) {
-            reject(thrown);
-          }
+          const lateAnswer = new Promise<T>((answer, fail) => (late = { answered: answer, failed: fail }));
+          lateAnswer.catch(ignore);
+          decide(resolve, reject, (exceeded) => expired(exceeded, lateAnswer), error);
         },
         settled: false,
       };
       this.#queue.push(watched);
       if (this.#timer === undefined) this.#arm(this.ms);
-      promise.then(
+      send(
         (value) => {
-          if (watched.settled) return;
+          if (watched.settled) return late?.answered(value);
           this.#settle(watched);
-          try {
-            resolve(answered(value));
-          } catch (thrown) {
-            reject(thrown);
-          }
+          decide(resolve, reject, answered, value);
         },
         (error: unknown) => {
-          if (watched.settled) return;
+          if (watched.settled) return late?.failed(error);
           this.#settle(watched);
-          try {
-            resolve(failed(error));
-          } catch (thrown) {
-            reject(thrown);
-          }
+          decide(resolve, reject, failed, error);
         },
       );
     });
@@ -171,6 +174,21 @@ const identity = <T>(value: T): T => value;
 const rethrow = (error: unknown): never => {
   throw error;
 };
+const ignore = (): void => undefined;
+
+/** Resolves with what `make(input)` returns, or rejects with what it throws. */
+function decide<A, R>(
+  resolve: (value: R | PromiseLike<R>) => void,
+  reject: (error: unknown) => void,
+  make: (input: A) => R | PromiseLike<R>,
+  input: A,
+): void {
+  try {
+    resolve(make(input));
+  } catch (thrown) {
+    reject(thrown);
+  }
+}
 
 /** Settles as `promise` does, or rejects with `signal`'s reason as soon as it aborts. */
 export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
