@@ -60,6 +60,15 @@ interface Watched {
 export type Send<T> = (answered: (value: T) => void, failed: (error: unknown) => void) => void;
 
 /**
+ * Told when a `settle` promise is decided: `plain` when it resolved with a value (neither a thenable
+ * nor a rejection), so it has settled already. `settled` says whether that happened yet.
+ */
+export interface Decision {
+  settled: boolean;
+  decided: ((plain: boolean) => void) | undefined;
+}
+
+/**
  * `withDeadline` for many calls with the same time limit, with one timer for all: calls queue in the
  * order they began, so their deadlines are in order; the timer, armed for the head's, expires the
  * calls past theirs. A call expires no earlier than `ms` after it began. No promise of its own but the
@@ -96,7 +105,7 @@ export class DeadlineQueue {
    * `answered(value)` or `failed(error)` return once it answers, or, once `ms` passed unanswered, what
    * `expired` returns (by default `failed` with the `DeadlineExceeded`), given the answer still to
    * come as `late` (a rejection nobody handles is not reported); an answer after that goes to `late`
-   * only. What they throw rejects it.
+   * only. What they throw rejects it. `decision`, when given, hears when it is decided.
    */
   settle<T, R>(
     send: Send<T>,
@@ -104,6 +113,7 @@ export class DeadlineQueue {
     answered: (value: T) => R | PromiseLike<R>,
     failed: (error: unknown) => R | PromiseLike<R>,
     expired: (error: DeadlineExceeded, late: Promise<T>) => R | PromiseLike<R> = failed,
+    decision?: Decision,
   ): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       /** Where an answer after the deadline goes: set when the deadline passes. */
@@ -114,7 +124,7 @@ export class DeadlineQueue {
         expire: (error) => {
           const lateAnswer = new Promise<T>((answer, fail) => (late = { answered: answer, failed: fail }));
           lateAnswer.catch(ignore);
-          decide(resolve, reject, (exceeded) => expired(exceeded, lateAnswer), error);
+          decide(resolve, reject, (exceeded) => expired(exceeded, lateAnswer), error, decision);
         },
         settled: false,
       };
@@ -124,12 +134,12 @@ export class DeadlineQueue {
         (value) => {
           if (watched.settled) return late?.answered(value);
           this.#settle(watched);
-          decide(resolve, reject, answered, value);
+          decide(resolve, reject, answered, value, decision);
         },
         (error: unknown) => {
           if (watched.settled) return late?.failed(error);
           this.#settle(watched);
-          decide(resolve, reject, failed, error);
+          decide(resolve, reject, failed, error, decision);
         },
       );
     });
@@ -176,18 +186,33 @@ const rethrow = (error: unknown): never => {
 };
 const ignore = (): void => undefined;
 
-/** Resolves with what `make(input)` returns, or rejects with what it throws. */
+/** Resolves with what `make(input)` returns, or rejects with what it throws; then tells `decision`. */
 function decide<A, R>(
   resolve: (value: R | PromiseLike<R>) => void,
   reject: (error: unknown) => void,
   make: (input: A) => R | PromiseLike<R>,
   input: A,
+  decision: Decision | undefined,
 ): void {
+  let plain = false;
   try {
-    resolve(make(input));
+    const value = make(input);
+    plain = !isThenable(value);
+    resolve(value);
   } catch (thrown) {
     reject(thrown);
   }
+  if (decision === undefined) return;
+  decision.settled = true;
+  decision.decided?.(plain);
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
 }
 
 /** Settles as `promise` does, or rejects with `signal`'s reason as soon as it aborts. */
