@@ -76,8 +76,10 @@ export interface Decision {
  */
 export class DeadlineQueue {
   readonly ms: number;
-  readonly #queue: Watched[] = [];
+  /** The calls waited for, `#head` to `#tail` (exclusive): emptied by index, so a push allocates nothing. */
+  readonly #queue: Array<Watched | undefined> = [];
   #head = 0;
+  #tail = 0;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(ms: number) {
@@ -128,7 +130,7 @@ export class DeadlineQueue {
         },
         settled: false,
       };
-      this.#queue.push(watched);
+      this.#queue[this.#tail++] = watched;
       if (this.#timer === undefined) this.#arm(this.ms);
       send(
         (value) => {
@@ -153,12 +155,13 @@ export class DeadlineQueue {
   /** Drops the settled calls at the head of the queue. */
   #dropSettled(): void {
     const queue = this.#queue;
-    while (this.#head < queue.length && queue[this.#head]!.settled) this.#head++;
-    if (this.#head === queue.length) {
-      queue.length = 0;
-      this.#head = 0;
-    } else if (this.#head >= 1024 && this.#head * 2 >= queue.length) {
-      queue.splice(0, this.#head);
+    while (this.#head < this.#tail && queue[this.#head]!.settled) queue[this.#head++] = undefined;
+    if (this.#head === this.#tail) {
+      this.#head = this.#tail = 0;
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#tail) {
+      queue.copyWithin(0, this.#head, this.#tail);
+      queue.fill(undefined, this.#tail - this.#head, this.#tail);
+      this.#tail -= this.#head;
       this.#head = 0;
     }
   }
