@@ -7,8 +7,8 @@ import { semaphoreKeys, type SemaphoreKeys } from './redis/keys';
 import type { ResolvedOptions } from './options';
 import { adaptClient, clientKeyPrefix, topologyOf } from './redis/client/adapt';
 import { createOwnClient } from './redis/client/standalone';
-import { asText, needsText, replyOf, runScript, sendStored, type ScriptCall } from './redis/send';
-import { DeadlineExceeded, withDeadline, type DeadlineQueue } from './util/deadline';
+import { asText, needsText, replyOf, runScript, sendStoredTo, type ScriptCall } from './redis/send';
+import { DeadlineExceeded, withDeadline, type Decision, type DeadlineQueue } from './util/deadline';
 import { checkServer } from './redis/server-checks';
 import { PoolShare } from './pool/pool-share';
 import { keySlot } from './redis/slot';
@@ -25,6 +25,8 @@ export interface CallOptions {
   /** Reject with the client's own error rather than a SemaphoreRedisError. */
   readonly raw?: boolean;
 }
+
+const ignore = (): void => undefined;
 
 export class SemaphoreContext {
   readonly name: string;
@@ -57,6 +59,9 @@ export class SemaphoreContext {
   #connected = false;
   /** What `ready()` resolves once nothing is left to wait for. */
   #readyClient: Promise<Connection> | undefined;
+  /** The promise `answer` made last, and how it tells `track` it is decided: until `track` or the next `answer`. */
+  #answering: Promise<unknown> | undefined;
+  #decision: Decision | undefined;
 
   constructor(
     name: string,
@@ -182,10 +187,10 @@ export class SemaphoreContext {
     answered: (reply: R) => T | PromiseLike<T>,
     failed: (error: unknown, late?: Promise<R>) => T | PromiseLike<T>,
   ): Promise<T> {
-    const sending = sendStored(client, call);
     const startedAt = performance.now();
-    return answers.settle(
-      sending,
+    const decision: Decision = { settled: false, decided: undefined };
+    const answering = answers.settle(
+      (sent: (raw: unknown) => void, refused: (error: unknown) => void) => sendStoredTo(client, call, sent, refused),
       operation,
       (raw) => {
         let reply: R;
@@ -205,8 +210,16 @@ export class SemaphoreContext {
           next instanceof DeadlineExceeded ? failed(next, evaluating) : failed(next),
         );
       },
-      (error) => failed(error, this.#wrap(operation, replyOf(client, call, sending))),
+      (error, late) => {
+        const reply = this.#wrap(operation, replyOf(client, call, late));
+        reply.catch(ignore); // for the caller to settle, or not
+        return failed(error, reply);
+      },
+      decision,
     );
+    this.#answering = answering;
+    this.#decision = decision;
+    return answering;
   }
 
   async command(operation: string, args: string[]): Promise<unknown> {
@@ -218,13 +231,25 @@ export class SemaphoreContext {
     }
   }
 
-  /** Keeps `promise` among the calls close() waits for. */
+  /**
+   * Keeps `promise` among the calls close() waits for. The promise `answer` just made is followed
+   * without a promise more: it says when it is decided (see `Decision`).
+   */
   track<T>(promise: Promise<T>): Promise<T> {
     this.begin();
-    const end = () => this.end();
-    promise.then(end, end);
+    const decision = this.#decision;
+    const answering = this.#answering;
+    this.#answering = this.#decision = undefined;
+    if (answering === promise && decision !== undefined && !decision.settled) {
+      // Settled with a value: ended at once. Otherwise as below, which also handles its rejection.
+      decision.decided = (plain) => (plain ? this.end() : void promise.then(this.#end, this.#end));
+    } else {
+      promise.then(this.#end, this.#end);
+    }
     return promise;
   }
+
+  readonly #end = (): void => this.end();
 
   /** A call close() waits for begins; `end()` when it settles (`track` for a promise). */
   begin(): void {

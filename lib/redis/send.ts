@@ -1,5 +1,5 @@
 // The one sender of script calls: FCALL of the function library or EVALSHA, EVAL with the text when the server lacks them.
-import { sendPinned, type Connection } from './client/connection';
+import { sendPinned, sendTo, type Connection } from './client/connection';
 import { replyErrorCode } from './client/classify';
 import { functionLibrary, mayFcall, refusedBeforeRunning } from './functions';
 import { scripts, type Script, type ScriptName } from './registry';
@@ -69,6 +69,20 @@ export function replyOf<R>(client: Connection, call: ScriptCall<R>, sending: Pro
  */
 export function sendStored(client: Connection, call: ScriptCall<unknown>): Promise<unknown> {
   return send(client, call, storedCommand(call, client));
+}
+
+/**
+ * `sendStored` with its raw reply or failure handed to `answered` or `failed` (once, never
+ * synchronously): one promise fewer on a client whose adapter would make its own (see `sendTo`).
+ */
+export function sendStoredTo(
+  client: Connection,
+  call: ScriptCall<unknown>,
+  answered: (reply: unknown) => void,
+  failed: (error: unknown) => void,
+): void {
+  if (call.after === undefined) sendTo(client, storedCommand(call, client), answered, failed);
+  else sendStored(client, call).then(answered, failed);
 }
 
 /** `call` as EVAL only: for a call `sendStored` sent and `needsText` says goes again. */

@@ -56,6 +56,18 @@ interface Watched {
   settled: boolean;
 }
 
+/** How `settle` starts a call: `send` hands its answer to `answered` or `failed`, once, and never synchronously. */
+export type Send<T> = (answered: (value: T) => void, failed: (error: unknown) => void) => void;
+
+/**
+ * Told when a `settle` promise is decided: `plain` when it resolved with a value (neither a thenable
+ * nor a rejection), so it has settled already. `settled` says whether that happened yet.
+ */
+export interface Decision {
+  settled: boolean;
+  decided: ((plain: boolean) => void) | undefined;
+}
+
 /**
  * `withDeadline` for many calls with the same time limit, with one timer for all: calls queue in the
  * order they began, so their deadlines are in order; the timer, armed for the head's, expires the
@@ -64,8 +76,10 @@ interface Watched {
  */
 export class DeadlineQueue {
   readonly ms: number;
-  readonly #queue: Watched[] = [];
+  /** The calls waited for, `#head` to `#tail` (exclusive): emptied by index, so a push allocates nothing. */
+  readonly #queue: Array<Watched | undefined> = [];
   #head = 0;
+  #tail = 0;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(ms: number) {
@@ -77,56 +91,57 @@ export class DeadlineQueue {
    * `ms`. (`expired` is best made once per kind of call, not per call.)
    */
   watch<T>(promise: Promise<T>, what: string, expired: (error: DeadlineExceeded) => Error): Promise<T> {
-    return this.settle(promise, what, identity, rethrow, (error) => {
-      throw expired(error);
-    });
+    return this.settle<T, T>(
+      (answered, failed) => void promise.then(answered, failed),
+      what,
+      identity,
+      rethrow,
+      (error) => {
+        throw expired(error);
+      },
+    );
   }
 
   /**
-   * One promise for a call and what follows it: resolves what `answered(value)` or `failed(error)`
-   * return once `promise` settles, or, once `ms` passed unanswered, what `expired` returns (by default
-   * `failed` with the `DeadlineExceeded`); a late answer is then ignored here. What they throw rejects it.
+   * One promise for a call and what follows it: starts the call with `send`, and resolves what
+   * `answered(value)` or `failed(error)` return once it answers, or, once `ms` passed unanswered, what
+   * `expired` returns (by default `failed` with the `DeadlineExceeded`), given the answer still to
+   * come as `late` (a rejection nobody handles is not reported); an answer after that goes to `late`
+   * only. What they throw rejects it. `decision`, when given, hears when it is decided.
    */
   settle<T, R>(
-    promise: Promise<T>,
+    send: Send<T>,
     what: string,
     answered: (value: T) => R | PromiseLike<R>,
     failed: (error: unknown) => R | PromiseLike<R>,
-    expired: (error: DeadlineExceeded) => R | PromiseLike<R> = failed,
+    expired: (error: DeadlineExceeded, late: Promise<T>) => R | PromiseLike<R> = failed,
+    decision?: Decision,
   ): Promise<R> {
     return new Promise<R>((resolve, reject) => {
+      /** Where an answer after the deadline goes: set when the deadline passes. */
+      let late: { answered: (value: T) => void; failed: (error: unknown) => void } | undefined;
       const watched: Watched = {
         at: performance.now() + this.ms,
         what,
         expire: (error) => {
-          try {
-            resolve(expired(error));
-          } catch (thrown) {
-            reject(thrown);
-          }
+          const lateAnswer = new Promise<T>((answer, fail) => (late = { answered: answer, failed: fail }));
+          lateAnswer.catch(ignore);
+          decide(resolve, reject, (exceeded) => expired(exceeded, lateAnswer), error, decision);
         },
         settled: false,
       };
-      this.#queue.push(watched);
+      this.#queue[this.#tail++] = watched;
       if (this.#timer === undefined) this.#arm(this.ms);
-      promise.then(
+      send(
         (value) => {
-          if (watched.settled) return;
+          if (watched.settled) return late?.answered(value);
           this.#settle(watched);
-          try {
-            resolve(answered(value));
-          } catch (thrown) {
-            reject(thrown);
-          }
+          decide(resolve, reject, answered, value, decision);
         },
         (error: unknown) => {
-          if (watched.settled) return;
+          if (watched.settled) return late?.failed(error);
           this.#settle(watched);
-          try {
-            resolve(failed(error));
-          } catch (thrown) {
-            reject(thrown);
-          }
+          decide(resolve, reject, failed, error, decision);
         },
       );
     });
@@ -140,12 +155,13 @@ export class DeadlineQueue {
   /** Drops the settled calls at the head of the queue. */
   #dropSettled(): void {
     const queue = this.#queue;
-    while (this.#head < queue.length && queue[this.#head]!.settled) this.#head++;
-    if (this.#head === queue.length) {
-      queue.length = 0;
-      this.#head = 0;
-    } else if (this.#head >= 1024 && this.#head * 2 >= queue.length) {
-      queue.splice(0, this.#head);
+    while (this.#head < this.#tail && queue[this.#head]!.settled) queue[this.#head++] = undefined;
+    if (this.#head === this.#tail) {
+      this.#head = this.#tail = 0;
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#tail) {
+      queue.copyWithin(0, this.#head, this.#tail);
+      queue.fill(undefined, this.#tail - this.#head, this.#tail);
+      this.#tail -= this.#head;
       this.#head = 0;
     }
   }
@@ -171,6 +187,36 @@ const identity = <T>(value: T): T => value;
 const rethrow = (error: unknown): never => {
   throw error;
 };
+const ignore = (): void => undefined;
+
+/** Resolves with what `make(input)` returns, or rejects with what it throws; then tells `decision`. */
+function decide<A, R>(
+  resolve: (value: R | PromiseLike<R>) => void,
+  reject: (error: unknown) => void,
+  make: (input: A) => R | PromiseLike<R>,
+  input: A,
+  decision: Decision | undefined,
+): void {
+  let plain = false;
+  try {
+    const value = make(input);
+    plain = !isThenable(value);
+    resolve(value);
+  } catch (thrown) {
+    reject(thrown);
+  }
+  if (decision === undefined) return;
+  decision.settled = true;
+  decision.decided?.(plain);
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
 
 /** Settles as `promise` does, or rejects with `signal`'s reason as soon as it aborts. */
 export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {

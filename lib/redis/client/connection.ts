@@ -11,6 +11,30 @@ import type { RedisClientLike } from './types';
 export interface Connection extends Omit<RedisClientLike, 'duplicate'> {
   /** A new, unconnected connection with the same options; used for the connections blocking waits run on. */
   duplicate(overrides?: { disableOfflineQueue?: boolean; socket?: object }): Connection;
+  /**
+   * `sendCommand` with its reply or failure handed to `answered` or `failed` (once, never
+   * synchronously) rather than a promise: where an adapter would otherwise make a promise of its own
+   * per command (ioredis'). Without it, `sendTo` follows `sendCommand`'s promise.
+   */
+  sendCommandTo?(args: Array<string>, answered: (reply: unknown) => void, failed: (error: unknown) => void): void;
+}
+
+/** `args` sent on `client`, its reply or failure handed to `answered` or `failed`: the fewest promises a command can take. */
+export function sendTo(
+  client: Connection,
+  args: Array<string>,
+  answered: (reply: unknown) => void,
+  failed: (error: unknown) => void,
+): void {
+  if (client.sendCommandTo !== undefined) return client.sendCommandTo(args, answered, failed);
+  let sending: Promise<unknown>;
+  try {
+    sending = client.sendCommand(args);
+  } catch (error) {
+    // node-redis v5+ throws at once when closed: a failure all the same, and never synchronous.
+    sending = Promise.reject(error);
+  }
+  sending.then(answered, failed);
 }
 
 /** `commands` in order on one connection of `client`: a plain client has only one. */

@@ -1,6 +1,6 @@
 // The connection the library makes from an ioredis client it cannot use as it is (one that resends commands, or has a keyPrefix): one per client, shared, closed when the client ends.
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix } from '../keys';
-import type { Connection } from './connection';
+import { sendTo, type Connection } from './connection';
 import { IoRedisAdapter, IoRedisClusterAdapter } from './ioredis';
 import type { IoRedisClusterLike, IoRedisLike } from './types';
 
@@ -125,6 +125,12 @@ class OwnConnection implements Connection {
     return connecting === undefined
       ? this.#inner.sendCommand(args)
       : connecting.then(() => this.#inner.sendCommand(args));
+  }
+
+  sendCommandTo(args: Array<string>, answered: (reply: unknown) => void, failed: (error: unknown) => void): void {
+    const connecting = this.#connecting();
+    if (connecting === undefined) sendTo(this.#inner, args, answered, failed);
+    else connecting.then(() => sendTo(this.#inner, args, answered, failed), failed);
   }
 
   sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {

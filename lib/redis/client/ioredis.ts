@@ -22,14 +22,17 @@ const BLOCKING_OVERRIDES = {
   blockingTimeout: undefined,
 } as const;
 
-/** `args` as ioredis' `call` takes them. */
+/** `args` as ioredis' `call` takes them (a rejection also when it throws at once). */
 function send(
   client: { call(command: string, ...args: string[]): Promise<unknown> },
   args: Array<string>,
 ): Promise<unknown> {
-  const [command, ...rest] = args;
-  if (command === undefined) return Promise.reject(new TypeError('Expected a command'));
-  return client.call(command, ...rest);
+  if (args.length === 0) return Promise.reject(new TypeError('Expected a command'));
+  try {
+    return client.call(...(args as [string, ...string[]]));
+  } catch (error) {
+    return Promise.reject(error);
+  }
 }
 
 /** The replies each client still owes for commands written to its connection, failed when the connection closes. */
@@ -107,30 +110,56 @@ abstract class IoRedisLifecycle {
  */
 export class IoRedisAdapter extends IoRedisLifecycle implements Connection {
   readonly #client: IoRedisLike;
+  /** The replies the client owes (`owedBy`), looked up at the first command written. */
+  #owed: Set<(error: Error) => void> | undefined;
+  readonly #reconnects: boolean;
 
   constructor(client: IoRedisLike) {
     super(client);
     this.#client = client;
+    this.#reconnects = typeof client.options.retryStrategy === 'function';
   }
 
   sendCommand(args: Array<string>): Promise<unknown> {
-    // Only a ready client writes at once; otherwise the command waits in ioredis' offline queue (or
-    // is refused), and is written after the reconnect, where its reply will come.
-    if (this.#client.status !== 'ready') return send(this.#client, args);
-    const pending = owedBy(this.#client);
-    return new Promise((resolve, reject) => {
-      pending.add(reject);
-      send(this.#client, args).then(
-        (reply) => {
-          pending.delete(reject);
-          resolve(reply);
-        },
-        (error: unknown) => {
-          pending.delete(reject);
-          reject(error);
-        },
-      );
-    });
+    if (!this.#owes()) return send(this.#client, args);
+    return new Promise((resolve, reject) => this.sendCommandTo(args, resolve, reject));
+  }
+
+  /** `sendCommand` without a promise of its own: ioredis' reply, or the failure of a dropped connection. */
+  sendCommandTo(args: Array<string>, answered: (reply: unknown) => void, failed: (error: unknown) => void): void {
+    if (!this.#owes()) return void send(this.#client, args).then(answered, failed);
+    const pending = (this.#owed ??= owedBy(this.#client));
+    let settled = false;
+    const lost = (error: Error) => {
+      settled = true;
+      failed(error);
+    };
+    pending.add(lost);
+    send(this.#client, args).then(
+      (reply) => {
+        if (settled) return;
+        settled = true;
+        pending.delete(lost);
+        answered(reply);
+      },
+      (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        pending.delete(lost);
+        failed(error);
+      },
+    );
+  }
+
+  /**
+   * Whether a command sent now could be dropped unsettled (see `owedBy`): written at once (only a
+   * ready client writes at once; otherwise it waits in ioredis' offline queue, or is refused, and
+   * is written after the reconnect, where its reply will come) by a client that reconnects. One
+   * that does not (`retryStrategy` not a function: the blocking connections) ends when its
+   * connection closes, and ioredis then rejects every command it owes ("Connection is closed.").
+   */
+  #owes(): boolean {
+    return this.#reconnects && this.#client.status === 'ready';
   }
 
   sendPinned(commands: Array<Array<string>>): Promise<unknown[]> {

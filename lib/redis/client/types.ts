@@ -80,6 +80,8 @@ export interface IoRedisOptionsLike {
   readonly keyPrefix?: string | undefined;
   /** Unless `false`, the library sends its commands on a connection of its own made with `false`: a resent script could run twice. */
   readonly autoResendUnfulfilledCommands?: boolean | undefined;
+  /** A function: the client reconnects after a dropped connection (ioredis' default); else it ends. */
+  readonly retryStrategy?: unknown;
 }
 
 /**
