@@ -5,6 +5,17 @@
 -- grant.lua and holder.lua before it; collect() also clock.lua, ensure.lua, reclaim.lua, drain.lua.
 -- (Included only where a call asks for more than one token: the usual call defines none of this.)
 
+-- Writes a batch of GRABBED records (FIELDS: token, record, …) and their LEASES entries (INDEXED:
+-- score, token, …).
+local function write_records(fields, indexed)
+  if #fields > 0 then
+    redis.call('HSET', K_GRABBED, unpack(fields))
+  end
+  if #indexed > 0 then
+    redis.call('ZADD', K_LEASES, unpack(indexed))
+  end
+end
+
 -- Records TOKENS as held by one grant (see record_grant in grant.lua); returns its fence (digits).
 local function record_grants(tokens, grant, stamp, lease_ms, label)
   if (lease_ms or '') == '' then
@@ -24,10 +35,7 @@ local function record_grants(tokens, grant, stamp, lease_ms, label)
         indexed[#indexed + 1], indexed[#indexed + 2] = score, token
       end
     end
-    redis.call('HSET', K_GRABBED, unpack(fields))
-    if #indexed > 0 then
-      redis.call('ZADD', K_LEASES, unpack(indexed))
-    end
+    write_records(fields, indexed)
     if #small > 0 then
       redis.call('ZREM', K_LEASES, unpack(small))
     end
@@ -118,12 +126,7 @@ local function refresh_grant(tokens, grant, stamp)
         all = false
       end
     end
-    if #fields > 0 then
-      redis.call('HSET', K_GRABBED, unpack(fields))
-    end
-    if #indexed > 0 then
-      redis.call('ZADD', K_LEASES, unpack(indexed))
-    end
+    write_records(fields, indexed)
   end
   return all
 end
