@@ -18,6 +18,8 @@ function startedByLibrary(stack: string): boolean {
 interface Counts {
   promises: number;
   timers: number;
+  /** How long the counted run took. */
+  seconds: number;
 }
 
 /** What `run` creates, per cycle: promises, and timers (setTimeout/setInterval) the library itself starts. */
@@ -29,13 +31,15 @@ async function countPerCycle(cycles: number, run: () => Promise<void>): Promise<
       else if (type === 'Timeout' && startedByLibrary(new Error().stack ?? '')) counts.timers++;
     },
   });
+  const started = performance.now();
   hook.enable();
   try {
     await run();
   } finally {
     hook.disable();
   }
-  return { promises: counts.promises / cycles, timers: counts.timers / cycles };
+  const seconds = (performance.now() - started) / 1000;
+  return { promises: counts.promises / cycles, timers: counts.timers / cycles, seconds };
 }
 
 /**
@@ -75,7 +79,14 @@ async function bare(): Promise<Counts> {
 const excess = (library: Counts, lean: Counts): Counts => ({
   promises: library.promises - lean.promises,
   timers: library.timers - lean.timers,
+  seconds: library.seconds,
 });
+
+/**
+ * The timers per cycle allowed: `bound`, and what a process-wide timer re-arming twice a second
+ * adds over the run (not per cycle: a loaded machine runs fewer cycles a second, each then sharing more).
+ */
+const timersAllowed = (bound: number, own: Counts) => bound + (2 * own.seconds) / CYCLES;
 
 test.each([
   ['lock(0)', 0],
@@ -100,7 +111,7 @@ test.each([
     );
     expect(lean.promises).toBeGreaterThan(0);
     const own = excess(library, lean);
-    expect(own.timers).toBeLessThanOrEqual(BOUNDS.uncontended.timers);
+    expect(own.timers).toBeLessThanOrEqual(timersAllowed(BOUNDS.uncontended.timers, own));
     expect(own.promises).toBeLessThanOrEqual(BOUNDS.uncontended.promises);
   },
 );
@@ -125,6 +136,6 @@ test('a contended mutex, 8 instances looping lock + unlock: promises and timers 
     `contended (mutex, 8 instances), per grant: ${JSON.stringify(perGrant)}, two bare round trips ${JSON.stringify(lean)}`,
   );
   const own = excess(perGrant, lean);
-  expect(own.timers).toBeLessThanOrEqual(BOUNDS.contended.timers);
+  expect(own.timers).toBeLessThanOrEqual(timersAllowed(BOUNDS.contended.timers, own));
   expect(own.promises).toBeLessThanOrEqual(BOUNDS.contended.promises);
 });
