@@ -215,7 +215,11 @@ describe('a weight-3 waiter among looping weight-1 callers', () => {
           .join('; ') +
         `. Weight-1 waits over ${grants.length} grants: median ${Math.round(percentile(waits, 0.5))} ms, p99 ${Math.round(percentile(waits, 0.99))} ms, max ${Math.round(Math.max(...waits))} ms`,
     );
-    for (const r of rounds) expect(r).toMatchObject({ overtakes: 0, heldBack: 0 });
+    // The FIFO bound (DESIGN "Weighted grants"): once W3 collects, nobody behind it is served. A
+    // release Redis runs in the instant between W3's BLMOVE returning and its claim (the collection's
+    // start) frees a token the next blocked waiter takes: at most one such overtake a round.
+    for (const r of rounds) expect(r.heldBack).toBe(0);
+    for (const r of rounds) expect(r.overtakes).toBeLessThanOrEqual(1);
     // The check of earlier waiters is not empty: some waited when W3 came.
     expect(rounds.reduce((sum, r) => sum + r.before, 0)).toBeGreaterThan(0);
     expect(Math.max(...rounds.map((r) => r.waitMs))).toBeLessThan(10_000);
