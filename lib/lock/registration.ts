@@ -19,6 +19,8 @@ export interface Registration {
    * back, or a waiter's empty slice, returns its tokens (includes/give_back.lua).
    */
   readonly collecting?: boolean;
+  /** A weighted miss parked the tokens that were free for it (tryLock.lua): ending the wait hands them on. */
+  readonly parked?: boolean;
 }
 
 /**
@@ -53,6 +55,6 @@ export async function endWait(
   via?: Connection,
 ): Promise<void> {
   await endRegistrations(ctx, [registration?.id], via);
-  if (registration?.collecting !== true) return;
+  if (registration?.collecting !== true && registration?.parked !== true) return;
   await ctx.call('lock', reapWaiters(ctx, []), { whileClosing: true }).catch(() => undefined);
 }

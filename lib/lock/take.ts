@@ -156,7 +156,7 @@ function tryFirst<R>(
     }
     if (timeout === 0) return taken(null);
     // Tokens parked for a weighted miss: its first slice sends prepareWait, which hands one on.
-    const registration = { id, until: parked === true ? 0 : sent + lifetime };
+    const registration = parked === true ? { id, until: 0, parked } : { id, until: sent + lifetime };
     return waitAfterMiss(parts, waitDeadline(attempt.startedAt, timeout), attempt, registration, taken, failed);
   };
 

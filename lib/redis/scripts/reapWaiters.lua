@@ -35,8 +35,13 @@ for i = 2, #ARGV do
     redis.call('ZREM', K_WAITING, ARGV[i])
   end
 end
--- A collection whose registration went here ends now (give_back.lua), its tokens onto AVAILABLE.
+-- A collection whose registration went here ends now (give_back.lua), and tokens freed together
+-- that wait in PENDING are handed on (all of them once no weighted waiter is left).
 GIVE_BACK = nil
 give_back_target()
+collection_keys()
+if redis.call('EXISTS', K_PENDING) == 1 then
+  hand_on()
+end
 touch_expiry(ARGV[1])
 return returned

@@ -21,6 +21,12 @@
 --- @include reclaim
 local now = clock(ARGV[1])
 local reply = { reclaim_stale(now, ruby_stale(ARGV[2]), 'always') }
+-- Tokens freed together that wait in PENDING are handed on (give_back.lua): the watchdog's rounds
+-- free them should no claim be left to (all of them once no weighted waiter is left).
+collection_keys()
+if redis.call('EXISTS', K_PENDING) == 1 then
+  hand_on()
+end
 touch_expiry(ARGV[3])
 for _, id in ipairs(expired_waiters()) do
   reply[#reply + 1] = id
