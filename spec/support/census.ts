@@ -221,7 +221,9 @@ export function describeCensus(census: Census): string {
     `holders=[${Object.entries(census.owners).map(([t, g]) => `${t}:${g}`)}] ` +
     (Object.keys(census.ownerRecords).length > 0 ? `OWNERS=[${Object.keys(census.ownerRecords)}] ` : '') +
     `WAITING=[${census.waiting.map((w) => w.registration)}] INBOXES=[${inboxes}]` +
-    (census.collection.registration === null && census.collection.collected.length === 0
+    (census.collection.registration === null &&
+    census.collection.collected.length === 0 &&
+    census.collection.pending.length === 0
       ? ''
       : ` COLLECTING=${census.collection.registration} PENDING=[${census.collection.pending}] COLLECTED=[${census.collection.collected}]`)
   );

@@ -189,10 +189,12 @@ local function collect(registration, grant, settings, inbox, local_time, registe
       local tokens = pop_list(K_COLLECTED, k)
       redis.call('ZREM', K_WAITING, registration)
       redis.call('HDEL', K_COLLECTING, '#' .. registration)
+      -- Recorded first: handing on below may move the fence so that the next grant's claim hands on
+      -- in turn (give_back.lua), which this grant must not take for itself.
+      local fence = record_grants(tokens, grant, clock_stamp(local_time), settings.lease, settings.label)
       -- Ends the collection, if any; a surplus (signal, resize) or what still waits in PENDING goes
       -- on to the next waiter.
       end_collection()
-      local fence = record_grants(tokens, grant, clock_stamp(local_time), settings.lease, settings.label)
       return grant .. ' ' .. fence .. ' EN 0 ' .. encode_tokens(tokens)
     end
     if not mine then
