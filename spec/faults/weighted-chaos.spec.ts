@@ -249,12 +249,14 @@ test("a lock(0) whose reclaim feeds a dead collector's collection misses, and th
   try {
     await sem.existsOrCreate();
     const [seconds] = (await redis.sendCommand(['TIME'])) as [string, string];
-    const record = (stamp: string, grant: string) => `${stamp} ${grant} 7 1000 ${stamp} a-dead-child`;
+    // (The live holder's lease is long: its stamp is Redis TIME in whole seconds, up to 1 s old already.)
+    const record = (stamp: string, grant: string, leaseMs = 1000) =>
+      `${stamp} ${grant} 7 ${leaseMs} ${stamp} a-dead-child`;
     await redis
       .multi()
       .del(keys.available)
       // Token 0: its holder died long ago; token 3: a live holder; 1 and 2: a dead collector's.
-      .hSet(keys.grabbed, { '0': record('1000.000000', 'dead.7'), '3': record(`${seconds}.000000`, 'live.1') })
+      .hSet(keys.grabbed, { '0': record('1000.000000', 'dead.7'), '3': record(`${seconds}.000000`, 'live.1', 600_000) })
       .hSet(keys.collecting, { registration: 'dead.1', permits: '3', '#dead.1': '3' })
       .rPush(keys.collected, ['1', '2'])
       .zAdd(keys.waiting, { score: 1000, value: 'dead.1' })
