@@ -83,8 +83,12 @@ const green = paint('32');
 const yellow = paint('33');
 const cyan = paint('36');
 
-/** Wall-clock ms with sub-ms precision; the workers use the same clock, so their timestamps compare. */
-const now = () => performance.timeOrigin + performance.now();
+/**
+ * CLOCK_MONOTONIC in ms, which every process on the machine shares, so the workers' timestamps compare.
+ * `performance.timeOrigin + performance.now()` does not: each process pairs it with the wall clock
+ * once at start-up, and processes started under load disagree by a few ms.
+ */
+const now = () => Number(process.hrtime.bigint()) / 1e6;
 const seconds = (ms) => `${(ms / 1000).toFixed(3)}s`.padStart(8);
 const millis = (ms) => `${Math.round(ms)} ms`;
 const plural = (n, word) => `${n} ${n === 1 ? word : word.endsWith('h') ? `${word}es` : `${word}s`}`;

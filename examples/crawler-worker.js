@@ -6,8 +6,8 @@
  * requests go to the host at once. Each "fetch" is a random 100–400 ms sleep inside
  * `sem.lock(timeout, fn)`, which takes a token, runs `fn` and puts the token back whatever happens.
  *
- * It reports to the parent over IPC, with timestamps from this process's clock (wall-clock ms with
- * sub-millisecond precision, comparable across processes on one machine):
+ * It reports to the parent over IPC, with timestamps from the machine's monotonic clock (ms with
+ * sub-millisecond precision, the same in every process on one machine):
  *   { type: 'ready' }                          connected; waits for { type: 'go' }
  *   { type: 'waiting', fetch, t }              about to call lock()
  *   { type: 'acquired', fetch, token, t }      first thing inside fn: the token is held in Redis
@@ -23,7 +23,7 @@ const config = JSON.parse(process.argv[2] ?? '{}');
 /** lockTimeoutMs: how long one lock() may wait before the worker gives up (LockTimeoutError). */
 const { id, name, url, permits, fetches, lockTimeoutMs } = config;
 
-const now = () => performance.timeOrigin + performance.now();
+const now = () => Number(process.hrtime.bigint()) / 1e6;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const between = (min, max) => min + Math.random() * (max - min);
 
