@@ -298,7 +298,7 @@ export class Semaphore extends EventEmitter<SemaphoreEvents> {
     while ((await this.#ctx.call('existsOrCreate', create(this.#ctx))) === 'batches-remain');
   }
 
-  /** Every token, free ones first, then held ones. */
+  /** Every token: free ones first, then held ones, then those set aside for a weighted waiter. */
   allTokens(): Promise<string[]> {
     return inspect.allTokens(this.#ctx);
   }

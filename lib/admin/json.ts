@@ -27,9 +27,11 @@ export interface HolderJson {
 /** A semaphore's status: `status --json`, each `watch --json` frame, each semaphore of the dashboard's API. */
 export interface StatusJson extends Pick<
   Summary,
-  'name' | 'tokens' | 'held' | 'available' | 'waiting' | 'expired' | 'overdue'
+  'name' | 'tokens' | 'held' | 'available' | 'collected' | 'waiting' | 'expired' | 'overdue'
 > {
   readonly exists: boolean;
+  /** The weighted waiter the collected tokens are for (its registration's id) and the permits it asks for. */
+  readonly collector: { readonly waiterId: string; readonly permits: number } | null;
   /** Redis' clock when it was read. */
   readonly now: string;
   /** Longest-held first. */
@@ -50,6 +52,8 @@ export function statusJson(status: SemaphoreStatus): StatusJson {
     tokens: status.tokens,
     held: status.holders.length,
     available: status.available,
+    collected: status.collected,
+    collector: status.collector,
     waiting: status.waiting,
     ...leaseCounts(status.holders),
     holders: status.holders.map(holderJson),

@@ -47,7 +47,7 @@ export interface SemaphoreStatus {
   readonly exists: boolean;
   /** Redis' clock when the snapshot was taken. */
   readonly now: Date;
-  /** Every token: free + held (a token in flight to a waiter, for an instant, is not counted). */
+  /** Every token: free + held + collected (a token in flight to a waiter, for an instant, is not counted). */
   readonly tokens: number;
   /** Free tokens (or signalled jobs) on AVAILABLE. */
   readonly available: number;
@@ -57,6 +57,10 @@ export interface SemaphoreStatus {
   readonly waiterIds: readonly string[];
   /** Held tokens, longest-held first, each with its lease judged at `now`. */
   readonly holders: readonly Holder[];
+  /** Tokens set aside for a weighted waiter (`permits` > 1) until it has them all: neither free nor held. */
+  readonly collected: number;
+  /** The weighted waiter collecting them (its registration's id) and the permits it asks for, or null. */
+  readonly collector: { readonly waiterId: string; readonly permits: number } | null;
 }
 
 /** SCAN's reply: the next cursor and a batch of keys. */
@@ -74,17 +78,21 @@ export async function readStatus(scope: Scope, name: string, waiterIds = WAITER_
     waiting,
     waiterIds: ids,
     holders,
+    collected,
+    collector,
   } = snapshotOf(await runScript(redis, status({ keys }, waiterIds)));
   const now = new Date(nowSeconds * 1000);
   return {
     name,
     exists,
     now,
-    tokens: available + holders.length,
+    tokens: available + holders.length + collected,
     available,
     waiting,
     waiterIds: ids,
     holders: holders.map((holder) => withLease(holder, now)),
+    collected,
+    collector,
   };
 }
 

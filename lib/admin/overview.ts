@@ -8,6 +8,8 @@ export interface Summary {
   readonly tokens: number;
   readonly held: number;
   readonly available: number;
+  /** Tokens set aside for a weighted waiter until it has them all: neither free nor held. */
+  readonly collected: number;
   readonly waiting: number;
   /** Holders whose lease is over (dead processes: `release-stale` frees them). */
   readonly expired: number;
@@ -48,6 +50,7 @@ export function summarize(status: SemaphoreStatus, longestWaitMs: number | null 
     tokens: status.tokens,
     held: status.holders.length,
     available: status.available,
+    collected: status.collected,
     waiting: status.waiting,
     ...leaseCounts(status.holders),
     longestHeldMs: status.holders[0]?.heldMs ?? null,

@@ -107,11 +107,18 @@ export function formatLeaseCounts(holders: readonly Holder[]): string {
   return parts.length === 0 ? '' : ` (${parts.join('; ')})`;
 }
 
+/** The tokens set aside for a weighted waiter, as the tokens line's last part ('' when none are). */
+function formatCollected({ collected, collector }: SemaphoreStatus): string {
+  if (collected === 0 && collector === null) return '';
+  const waiter = collector === null ? 'weighted waiters' : `a waiter for ${collector.permits}`;
+  return `, ${collected} collected by ${waiter}`;
+}
+
 /** `status` as text: a header, then one row per holder, longest-held first, with its lease. */
 export function formatStatus(status: SemaphoreStatus): string {
   const lines = [
     `semaphore  ${printable(status.name)}`,
-    `tokens     ${status.tokens} (${status.holders.length} held, ${status.available} free)`,
+    `tokens     ${status.tokens} (${status.holders.length} held, ${status.available} free${formatCollected(status)})`,
     `waiting    ${status.waiting}`,
     `now        ${formatTime(status.now)} UTC (Redis' clock)`,
   ];

@@ -10,9 +10,10 @@ const PREFIX = 'redis_token_semaphore';
 /** Each gauge per semaphore: its name after the prefix, its help, and its value. */
 const GAUGES: ReadonlyArray<readonly [string, string, (status: SemaphoreStatus) => number]> = [
   ['exists', 'Whether the semaphore exists in Redis (1) or not (0).', (s) => (s.exists ? 1 : 0)],
-  ['tokens', 'Tokens of the semaphore: held and free.', (s) => s.tokens],
+  ['tokens', 'Tokens of the semaphore: held, free and collected.', (s) => s.tokens],
   ['available', 'Free tokens.', (s) => s.available],
   ['held', 'Held tokens.', (s) => s.holders.length],
+  ['collected', 'Tokens set aside for a weighted waiter (permits > 1) until it has them all.', (s) => s.collected],
   ['waiting', 'Registered waiters.', (s) => s.waiting],
   [
     'oldest_hold_age_seconds',

@@ -387,15 +387,22 @@ export function create(t: ScriptTarget): ScriptCall<'existed' | 'created' | 'bat
 export interface InspectReply {
   readonly exists: boolean;
   readonly available: number;
-  /** With `tokens`: the free tokens, and the held ones; otherwise empty. */
+  /** With `tokens`: the free tokens, the held ones, and those set aside for weighted waiters; otherwise empty. */
   readonly availableTokens: string[];
   readonly heldTokens: string[];
+  readonly collectedTokens: string[];
 }
 
 /** inspect.lua: counts, and with `tokens` the token lists. */
 export function inspect(t: ScriptTarget, tokens: boolean): ScriptCall<InspectReply> {
   return scriptCall(scripts.inspect, t.keys.scriptKeys, [tokens ? '1' : '0'], (reply) => {
-    const [exists, available, availableTokens = [], heldTokens = []] = reply as [number, number, string[]?, string[]?];
-    return { exists: exists === EXISTS, available, availableTokens, heldTokens };
+    const [exists, available, availableTokens = [], heldTokens = [], collectedTokens = []] = reply as [
+      number,
+      number,
+      string[]?,
+      string[]?,
+      string[]?,
+    ];
+    return { exists: exists === EXISTS, available, availableTokens, heldTokens, collectedTokens };
   });
 }

@@ -60,10 +60,10 @@ export async function availableCount(ctx: SemaphoreContext): Promise<number> {
   return snapshot.exists ? snapshot.available : ctx.resources;
 }
 
-/** Every token, free ones first, then held ones. */
+/** Every token: free ones first, then held ones, then those set aside for a weighted waiter. */
 export async function allTokens(ctx: SemaphoreContext): Promise<string[]> {
-  const { availableTokens, heldTokens } = await bounded(ctx, 'allTokens', ctx.call('allTokens', inspect(ctx, true)));
-  return [...availableTokens, ...heldTokens];
+  const reply = await bounded(ctx, 'allTokens', ctx.call('allTokens', inspect(ctx, true)));
+  return [...reply.availableTokens, ...reply.heldTokens, ...reply.collectedTokens];
 }
 
 /** Removes every key of the semaphore (the operators' audit stream too) and every registered inbox; this instance's holdings are lost. */

@@ -24,23 +24,22 @@ export interface StatusReply {
   readonly waiterIds: string[];
   /** Each held token and its GRABBED value (a grant record, or a Ruby holder's plain stamp). */
   readonly held: ReadonlyArray<{ token: string; record: string }>;
+  /** Tokens set aside for weighted waiters (COLLECTED and PENDING: see includes/give_back.lua). */
+  readonly collected: number;
+  /** The registration collecting them and the permits it asks for, or null. */
+  readonly collector: { readonly waiterId: string; readonly permits: number } | null;
 }
 
 /** status.lua's raw reply by field. */
 function decodeStatusReply(reply: unknown): StatusReply {
-  const [exists, now, available, waiting, waiterIds, flat = []] = reply as [
-    number,
-    string,
-    number,
-    number,
-    string[],
-    string[]?,
-  ];
+  const [exists, now, available, waiting, waiterIds, flat = [], [collected = 0, waiterId = '', permits = 0] = []] =
+    reply as [number, string, number, number, string[], string[]?, [number, string, number]?];
   const held: Array<{ token: string; record: string }> = [];
   for (let i = 0; i + 1 < flat.length; i += 2) {
     held.push({ token: flat[i] as string, record: flat[i + 1] as string });
   }
-  return { exists: exists === EXISTS, now, available, waiting, waiterIds, held };
+  const collector = waiterId === '' ? null : { waiterId, permits };
+  return { exists: exists === EXISTS, now, available, waiting, waiterIds, held, collected, collector };
 }
 
 /** status.lua: a snapshot, listing up to `waiterIds` waiters' grant ids. */

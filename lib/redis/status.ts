@@ -42,15 +42,20 @@ export interface StatusSnapshot {
   readonly waiterIds: readonly string[];
   /** Held tokens, longest-held first. */
   readonly holders: readonly HolderInfo[];
+  /** Tokens set aside for weighted waiters: neither free nor held yet. */
+  readonly collected: number;
+  /** The weighted waiter collecting tokens (its registration) and the permits it asks for, or null. */
+  readonly collector: { readonly waiterId: string; readonly permits: number } | null;
 }
 
 /** `status.lua`'s reply (see lib/redis/operator-commands.ts), with each holder read. */
-export function snapshotOf({ exists, now, available, waiting, waiterIds, held }: StatusReply): StatusSnapshot {
+export function snapshotOf(reply: StatusReply): StatusSnapshot {
+  const { exists, now, available, waiting, waiterIds, held, collected, collector } = reply;
   const nowSeconds = Number(now);
   const holders = held.map(({ token, record }) => decodeHolder(token, record, nowSeconds));
   // Oldest first; grants of one millisecond in the order they were made (their fencing numbers).
   holders.sort((a, b) => (a.since?.getTime() ?? 0) - (b.since?.getTime() ?? 0) || (a.fence ?? 0) - (b.fence ?? 0));
-  return { exists, nowSeconds, available, waiting, waiterIds, holders };
+  return { exists, nowSeconds, available, waiting, waiterIds, holders, collected, collector };
 }
 
 /**

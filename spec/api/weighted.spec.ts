@@ -1,7 +1,11 @@
 import { createLocks, Mutex, Semaphore } from '../../lib';
 import { useFixture } from '../support/fixture';
 import { censusProblems, takeCensus } from '../support/census';
-import { semaphoreKeys } from '../../lib/redis/keys';
+import { DEFAULT_KEY_PREFIX, semaphoreKeys } from '../../lib/redis/keys';
+import { readStatus } from '../../lib/admin/operations';
+import { statusJson } from '../../lib/admin/json';
+import { formatStatus } from '../../lib/cli/format';
+import { metricsText } from '../../lib/dashboard/metrics';
 
 /**
  * The `permits` option: k tokens as one grant (lib/redis/scripts/includes/weighted.lua, give_back.lua).
@@ -270,6 +274,50 @@ describe('waiting for k tokens', () => {
     expect(new Set([...firstLease.tokens, ...secondLease.tokens]).size).toBe(5);
     await firstLease.release();
     await secondLease.release();
+    await expectIdle(sem);
+  });
+
+  test('status, allTokens() and the metrics count collected tokens among the tokens, and name the collector', async () => {
+    const sem = fixture.semaphore({ resources: 5, waitSlice: 1000 });
+    const held = await sem.acquire({ permits: 3 });
+    const collecting = sem.acquire({ permits: 4, timeout: 20_000 });
+    await until(async () => (await fixture.redis.lLen(keysOf(sem).collected)) === 2, 'the two free ones collected');
+
+    const status = await readStatus({ redis: fixture.redis, keyPrefix: DEFAULT_KEY_PREFIX }, sem.name);
+    expect({ tokens: status.tokens, held: status.holders.length, free: status.available }).toEqual({
+      tokens: 5,
+      held: 3,
+      free: 0,
+    });
+    expect(status.collected).toBe(2);
+    expect(status.collector).toEqual({ waiterId: expect.any(String), permits: 4 });
+    expect(await fixture.redis.zScore(keysOf(sem).waiting, status.collector!.waiterId)).not.toBeNull();
+    expect(formatStatus(status)).toContain('tokens     5 (3 held, 0 free, 2 collected by a waiter for 4)');
+    expect(statusJson(status)).toMatchObject({
+      tokens: 5,
+      held: 3,
+      available: 0,
+      collected: 2,
+      collector: { permits: 4 },
+    });
+    expect(metricsText([status])).toMatch(
+      new RegExp(`^redis_token_semaphore_collected\\{semaphore="${sem.name}"\\} 2$`, 'm'),
+    );
+    const tokens = await sem.allTokens();
+    expect(new Set(tokens)).toEqual(new Set(['0', '1', '2', '3', '4']));
+    expect(tokens).toHaveLength(5);
+
+    expect(await held.release()).toBe(true);
+    const lease = await collecting;
+    expect(lease.tokens).toHaveLength(4);
+    const after = await readStatus({ redis: fixture.redis, keyPrefix: DEFAULT_KEY_PREFIX }, sem.name);
+    expect({ collected: after.collected, collector: after.collector, tokens: after.tokens }).toEqual({
+      collected: 0,
+      collector: null,
+      tokens: 5,
+    });
+    expect(formatStatus(after)).toContain('tokens     5 (4 held, 1 free)\n');
+    await lease.release();
     await expectIdle(sem);
   });
 });

@@ -130,7 +130,8 @@ describe('status.lua', () => {
     expect(ids).toEqual([expect.any(String)]);
     expect(held).toEqual(['0', expect.stringMatching(/^(\d+\.\d{6}) \S+ \d+ 30000 \1 me on host$/)]);
     expect(Number(now)).toBeGreaterThanOrEqual(parseFloat(held[1]!));
-    expect(await run('status', ['0'])).toEqual([1, expect.any(String), 0, 1, [], held]);
+    // Last: tokens collected for a weighted waiter, its registration and permits (none here).
+    expect(await run('status', ['0'])).toEqual([1, expect.any(String), 0, 1, [], held, [0, '', 0]]);
     await sem.unlock('0');
     await waiter;
   });
@@ -524,6 +525,7 @@ describe('leases and lists for operators (lib/admin/leases.ts, overview.ts)', ()
       tokens: 1,
       held: 0,
       available: 1,
+      collected: 0,
       waiting: 0,
       expired: 0,
       overdue: 0,

@@ -9,7 +9,9 @@
   Output: { exists (0 or 1), Redis TIME as "sec.usec", free tokens (LLEN AVAILABLE),
             registered waiters not yet expired (abandoned '~' marks excluded),
             { up to ARGV[1] of their grant ids, earliest expiry first },
-            GRABBED whole: { token, grant record (see includes/grant.lua), token, record, ... } }
+            GRABBED whole: { token, grant record (see includes/grant.lua), token, record, ... },
+            { tokens set aside for weighted waiters (LLEN COLLECTED + LLEN PENDING), the collecting
+              waiter's registration or '', the permits it collects or 0 } (includes/give_back.lua) }
 ]]
 --- @include keys
 --- @include clock
@@ -24,4 +26,17 @@ for _, registration in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, now, '+inf'
     end
   end
 end
-return { redis.call('EXISTS', K_EXISTS), stamp, redis.call('LLEN', K_AVAILABLE), waiters, ids, redis.call('HGETALL', K_GRABBED) }
+local collection = {
+  redis.call('LLEN', K_COLLECTED) + redis.call('LLEN', K_PENDING),
+  redis.call('HGET', K_COLLECTING, 'registration') or '',
+  tonumber(redis.call('HGET', K_COLLECTING, 'permits') or '0'),
+}
+return {
+  redis.call('EXISTS', K_EXISTS),
+  stamp,
+  redis.call('LLEN', K_AVAILABLE),
+  waiters,
+  ids,
+  redis.call('HGETALL', K_GRABBED),
+  collection,
+}
