@@ -204,6 +204,16 @@
       count('tokens', semaphore.tokens + (semaphore.tokens === 1 ? ' token' : ' tokens')),
       count('held', semaphore.held + ' held'),
       count('free', semaphore.available + ' free'),
+      ...(semaphore.collected > 0
+        ? [
+            count(
+              'collected',
+              semaphore.collected +
+                ' collected' +
+                (semaphore.collector ? ' by a waiter for ' + semaphore.collector.permits : ''),
+            ),
+          ]
+        : []),
       count('waiting', semaphore.waiting + ' waiting'),
       ...(semaphore.expired > 0
         ? [count('expired alert', semaphore.expired + ' expired lease' + (semaphore.expired === 1 ? '' : 's'))]
