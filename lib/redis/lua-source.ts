@@ -33,9 +33,15 @@ export function readScriptFile(file: string): string {
   return readFileSync(join(SCRIPTS_DIR, file), 'utf8');
 }
 
-/** The text of lib/redis/scripts/includes/`name`.lua. */
+const includes = new Map<string, string>();
+/** The text of lib/redis/scripts/includes/`name`.lua (read once: every script expands the same few). */
 export function readInclude(name: string): string {
-  return readFileSync(join(SCRIPTS_DIR, 'includes', `${name}.lua`), 'utf8');
+  let text = includes.get(name);
+  if (text === undefined) {
+    text = readFileSync(join(SCRIPTS_DIR, 'includes', `${name}.lua`), 'utf8');
+    includes.set(name, text);
+  }
+  return text;
 }
 
 /** A script's name, from its file name (`tryLock.lua`: tryLock). */
@@ -47,29 +53,26 @@ export function scriptNameOf(file: string): string {
 const FUNCTION = /^local function (\w+)\([^)]*\)\n[\s\S]*?^end\n/gm;
 
 /**
- * `source` without the include functions it never calls, repeated until none is left: Redis runs a
- * script's every `local function` statement on every call, used or not.
+ * `source` without the include functions it never calls, directly or through the functions it
+ * keeps: Redis runs a script's every `local function` statement on every call, used or not.
  */
 export function withoutUnusedFunctions(source: string): string {
-  for (;;) {
-    const definitions = [...source.matchAll(FUNCTION)].map(([text, name]) => ({ text, name: name as string }));
-    if (definitions.length === 0) return source;
-    const word = new RegExp(`\\b(?:${definitions.map((d) => d.name).join('|')})\\b`, 'g');
-    const uses = (text: string) => {
-      const counts = new Map<string, number>();
-      for (const [name] of text.matchAll(word)) counts.set(name, (counts.get(name) ?? 0) + 1);
-      return counts;
-    };
-    const everywhere = uses(source);
-    // A function is used if its name occurs outside its own definition(s).
-    const inOwn = new Map<string, number>();
-    for (const { text, name } of definitions) inOwn.set(name, (inOwn.get(name) ?? 0) + (uses(text).get(name) ?? 0));
-    const unused = new Set(
-      definitions.filter(({ name }) => everywhere.get(name) === inOwn.get(name)).map((d) => d.name),
-    );
-    if (unused.size === 0) return source;
-    source = source.replace(FUNCTION, (text: string, name: string) => (unused.has(name) ? '' : text));
+  const definitions = [...source.matchAll(FUNCTION)].map(([text, name]) => ({ text, name: name! }));
+  if (definitions.length === 0) return source;
+  const word = new RegExp(`\\b(?:${definitions.map((d) => d.name).join('|')})\\b`, 'g');
+  const namesIn = (text: string) => new Set([...text.matchAll(word)].map(([name]) => name));
+  // What each function's definitions name, and what the code outside them names: the roots.
+  const calls = new Map<string, Set<string>>();
+  for (const { text, name } of definitions) {
+    const named = calls.get(name) ?? new Set<string>();
+    for (const other of namesIn(text)) if (other !== name) named.add(other);
+    calls.set(name, named);
   }
+  const used = namesIn(source.replace(FUNCTION, ''));
+  for (const name of used) for (const other of calls.get(name) ?? []) used.add(other);
+  return used.size === calls.size
+    ? source
+    : source.replace(FUNCTION, (text, name: string) => (used.has(name) ? text : ''));
 }
 
 /**
