@@ -14,7 +14,14 @@
 const { rmSync, statSync } = require('node:fs');
 const path = require('node:path');
 const { createClient } = require('redis');
-const { dumpCounters, hasCallgrind, lastDumpTotal, startUnderCallgrind, zeroCounters } = require('./lib/callgrind');
+const {
+  dumpCounters,
+  hasCallgrind,
+  lastDumpInclusive,
+  lastDumpTotal,
+  startUnderCallgrind,
+  zeroCounters,
+} = require('./lib/callgrind');
 const { gitCommit } = require('./lib/provenance');
 const { option, scriptLayer } = require('./lib/report');
 
@@ -106,6 +113,7 @@ async function main() {
     // Builds before the function library (lib/redis/functions.ts) call by EVALSHA alone.
     const functions = statSync(path.join(dist, 'redis', 'functions.js'), { throwIfNoEntry: false }) !== undefined;
     if (functions) await require(path.join(dist, 'redis', 'functions.js')).loadFunctionLibrary(client);
+    const breakdown = [];
     console.log('| script call | KEYS + ARGV | by EVALSHA | by FCALL (the function library) |');
     console.log('|---|---|---|---|');
     /** Redis instructions per call of `call` (its set-up's own count subtracted). */
@@ -120,14 +128,44 @@ async function main() {
       call.decode(await run()); // throws if the script did not answer as the library expects
       const base = await counted(() => repeat(calls, prepare));
       const total = await counted(() => repeat(calls, run));
+      // Where a call's instructions go (the set-up runs no script, so these are the script's alone).
+      const inclusive = lastDumpInclusive(dir, ['fcallCommand', 'evalShaCommand', 'lua_pcall', 'scriptCall']);
+      const each = (n) => Math.round(n / calls);
+      parts.push({
+        call:
+          (inclusive.fcallCommand || inclusive.evalShaCommand) > 0
+            ? each(inclusive.fcallCommand || inclusive.evalShaCommand)
+            : null,
+        lua: each(inclusive.lua_pcall),
+        commands: each(inclusive.scriptCall),
+      });
       return Math.round((total - base) / calls).toLocaleString('en-US');
     };
+    /** Per measured call, in the order made: the script command's, Lua's and its commands' inclusive counts. */
+    const parts = [];
     for (const { name, call, setup } of CASES) {
       const byEvalsha = call(target);
       await client.sendCommand(lib.scriptLoadCommand(byEvalsha.script));
       const evalsha = await perCall(byEvalsha, setup);
       const fcall = functions ? await perCall(call({ ...target, functions: true }), setup) : '—';
       console.log(`| ${name} | ${byEvalsha.keys.length} + ${byEvalsha.args.length} | ${evalsha} | ${fcall} |`);
+      breakdown.push({ name, byFcall: functions ? parts.at(-1) : null, byEvalsha: parts.at(functions ? -2 : -1) });
+    }
+    const n = (x) => (x === null ? '—' : x.toLocaleString('en-US'));
+    console.log('\nWhere they go (callgrind_annotate, inclusive, per call): the script command as a whole, inside Lua');
+    console.log("(its code, and each redis.call's arguments and reply), and of that the commands it calls.\n");
+    console.log('| script call | by | command | inside Lua | its commands | Lua without them | command outside Lua |');
+    console.log('|---|---|---|---|---|---|---|');
+    for (const { name, byFcall, byEvalsha } of breakdown) {
+      for (const [by, p] of [
+        ['EVALSHA', byEvalsha],
+        ['FCALL', byFcall],
+      ]) {
+        if (p === null) continue;
+        console.log(
+          `| ${name} | ${by} | ${n(p.call)} | ${n(p.lua)} | ${n(p.commands)} | ${n(p.lua - p.commands)} | ${p.call === null ? '—' : n(p.call - p.lua)} |`,
+        );
+      }
     }
     console.log('\n| unit cost | Redis instructions each |');
     console.log('|---|---|');

@@ -54,4 +54,21 @@ function lastDumpTotal(dir) {
   return Number(match[1]);
 }
 
-module.exports = { hasCallgrind, startUnderCallgrind, zeroCounters, dumpCounters, lastDumpTotal };
+/** The newest dump's inclusive instructions of each of `functions` (by symbol name; 0 when absent), via callgrind_annotate. */
+function lastDumpInclusive(dir, functions) {
+  const [newest] = readdirSync(dir)
+    .map((file) => path.join(dir, file))
+    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
+  const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', newest], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const counts = {};
+  for (const name of functions) {
+    const line = text.split('\n').find((l) => new RegExp(`[?:]${name} \\[`).test(l));
+    counts[name] = line ? Number(line.trim().split(/\s+/)[0].replaceAll(',', '')) : 0;
+  }
+  return counts;
+}
+
+module.exports = { hasCallgrind, startUnderCallgrind, zeroCounters, dumpCounters, lastDumpTotal, lastDumpInclusive };
