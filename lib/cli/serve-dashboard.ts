@@ -69,23 +69,20 @@ export async function serveDashboard(options: ServeOptions): Promise<number> {
   const shownHost = isIP(host) === 6 ? `[${host}]` : host;
   const link = `http://${shownHost}:${boundPort}/`;
   const scope = keyPrefix === DEFAULT_KEY_PREFIX ? '' : ` (keys ${keyPrefix}*)`;
-  process.stdout.write(
-    `Dashboard for ${describeTarget(connection)}${scope} on ${link}${generated ? `#token=${token}` : ''}\n`,
-  );
-  process.stdout.write(
+  // One write: a reader that waits for the link reads the lines about it in the same chunk.
+  const lines = [
+    `Dashboard for ${describeTarget(connection)}${scope} on ${link}${generated ? `#token=${token}` : ''}`,
     readOnly
-      ? 'Read-only: no release buttons.\n'
+      ? 'Read-only: no release buttons.'
       : generated
-        ? 'Release buttons need the token in that link (a new one each start; --token to choose it).\n'
-        : 'Release buttons need the token given with --token (or $REDIS_TOKEN_SEMAPHORE_TOKEN).\n',
-  );
-  if (watched.length > 0)
-    process.stdout.write(
-      `Metrics for ${watched.length} semaphore${watched.length === 1 ? '' : 's'} on ${link}metrics\n`,
-    );
-  if (!loopback) {
-    process.stdout.write(`Warning: listening on ${host}, not loopback; the dashboard speaks plain HTTP.\n`);
+        ? 'Release buttons need the token in that link (a new one each start; --token to choose it).'
+        : 'Release buttons need the token given with --token (or $REDIS_TOKEN_SEMAPHORE_TOKEN).',
+  ];
+  if (watched.length > 0) {
+    lines.push(`Metrics for ${watched.length} semaphore${watched.length === 1 ? '' : 's'} on ${link}metrics`);
   }
+  if (!loopback) lines.push(`Warning: listening on ${host}, not loopback; the dashboard speaks plain HTTP.`);
+  process.stdout.write(`${lines.join('\n')}\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
