@@ -52,9 +52,10 @@ function grantsOf(census: Census): Map<string, string[]> {
 }
 
 /**
- * The census now, checked: exact (a collection only while its waiter is registered; tokens in an
- * inbox only where `inboxesAllowed`), and each grant holding exactly its permits: `permits` names
- * the known grants; any other (the collector's, whose grant id only the library knows) holds `k`.
+ * The census now, checked: exact (no token in an inbox, and a collection only where
+ * `collectionAllowed`, and then only of a registered waiter), and each grant holding exactly its
+ * permits: `permits` names the known grants; any other (the collector's, whose grant id only the
+ * library knows) holds `k`.
  */
 async function soundCensus(
   sem: Semaphore,
@@ -105,7 +106,7 @@ function watch<T>(promise: Promise<T>): { settled: boolean; outcome: Promise<{ v
 // 1. refresh vs release of one weighted grant
 // ---------------------------------------------------------------------------------------------------
 
-/** The order in which refresh.lua and release.lua calls were built (each is sent right after it is built). */
+/** The order in which refresh.lua and release.lua calls were built (a ready instance sends each as it builds it). */
 function recordSends(): string[] {
   const sent: string[] = [];
   const { refresh, release } = commands;
@@ -148,7 +149,8 @@ describe('refresh vs release of one weighted grant', () => {
     const lease = await sem.acquire({ permits: 3 });
     const before = await soundCensus(sem, permitsOf(lease), 3);
     const sent = recordSends();
-    // Both sent in one tick, refresh first, on the main connection: neither answered before the other went.
+    // Both sent in one tick (the instance is ready: it acquired), refresh first, on the main connection:
+    // neither answered before the other went, and Redis runs them in that order.
     const refreshing = watch(lease.refresh());
     const releasing = watch(lease.release());
     expect(sent).toEqual([`refresh ${lease.grantId}`, `release ${lease.grantId}`]);
@@ -158,6 +160,7 @@ describe('refresh vs release of one weighted grant', () => {
     expect(lease.signal.aborted).toBe(false);
     expect(await lease.release()).toBe(true); // settled once: the same answer, nothing sent again
     expect(sent).toHaveLength(2);
+    expect(await sem.release(handleOf(sem, lease))).toBe(false); // Redis ended it once: nothing left to end
     const after = await soundCensus(sem, new Map(), 3);
     expect(after.grabbed).toEqual({});
     expect([...after.available].sort()).toEqual(['0', '1', '2', '3']);
@@ -182,6 +185,7 @@ describe('refresh vs release of one weighted grant', () => {
     expect(sent).toEqual([`release ${lease.grantId}`]); // a refresh behind it would have nothing to renew
     expect(lost).toEqual([]); // its own release is no loss
     expect(lease.signal.aborted).toBe(false);
+    expect(await sem.release(handleOf(sem, lease))).toBe(false); // Redis ended it once: nothing left to end
     const after = await soundCensus(sem, new Map(), 3);
     expect([...after.available].sort()).toEqual(['0', '1', '2', '3']);
     await expectIdleAfterClose(sem.name, 4, [sem]);
@@ -473,6 +477,7 @@ describe('abort of a collecting waiter vs the completion of its collection', () 
     expect(await s.held[1]!.release()).toBe(true);
     await expectAbortedAndNextServed(s);
   });
+
   test('the abort comes before its first token (not collecting yet): nothing of W stays in Redis, N is served', async () => {
     const s = await waitersScene(1);
     const collecting = semaphoreKeys(s.sem.name).collecting;
