@@ -46,17 +46,17 @@ export class BlockingWait {
       let failures = 0;
       let lastError: unknown;
       for (;;) {
-        this.#stopIfClosedOrAborted(signal, registration);
+        this.#stopIfClosedOrAborted(attempt, registration);
         // A failure past the deadline (Redis cannot be reached) is a timeout, like any other: not a
         // retry that might fail MAX_CONNECTION_FAILURES times first.
-        if (failures > 0 && this.#timedOut(deadline, registration)) return taken(null);
+        if (failures > 0 && this.#timedOut(deadline, attempt, registration)) return taken(null);
         if (failures >= MAX_CONNECTION_FAILURES) {
           throw new SemaphoreRedisError(ctx.name, 'lock', await explainConnectionFailure(ctx.client, lastError));
         }
         if (failures > 0) {
           await sleep(Math.min(backoffMs(failures), deadline - performance.now()), signal);
-          this.#stopIfClosedOrAborted(signal, registration);
-          if (this.#timedOut(deadline, registration)) return taken(null);
+          this.#stopIfClosedOrAborted(attempt, registration);
+          if (this.#timedOut(deadline, attempt, registration)) return taken(null);
         }
         let connection: Connection | null;
         try {
@@ -69,8 +69,8 @@ export class BlockingWait {
         if (connection === null) {
           // Queued for a connection past the deadline (or until aborted or closed): no BLMOVE was sent
           // for this registration, so just end it.
-          this.#stopIfClosedOrAborted(signal, registration);
-          void endWait(ctx, registration);
+          this.#stopIfClosedOrAborted(attempt, registration);
+          void endWait(ctx, registration, attempt.permits);
           return taken(null);
         }
         let broken = false;
@@ -81,10 +81,10 @@ export class BlockingWait {
             if (ctx.closing) {
               // On the waiter's own connection, which works when the caller closed its client too, and
               // before that connection closes.
-              await endWait(ctx, registration, connection);
+              await endWait(ctx, registration, attempt.permits, connection);
               throw new SemaphoreClosedError(ctx.name);
             }
-            this.#stopIfClosedOrAborted(signal, registration, connection);
+            this.#stopIfClosedOrAborted(attempt, registration, connection);
             const remaining = deadline - performance.now();
             // Past the deadline, a live registration still gets a last slice, whose claim ends it.
             if (remaining <= 0 && registration === null) return taken(null);
@@ -103,7 +103,7 @@ export class BlockingWait {
               // in the background: a token its claim granted goes back, its registration ends, and the
               // connection returns to the pool. close() waits for it.
               owned = false;
-              void ctx.track(this.#settleAbandonedSlice(pending, connection));
+              void ctx.track(this.#settleAbandonedSlice(pending, connection, attempt.permits));
               throw error;
             }
             broken = outcome.failure !== undefined;
@@ -143,9 +143,9 @@ export class BlockingWait {
   }
 
   /** Whether `deadline` has passed; if so, the registration left (if any) ends, or lapses if Redis is unreachable. */
-  #timedOut(deadline: number, registration: Registration | null): boolean {
+  #timedOut(deadline: number, attempt: Attempt, registration: Registration | null): boolean {
     if (performance.now() < deadline) return false;
-    void endWait(this.#parts.ctx, registration);
+    void endWait(this.#parts.ctx, registration, attempt.permits);
     return true;
   }
 
@@ -177,7 +177,7 @@ export class BlockingWait {
   }
 
   /** What a slice abandoned by its caller (an abort) leaves: the token goes back, the registration ends. */
-  async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: Connection): Promise<void> {
+  async #settleAbandonedSlice(pending: Promise<SliceOutcome>, connection: Connection, permits: number): Promise<void> {
     const { ctx, ledger } = this.#parts;
     let broken = true;
     try {
@@ -186,7 +186,7 @@ export class BlockingWait {
       // On the waiter's own connection, free now, which works even when the caller closed its client.
       const via = broken ? undefined : connection;
       if (outcome.grant !== null) await ledger.giveBack(outcome.grant, via);
-      await endWait(ctx, outcome.registration, via);
+      await endWait(ctx, outcome.registration, permits, via);
     } catch {
       // A refused slice settled itself (blockOnce gives back what its claim kept).
     } finally {
@@ -198,10 +198,10 @@ export class BlockingWait {
    * An aborted wait, or one whose semaphore is closing, ends here, between Redis steps: its
    * registration goes (best effort: it also lapses).
    */
-  #stopIfClosedOrAborted(signal: AbortSignal | undefined, registration: Registration | null, via?: Connection): void {
+  #stopIfClosedOrAborted({ signal, permits }: Attempt, registration: Registration | null, via?: Connection): void {
     const { ctx } = this.#parts;
     if (!ctx.closing && !signal?.aborted) return;
-    void endWait(ctx, registration, via);
+    void endWait(ctx, registration, permits, via);
     if (ctx.closing) throw new SemaphoreClosedError(ctx.name);
     signal?.throwIfAborted();
   }

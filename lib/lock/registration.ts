@@ -25,17 +25,25 @@ export interface Registration {
 
 /**
  * Ends registrations in one ZREM. Best effort (a registration also lapses), and also while closing,
- * so close() leaves none behind. Ids that are undefined or '' are skipped.
+ * so close() leaves none behind. Ids that are undefined or '' are skipped. `weighted`: waits for
+ * several tokens, each also listed in COLLECTING (`#<id>`, includes/give_back.lua), which goes too.
  */
 export function endRegistrations(
   ctx: SemaphoreContext,
   ids: ReadonlyArray<string | undefined>,
   via?: Connection,
+  weighted = false,
 ): Promise<void> {
   const live = ids.filter((id): id is string => id !== undefined && id !== '');
   if (live.length === 0) return Promise.resolve();
   return (via ? Promise.resolve(via) : ctx.ready(true))
-    .then((client) => client.sendCommand(['ZREM', ctx.keys.waiting, ...live]))
+    .then((client) => {
+      const ended = client.sendCommand(['ZREM', ctx.keys.waiting, ...live]);
+      // Pipelined behind the ZREM. Left alone, a field would stay until a weighted give-back drops it
+      // (weighted_waiting), and with it a COLLECTING key on an idle semaphore.
+      if (!weighted) return ended;
+      return Promise.all([ended, client.sendCommand(['HDEL', ctx.keys.collecting, ...live.map((id) => `#${id}`)])]);
+    })
     .then(
       () => undefined,
       () => undefined,
@@ -43,18 +51,20 @@ export function endRegistrations(
 }
 
 /**
- * Ends a wait's registration (as `endRegistrations` does). A weighted wait's that collects also ends
- * its partial collection at once: reapWaiters.lua, asked about no registration, returns the tokens of
- * a collection whose registration is gone (includes/give_back.lua). Otherwise they would sit in
- * COLLECTED until the next give-back, where lock(0) misses them and blocked waiters wait a slice.
- * (On the main client, once the ZREM answered: `via` may be blocked in a new wait by then.)
+ * Ends a wait's registration (as `endRegistrations` does) for `permits` tokens. A weighted wait's
+ * that collects also ends its partial collection at once: reapWaiters.lua, asked about no
+ * registration, returns the tokens of a collection whose registration is gone
+ * (includes/give_back.lua). Otherwise they would sit in COLLECTED until the next give-back, where
+ * lock(0) misses them and blocked waiters wait a slice. (On the main client, once the ZREM
+ * answered: `via` may be blocked in a new wait by then.)
  */
 export async function endWait(
   ctx: SemaphoreContext,
   registration: Registration | null,
+  permits: number,
   via?: Connection,
 ): Promise<void> {
-  await endRegistrations(ctx, [registration?.id], via);
+  await endRegistrations(ctx, [registration?.id], via, permits > 1);
   if (registration?.collecting !== true && registration?.parked !== true) return;
   await ctx.call('lock', reapWaiters(ctx, []), { whileClosing: true }).catch(() => undefined);
 }
