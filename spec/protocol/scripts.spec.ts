@@ -514,6 +514,19 @@ describe('reapWaiters.lua', () => {
     expect(await redis.exists(keys.inbox('zombie'))).toBe(0);
     expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['~zombie']);
   });
+
+  test("a reaped weighted waiter's COLLECTING entry goes with its registration; a live one's stays", async () => {
+    const { keys, run } = setup();
+    await run('create', ['3', '']);
+    await redis.zAdd(keys.waiting, [
+      { score: 1, value: 'dead' },
+      { score: 1e12, value: 'alive' },
+    ]);
+    await redis.hSet(keys.collecting, { '#dead': '2', '#alive': '3' });
+    await run('reapWaiters', ['', 'dead', 'alive'], [keys.inbox('dead'), keys.inbox('alive')]);
+    expect(await redis.hGetAll(keys.collecting)).toEqual({ '#alive': '3' });
+    expect(await redis.zRange(keys.waiting, 0, -1)).toEqual(['alive']);
+  });
 });
 
 describe('release.lua and refresh.lua', () => {

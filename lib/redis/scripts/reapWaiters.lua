@@ -1,7 +1,7 @@
 --[[
   Gives back (includes/give_back.lua) the tokens left in the inboxes of waiter registrations that
-  have expired (a waiter that died between BLMOVE and its claim), and removes those registrations,
-  ending the partial collection of a weighted waiter among them. Checks each
+  have expired (a waiter that died between BLMOVE and its claim), and removes those registrations
+  (and a weighted waiter's COLLECTING entry), ending the partial collection of one among them. Checks each
   expiry again here, so a registration renewed since it was reported is left alone. An abandoned
   mark's inbox ('~<grant id>', see recover.lua) is drained whenever asked; the mark itself stays
   until it expires.
@@ -33,6 +33,7 @@ for i = 2, #ARGV do
   end
   if over then
     redis.call('ZREM', K_WAITING, ARGV[i])
+    redis.call('HDEL', K_COLLECTING, '#' .. ARGV[i]) -- a weighted waiter's entry (give_back.lua)
   end
 end
 -- A collection whose registration went here ends now (give_back.lua), and tokens freed together
