@@ -8,7 +8,7 @@ import { SemaphoreClosedError } from '../errors';
 import { isConnectionError, isMisattributedReply, wasNeverSent } from '../redis/client/classify';
 import type { Connection } from '../redis/client/connection';
 import { newId } from '../util/ids';
-import { endRegistrations, type Registration } from './registration';
+import { endWait, type Registration } from './registration';
 import { checkReplicated, withReplicaWait } from '../hold/replication';
 import { tryLock, type TryLockReply } from '../redis/commands';
 import type { Replied } from '../redis/send';
@@ -264,7 +264,8 @@ async function settleTry(
     if (grant) await parts.ledger.giveBack(grant);
     return;
   }
-  const { token, tokens } = reply;
+  const { token, tokens, parked } = reply;
   if (token !== null) await parts.ledger.giveBack({ token, id, tokens });
-  else void endRegistrations(parts.ctx, [id]);
+  // A weighted miss's COLLECTING entry goes too, and the tokens it parked are handed on.
+  else void endWait(parts.ctx, { id, until: 0, parked }, permits);
 }

@@ -241,6 +241,32 @@ describe('Redis stalled while a lock waits for its first try', () => {
   });
 });
 
+describe('Redis stalled while a weighted lock waits for its first try', () => {
+  /**
+   * The try (permits: 2, one token free) goes unanswered past TRY_ANSWER_MS and the lock times out.
+   * Once Redis wakes the try misses: it lists the caller as a weighted waiter and parks the free token
+   * for it (tryLock.lua). Its undo ends that wait: the entry goes, and the parked token is handed on.
+   */
+  test('the late miss leaves no COLLECTING entry, and its parked token is free again', async () => {
+    const { server, admin } = await servers.start(['--enable-debug-command', 'local']);
+    const name = uniqueName('stall-weighted');
+    const sem = servers.semaphore(name, { url: server.url, resources: 3, waitSlice: 60_000 });
+    const held = await sem.acquire({ permits: 2 }); // one token left free
+    const staller = await servers.connect(server.url);
+    const stalled = staller.sendCommand(['DEBUG', 'SLEEP', '3']);
+    await sleep(100);
+    expect(await sem.lock(1200, { permits: 2 })).toBeNull();
+    await stalled;
+    // Nobody else waits or releases meanwhile: only the undo can hand the parked token on.
+    await until(async () => (await takeCensus(admin, name)).available.length === 1, 10_000, 'the token free');
+    const census = await takeCensus(admin, name);
+    expect(census.collection).toEqual({ registration: null, pending: [], collected: [] });
+    expect(await admin.hGetAll(`SEMAPHORE:${name}:COLLECTING`)).toEqual({});
+    expect(await held.release()).toBe(true);
+    expect(censusProblems(await takeCensus(admin, name), 3, { idle: true, marksAllowed: true })).toEqual([]);
+  });
+});
+
 describe('a plain (not Cluster) client on a Redis Cluster node', () => {
   /**
    * On a single Redis the hot-path scripts get AVAILABLE alone and name the other keys; a Cluster
