@@ -1,7 +1,7 @@
 // One blocking slice: the prepareWait + BLMOVE + claim pipeline on a waiter's connection, and what it ended with.
 import { checkpoint } from '../util/checkpoint';
 import type { Contention } from './contention';
-import { DeadlineExceeded } from '../util/deadline';
+import { DeadlineExceeded, decide, type Decision } from '../util/deadline';
 import { toBlockingTimeout } from '../util/durations';
 import { SemaphoreRedisError } from '../errors';
 import type { Attempt, Grant } from '../hold/ledger';
@@ -38,10 +38,12 @@ const guards = new Alarms();
  * One slice: `BLMOVE AVAILABLE INBOX:<id>` and `claim` in one pipeline, so Redis claims the token
  * the moment BLMOVE moves it; preceded by `prepareWait` when the registration may have lapsed. When
  * the connection fails or goes silent past the slice, `recover` settles the attempt on the main
- * connection. Resolves the token, or the registration to use for the next slice (null: make a new one).
- * Its replies are joined by a count, not by a promise each: the usual slice is three promises.
+ * connection. What it ended with (the token, or the registration to use for the next slice; null:
+ * make a new one) goes to `then`, or what kept it from settling to `failed`, and the promise resolves
+ * what they return: the wait goes on from there without a promise more (`decision` hears when it is
+ * decided). Its replies are joined by a count, not by a promise each: the usual slice is three promises.
  */
-export function blockOnce(
+export function blockOnce<T>(
   parts: BlockingParts,
   connection: Connection,
   registration: Registration,
@@ -49,7 +51,10 @@ export function blockOnce(
   lastSlice: boolean,
   { signal, permits }: Attempt,
   deadline: number,
-): Promise<SliceOutcome> {
+  then: (outcome: SliceOutcome) => T | Promise<T>,
+  failed: (error: unknown) => T | Promise<T>,
+  decision?: Decision,
+): Promise<T> {
   const { ctx, interrupts } = parts;
   const { id } = registration;
   const { keys } = ctx;
@@ -75,7 +80,7 @@ export function blockOnce(
   // (A test's hook: its rejection is handled at once, like every promise here.)
   const hooked = checkpoint('lock:waiting');
   const sentSlice: SentSlice = { registration, grantId, sent, sliceMs, prepared: prepared !== undefined, permits };
-  return new Promise<SliceOutcome>((resolve, reject) => {
+  return new Promise<T>((resolve, reject) => {
     const results: { prepare: Settled<unknown>; move: Settled<unknown>; claim: Settled<ClaimReply> | undefined } = {
       prepare: ANSWERED,
       move: ANSWERED,
@@ -91,13 +96,17 @@ export function blockOnce(
       if (--pending > 0) return;
       guards.cancel(guard);
       const unblocking = disarm();
-      const done = results as SliceResults;
-      const outcome = () => sliceOutcome(parts, connection, done, sentSlice, signal, deadline);
+      decide(resolve, reject, answer, unblocking, decision);
+    };
+    const answer = (unblocking: Promise<void> | undefined): T | Promise<T> => {
+      const outcome = () => sliceOutcome(parts, connection, results as SliceResults, sentSlice, signal, deadline);
+      let ended: SliceOutcome | Promise<SliceOutcome>;
       try {
-        resolve(unblocking ? unblocking.then(outcome) : outcome());
+        ended = unblocking ? unblocking.then(outcome) : outcome();
       } catch (error) {
-        reject(error);
+        return failed(error);
       }
+      return ended instanceof Promise ? ended.then(then, failed) : then(ended);
     };
     prepared?.then(settled, (reason: unknown) => {
       results.prepare = rejected(reason);

@@ -190,7 +190,7 @@ const rethrow = (error: unknown): never => {
 const ignore = (): void => undefined;
 
 /** Resolves with what `make(input)` returns, or rejects with what it throws; then tells `decision`. */
-function decide<A, R>(
+export function decide<A, R>(
   resolve: (value: R | PromiseLike<R>) => void,
   reject: (error: unknown) => void,
   make: (input: A) => R | PromiseLike<R>,
