@@ -232,15 +232,14 @@ export class SemaphoreContext {
   }
 
   /**
-   * Keeps `promise` among the calls close() waits for. The promise `answer` just made is followed
-   * without a promise more: it says when it is decided (see `Decision`).
+   * Keeps `promise` among the calls close() waits for. The promise `answer` just made, or one whose
+   * `decision` is given, is followed without a promise more: it says when it is decided (see `Decision`).
    */
-  track<T>(promise: Promise<T>): Promise<T> {
+  track<T>(promise: Promise<T>, given?: Decision): Promise<T> {
     this.begin();
-    const decision = this.#decision;
-    const answering = this.#answering;
+    const decision = given ?? (this.#answering === promise ? this.#decision : undefined);
     this.#answering = this.#decision = undefined;
-    if (answering === promise && decision !== undefined && !decision.settled) {
+    if (decision !== undefined && !decision.settled) {
       // Settled with a value: ended at once. Otherwise as below, which also handles its rejection.
       decision.decided = (plain) => (plain ? this.end() : void promise.then(this.#end, this.#end));
     } else {

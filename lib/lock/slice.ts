@@ -1,7 +1,7 @@
 // One blocking slice: the prepareWait + BLMOVE + claim pipeline on a waiter's connection, and what it ended with.
 import { checkpoint } from '../util/checkpoint';
 import type { Contention } from './contention';
-import { DeadlineExceeded } from '../util/deadline';
+import { DeadlineExceeded, decided, type Decision } from '../util/deadline';
 import { toBlockingTimeout } from '../util/durations';
 import { SemaphoreRedisError } from '../errors';
 import type { Attempt, Grant } from '../hold/ledger';
@@ -38,10 +38,13 @@ const guards = new Alarms();
  * One slice: `BLMOVE AVAILABLE INBOX:<id>` and `claim` in one pipeline, so Redis claims the token
  * the moment BLMOVE moves it; preceded by `prepareWait` when the registration may have lapsed. When
  * the connection fails or goes silent past the slice, `recover` settles the attempt on the main
- * connection. Resolves the token, or the registration to use for the next slice (null: make a new one).
- * Its replies are joined by a count, not by a promise each: the usual slice is three promises.
+ * connection. What it ended with (the token, or the registration to use for the next slice; null:
+ * make a new one) goes to `then`, or what kept it from settling to `failed`, and the promise resolves
+ * what they return: the wait goes on from there without a promise more (`decision` hears when it is
+ * decided). Its replies are joined by a count, not by a promise each: the usual slice is two
+ * promises, the claim's answer (the slice's) and BLMOVE's.
  */
-export function blockOnce(
+export function blockOnce<T>(
   parts: BlockingParts,
   connection: Connection,
   registration: Registration,
@@ -49,7 +52,10 @@ export function blockOnce(
   lastSlice: boolean,
   { signal, permits }: Attempt,
   deadline: number,
-): Promise<SliceOutcome> {
+  then: (outcome: SliceOutcome) => T | Promise<T>,
+  failed: (error: unknown) => T | Promise<T>,
+  decision?: Decision,
+): Promise<T> {
   const { ctx, interrupts } = parts;
   const { id } = registration;
   const { keys } = ctx;
@@ -75,77 +81,81 @@ export function blockOnce(
   // (A test's hook: its rejection is handled at once, like every promise here.)
   const hooked = checkpoint('lock:waiting');
   const sentSlice: SentSlice = { registration, grantId, sent, sliceMs, prepared: prepared !== undefined, permits };
-  return new Promise<SliceOutcome>((resolve, reject) => {
-    const results: { prepare: Settled<unknown>; move: Settled<unknown>; claim: Settled<ClaimReply> | undefined } = {
-      prepare: ANSWERED,
-      move: ANSWERED,
-      claim: undefined,
-    };
-    let pending = 2 + (prepared ? 1 : 0) + (hooked ? 1 : 0);
-    // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
-    // settles what the pipeline may have done.
-    const guard = guards.set(sliceGuardMs(sliceMs, ctx.options.waitSlice), () => void disconnectQuietly(connection));
-    // An abort or close() ends the slice early (Interrupts), keeping the connection.
-    const disarm = interrupts.arm(connection, signal);
-    const settled = () => {
-      if (--pending > 0) return;
-      guards.cancel(guard);
-      const unblocking = disarm();
-      const done = results as SliceResults;
-      const outcome = () => sliceOutcome(parts, connection, done, sentSlice, signal, deadline);
-      try {
-        resolve(unblocking ? unblocking.then(outcome) : outcome());
-      } catch (error) {
-        reject(error);
-      }
-    };
-    prepared?.then(settled, (reason: unknown) => {
-      results.prepare = rejected(reason);
-      settled();
-    });
-    moved.then(settled, (reason: unknown) => {
-      results.move = rejected(reason);
-      settled();
-    });
-    const claimedAs = (claim: Settled<ClaimReply>) => {
-      results.claim = claim;
-      settled();
-    };
-    if (claimed instanceof Promise)
-      claimed.then(
-        (reply) => claimedAs(fulfilled(reply)),
-        (e: unknown) => claimedAs(rejected(e)),
-      );
-    else settleClaim(connection, claimed, sendStored(connection, claimed), claimedAs);
-    hooked?.then(settled, settled);
+  const results: { prepare: Settled<unknown>; move: Settled<unknown>; claim: Settled<ClaimReply> | undefined } = {
+    prepare: ANSWERED,
+    move: ANSWERED,
+    claim: undefined,
+  };
+  // What answers before the claim: its reply comes last on the connection, so the promise its answer
+  // makes is the slice's; should any of these come later, that answer waits for them (`wake`).
+  let before = 1 + (prepared ? 1 : 0) + (hooked ? 1 : 0);
+  let wake: (() => void) | undefined;
+  const answered = () => void (--before === 0 && wake?.());
+  prepared?.then(answered, (reason: unknown) => {
+    results.prepare = rejected(reason);
+    answered();
   });
+  moved.then(answered, (reason: unknown) => {
+    results.move = rejected(reason);
+    answered();
+  });
+  hooked?.then(answered, answered);
+  // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
+  // settles what the pipeline may have done.
+  const guard = guards.set(sliceGuardMs(sliceMs, ctx.options.waitSlice), () => void disconnectQuietly(connection));
+  // An abort or close() ends the slice early (Interrupts), keeping the connection.
+  const disarm = interrupts.arm(connection, signal);
+  const answer = (): T | Promise<T> => {
+    guards.cancel(guard);
+    const unblocking = disarm();
+    const outcome = () => sliceOutcome(parts, connection, results as SliceResults, sentSlice, signal, deadline);
+    let ended: SliceOutcome | Promise<SliceOutcome>;
+    try {
+      ended = unblocking ? unblocking.then(outcome) : outcome();
+    } catch (error) {
+      return failed(error);
+    }
+    return ended instanceof Promise ? ended.then(then, failed) : then(ended);
+  };
+  const claimedAs = (claim: Settled<ClaimReply>): T | Promise<T> => {
+    results.claim = claim;
+    const waiting = () => new Promise<void>((resolve) => (wake = resolve)).then(answer);
+    return decided(before === 0 ? answer : waiting, decision);
+  };
+  if (!(claimed instanceof Promise))
+    return settleClaim(connection, claimed, sendStored(connection, claimed), claimedAs);
+  return claimed.then(
+    (reply) => claimedAs(fulfilled(reply)),
+    (e: unknown) => claimedAs(rejected(e)),
+  );
 }
 
-/** Reads the pipelined claim's reply as `runScript` would (by EVAL when `needsText`), without a promise more. */
-function settleClaim(
+/**
+ * Reads the pipelined claim's reply as `runScript` would (by EVAL when `needsText`), for `claimedAs`:
+ * the promise resolves what it returns.
+ */
+function settleClaim<T>(
   connection: Connection,
   call: ScriptCall<ClaimReply>,
   sending: Promise<unknown>,
-  claimedAs: (claim: Settled<ClaimReply>) => void,
-): void {
-  sending.then(
+  claimedAs: (claim: Settled<ClaimReply>) => T | Promise<T>,
+): Promise<T> {
+  return sending.then(
     (raw) => {
       let reply: ClaimReply;
       try {
         reply = call.decode!(raw);
       } catch (error) {
-        claimedAs(rejected(error));
-        return;
+        return claimedAs(rejected(error));
       }
-      claimedAs(fulfilled(reply));
+      return claimedAs(fulfilled(reply));
     },
     (error: unknown) => {
-      if (!needsText(connection, call, error)) claimedAs(rejected(error));
-      else
-        runScript(connection, asText(call)).then(
-          (reply) => claimedAs(fulfilled(reply)),
-          (next: unknown) => claimedAs(rejected(next)),
-        );
+      if (!needsText(connection, call, error)) return claimedAs(rejected(error));
+      return runScript(connection, asText(call)).then(
+        (reply) => claimedAs(fulfilled(reply)),
+        (next: unknown) => claimedAs(rejected(next)),
+      );
     },
   );
 }

@@ -61,10 +61,10 @@ export function take<R>(
     if (client !== undefined && attempt.signal === undefined && !hasCheckpointHook()) {
       const { contention } = parts;
       if (!contention.skipsTryLock(timeout)) return ctx.track(tryFirst(parts, client, timeout, attempt, taken, failed));
-      // Contended: straight to the blocking wait (see Contention.skipsTryLock).
+      // Contended: straight to the blocking wait (see Contention.skipsTryLock), which tracks itself.
       const deadline = waitDeadline(attempt.startedAt, timeout);
       const registration = contention.takeAdvanceRegistration();
-      return ctx.track(parts.blocking.block(deadline, attempt, registration, taken, failed));
+      return parts.blocking.block(deadline, attempt, registration, taken, failed);
     }
     return ctx.track(takeOrAbort(parts, timeout, attempt).then(taken, failed));
   } catch (error) {

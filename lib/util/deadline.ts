@@ -60,8 +60,9 @@ interface Watched {
 export type Send<T> = (answered: (value: T) => void, failed: (error: unknown) => void) => void;
 
 /**
- * Told when a `settle` promise is decided: `plain` when it resolved with a value (neither a thenable
- * nor a rejection), so it has settled already. `settled` says whether that happened yet.
+ * Told when a `settle` promise (or one `decided` serves) is decided: `plain` when it resolved with a
+ * value (neither a thenable nor a rejection), so it has settled already, or does as the callback
+ * telling it returns. `settled` says whether that happened yet.
  */
 export interface Decision {
   settled: boolean;
@@ -208,6 +209,24 @@ function decide<A, R>(
   if (decision === undefined) return;
   decision.settled = true;
   decision.decided?.(plain);
+}
+
+/**
+ * What `make()` returns or throws, for a `.then` callback whose promise settles with it as soon as
+ * the callback returns: `decision` is told, as `decide` tells it, whether that is a plain value.
+ */
+export function decided<V>(make: () => V, decision: Decision | undefined): V {
+  let plain = false;
+  try {
+    const value = make();
+    plain = !isThenable(value);
+    return value;
+  } finally {
+    if (decision !== undefined) {
+      decision.settled = true;
+      decision.decided?.(plain);
+    }
+  }
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
