@@ -1,6 +1,7 @@
 import { createLocks, Mutex, Semaphore } from '../../lib';
 import { useFixture } from '../support/fixture';
 import { censusProblems, takeCensus } from '../support/census';
+import { blockedClients } from '../support/redis';
 import { DEFAULT_KEY_PREFIX, semaphoreKeys } from '../../lib/redis/keys';
 import { readStatus } from '../../lib/admin/operations';
 import { statusJson } from '../../lib/admin/json';
@@ -176,10 +177,13 @@ describe('waiting for k tokens', () => {
     const sem = fixture.semaphore({ resources: 4, waitSlice: 1000 });
     const held = await Promise.all([1, 2, 3, 4].map(() => sem.acquire({ permits: 1 })));
     const order: string[] = [];
+    // Arrival is the BLMOVE (a registration comes a round trip earlier, and a first blocking
+    // connection may take longer to open than a second): each waits until the one before is blocked.
+    const base = await blockedClients(fixture.redis);
     const three = sem.acquire({ permits: 3, timeout: 20_000 }).then((lease) => (order.push('three'), lease));
-    await until(async () => (await fixture.redis.zCard(keysOf(sem).waiting)) === 1, 'the waiter for 3 registered');
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 'the waiter for 3 blocked');
     const one = sem.acquire({ permits: 1, timeout: 20_000 }).then((lease) => (order.push('one'), lease));
-    await until(async () => (await fixture.redis.zCard(keysOf(sem).waiting)) === 2, 'the waiter for 1 registered');
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 'the waiter for 1 blocked');
     // One token at a time: the waiter for 3, first in line, collects each; the waiter for 1 waits.
     for (const [i, lease] of held.slice(0, 2).entries()) {
       expect(await lease.release()).toBe(true);
@@ -210,10 +214,13 @@ describe('waiting for k tokens', () => {
     const two = await sem.acquire({ permits: 2 });
     const others = await Promise.all([1, 2].map(() => sem.acquire({ permits: 1 })));
     const order: string[] = [];
+    // Arrival is the BLMOVE (a registration comes a round trip earlier, and a first blocking
+    // connection may take longer to open than a second): each waits until the one before is blocked.
+    const base = await blockedClients(fixture.redis);
     const three = sem.acquire({ permits: 3, timeout: 20_000 }).then((lease) => (order.push('three'), lease));
-    await until(async () => (await fixture.redis.zCard(keysOf(sem).waiting)) === 1, 'the waiter for 3 registered');
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 1, 'the waiter for 3 blocked');
     const one = sem.acquire({ permits: 1, timeout: 20_000 }).then((lease) => (order.push('one'), lease));
-    await until(async () => (await fixture.redis.zCard(keysOf(sem).waiting)) === 2, 'the waiter for 1 registered');
+    await until(async () => (await blockedClients(fixture.redis)) >= base + 2, 'the waiter for 1 blocked');
     expect(await two.release()).toBe(true); // two tokens in one script
     await until(async () => (await fixture.redis.lLen(keysOf(sem).collected)) === 2, 'both collected');
     await sleep(200);
