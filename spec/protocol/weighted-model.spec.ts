@@ -25,7 +25,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { Semaphore, type Lease } from '../../lib';
 import * as commands from '../../lib/redis/commands';
 import { grantIdOf } from '../../lib/redis/status';
-import { censusProblems, describeCensus, takeCensus, type Census } from '../support/census';
+import { censusProblems, describeCensus, grantsOf, takeCensus, type Census } from '../support/census';
 import { useFixture } from '../support/fixture';
 import { sleep, uniqueName } from '../support/redis';
 
@@ -160,16 +160,6 @@ interface Figures {
   aborts: number;
   collectionsSeen: number;
   maxWeightHeld: number;
-}
-
-/** The grant groups GRABBED records: grant id → its tokens (sorted). */
-function grantsOf(census: Census): Map<string, string[]> {
-  const groups = new Map<string, string[]>();
-  for (const [token, record] of Object.entries(census.grabbed)) {
-    const id = grantIdOf(record) ?? `?${record}`;
-    groups.set(id, [...(groups.get(id) ?? []), token].sort());
-  }
-  return groups;
 }
 
 /** How many clients are blocked in BLMOVE on the spec's server (one per waiting waiter here). */

@@ -16,9 +16,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { SemaphoreClosedError, type GrantHandle, type Lease, type LostEvent, type Semaphore } from '../../lib';
 import * as commands from '../../lib/redis/commands';
 import { keyPattern, semaphoreKeys } from '../../lib/redis/keys';
-import { grantIdOf } from '../../lib/redis/status';
 import { setCheckpointHook, type CheckpointStep } from '../../lib/util/checkpoint';
-import { censusProblems, describeCensus, takeCensus, type Census } from '../support/census';
+import { censusProblems, describeCensus, grantsOf, takeCensus, type Census } from '../support/census';
 import { useFixture } from '../support/fixture';
 import { until } from '../support/redis';
 
@@ -39,16 +38,6 @@ async function keysOf(name: string): Promise<string[]> {
   const prefix = `SEMAPHORE:${name}:`;
   const keys = await fixture.redis.keys(keyPattern(semaphoreKeys(name)));
   return keys.map((key) => key.slice(prefix.length)).sort();
-}
-
-/** The grant groups of GRABBED: grant id → its tokens. */
-function grantsOf(census: Census): Map<string, string[]> {
-  const groups = new Map<string, string[]>();
-  for (const [token, record] of Object.entries(census.grabbed)) {
-    const id = grantIdOf(record) ?? `?${record}`;
-    groups.set(id, [...(groups.get(id) ?? []), token].sort());
-  }
-  return groups;
 }
 
 /**
@@ -503,6 +492,17 @@ describe('abort of a collecting waiter vs the completion of its collection', () 
 });
 
 describe('close() vs a collection in flight', () => {
+  /** The scene with W the collector, its next slice blocked on PENDING (held: `second` lets it settle). */
+  async function blockedOnPending() {
+    const sem = fixture.semaphore({ resources: RESOURCES, waitSlice: 10_000 });
+    const { holders, held, w, first, wClient } = await collectorScene(sem, gates);
+    await firstTokenCollected(sem, held);
+    first();
+    const second = await gates.slice(2);
+    await untilBlocked(wClient, 'W blocked on PENDING');
+    return { sem, holders, held, w, second, wClient };
+  }
+
   let gates: SliceGates;
   beforeEach(() => (gates = new SliceGates()));
   afterEach(() => gates.openAll());
@@ -564,12 +564,7 @@ describe('close() vs a collection in flight', () => {
   });
 
   test('while it holds part of its tokens, blocked on PENDING (a token arriving as it settles): all come back', async () => {
-    const sem = fixture.semaphore({ resources: RESOURCES, waitSlice: 10_000 });
-    const { holders, held, w, first, wClient } = await collectorScene(sem, gates);
-    await firstTokenCollected(sem, held);
-    first();
-    const second = await gates.slice(2);
-    await untilBlocked(wClient, 'W blocked on PENDING');
+    const { sem, holders, held, w, second, wClient } = await blockedOnPending();
     const closing = watch(sem.close());
     // close()'s CLIENT UNBLOCK ended the slice, whose claim kept the collection (an empty slice).
     await untilClaimedAfterUnblock(wClient);
@@ -590,12 +585,7 @@ describe('close() vs a collection in flight', () => {
   });
 
   test('the collection completes in Redis before close() reaches it: the grant goes back, close() resolves', async () => {
-    const sem = fixture.semaphore({ resources: RESOURCES, waitSlice: 10_000 });
-    const { holders, held, w, first, wClient } = await collectorScene(sem, gates);
-    await firstTokenCollected(sem, held);
-    first();
-    const second = await gates.slice(2);
-    await untilBlocked(wClient, 'W blocked on PENDING');
+    const { sem, holders, held, w, second } = await blockedOnPending();
     expect(await held[1]!.release()).toBe(true);
     await untilCollectionGranted(sem, held);
     const closing = watch(sem.close());

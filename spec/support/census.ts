@@ -213,6 +213,16 @@ export function censusProblems(census: Census, resources: number, expectation: C
   return problems;
 }
 
+/** The grant groups GRABBED records: grant id → its tokens (sorted); a record with no grant id (a Ruby holder's) stands alone. */
+export function grantsOf(census: Census): Map<string, string[]> {
+  const groups = new Map<string, string[]>();
+  for (const [token, record] of Object.entries(census.grabbed)) {
+    const id = grantIdOf(record) ?? `?${record}`;
+    groups.set(id, [...(groups.get(id) ?? []), token].sort());
+  }
+  return groups;
+}
+
 /** A one-line summary for logs and failure messages. */
 export function describeCensus(census: Census): string {
   const inboxes = census.inboxes.map((inbox) => `${inbox.registered ? '' : '!'}${inbox.grantId}=[${inbox.tokens}]`);
