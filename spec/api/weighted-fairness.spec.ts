@@ -215,11 +215,14 @@ describe('a weight-3 waiter among looping weight-1 callers', () => {
           .join('; ') +
         `. Weight-1 waits over ${grants.length} grants: median ${Math.round(percentile(waits, 0.5))} ms, p99 ${Math.round(percentile(waits, 0.99))} ms, max ${Math.round(Math.max(...waits))} ms`,
     );
-    // The FIFO bound (DESIGN "Weighted grants"): once W3 collects, nobody behind it is served. A
+    // The FIFO bound (DESIGN "Weighted grants"): once W3 collects, nobody behind it is served. Each
     // release Redis runs in the instant between W3's BLMOVE returning and its claim (the collection's
-    // start) frees a token the next blocked waiter takes: at most one such overtake a round.
+    // start) frees a token the next blocked waiter takes, one per release of that instant: at most one
+    // per other holder, resources - 1 a round. (A quiet clean-clone run counted 2 in one round.)
     for (const r of rounds) expect(r.heldBack).toBe(0);
-    for (const r of rounds) expect(r.overtakes).toBeLessThanOrEqual(1);
+    for (const r of rounds) expect(r.overtakes).toBeLessThanOrEqual(resources - 1);
+    // Most rounds have none: the instant is short.
+    expect(rounds.filter((r) => r.overtakes > 0).length).toBeLessThanOrEqual(2);
     // The check of earlier waiters is not empty: some waited when W3 came.
     expect(rounds.reduce((sum, r) => sum + r.before, 0)).toBeGreaterThan(0);
     expect(Math.max(...rounds.map((r) => r.waitMs))).toBeLessThan(10_000);
