@@ -8,7 +8,7 @@ import type { ResolvedOptions } from './options';
 import { adaptClient, clientKeyPrefix, topologyOf } from './redis/client/adapt';
 import { createOwnClient } from './redis/client/standalone';
 import { asText, needsText, replyOf, runScript, sendStoredTo, type ScriptCall } from './redis/send';
-import { DeadlineExceeded, withDeadline, type Decision, type DeadlineQueue } from './util/deadline';
+import { DeadlineExceeded, ignore, withDeadline, type Decision, type DeadlineQueue } from './util/deadline';
 import { checkServer } from './redis/server-checks';
 import { PoolShare } from './pool/pool-share';
 import { keySlot } from './redis/slot';
@@ -25,8 +25,6 @@ export interface CallOptions {
   /** Reject with the client's own error rather than a SemaphoreRedisError. */
   readonly raw?: boolean;
 }
-
-const ignore = (): void => undefined;
 
 export class SemaphoreContext {
   readonly name: string;

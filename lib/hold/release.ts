@@ -1,7 +1,7 @@
 // Ending one grant by its id with the release script: one bounded try, then retries while the outcome is unknown.
 import type { Connection } from '../redis/client/connection';
 import type { SemaphoreContext } from '../context';
-import { backoffMs, DeadlineExceeded, DeadlineQueue, sleep } from '../util/deadline';
+import { backoffMs, DeadlineExceeded, DeadlineQueue, rethrow, sleep } from '../util/deadline';
 import { SemaphoreClosedError, SemaphoreRedisError } from '../errors';
 import { replyErrorCode, wasNeverSent } from '../redis/client/classify';
 import { RELEASE_ANSWER_MS } from '../lock/timing';
@@ -13,9 +13,6 @@ import type { Replied, ScriptCall } from '../redis/send';
 const releaseDeadlines = new DeadlineQueue(RELEASE_ANSWER_MS);
 
 const asIs = (outcome: Released): Released => outcome;
-const rethrow = (error: unknown): never => {
-  throw error;
-};
 
 /** Most tries of a release whose connection failed (each after a backoff): about 3 s in all. */
 const RELEASE_TRIES = 6;

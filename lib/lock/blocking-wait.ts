@@ -1,6 +1,6 @@
 // The blocking wait: slices on a connection of its own until a token comes, the deadline passes, an abort or close().
 import type { Connection } from '../redis/client/connection';
-import { raceAbort, sleep, backoffMs, type Decision } from '../util/deadline';
+import { identity, raceAbort, rethrow, sleep, backoffMs, type Decision } from '../util/deadline';
 import { SemaphoreClosedError, SemaphoreRedisError } from '../errors';
 import type { Attempt, Grant } from '../hold/ledger';
 import type { Holding } from '../hold/holding';
@@ -25,11 +25,6 @@ interface Wait<R> {
   failures: number;
   lastError: unknown;
 }
-
-const sameOutcome = (outcome: SliceOutcome): SliceOutcome => outcome;
-const rethrow = (error: unknown): never => {
-  throw error;
-};
 
 /** A promise rejected with what `fail` throws. */
 function rejection(fail: () => never): Promise<never> {
@@ -158,7 +153,7 @@ export class BlockingWait {
               // Past the deadline, a live registration still gets a last slice, whose claim ends it.
               if (remaining <= 0 && wait.registration === null) return taken(null);
               broken = true; // until the slice says otherwise: a throw leaves the connection in doubt
-              const pending = this.#slice(wait, connection, remaining, sameOutcome, rethrow);
+              const pending = this.#slice(wait, connection, remaining, identity<SliceOutcome>, rethrow);
               try {
                 outcome = await (signal ? raceAbort(pending, signal) : pending);
               } catch (error) {

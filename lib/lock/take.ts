@@ -1,6 +1,6 @@
 // take: lock()'s path to a token, the fast path (tryLock) and its settling, then the blocking wait if that missed.
 import { checkpoint, hasCheckpointHook } from '../util/checkpoint';
-import { DeadlineExceeded, DeadlineQueue, raceAbort, withDeadline } from '../util/deadline';
+import { DeadlineExceeded, DeadlineQueue, identity, raceAbort, rethrow, withDeadline } from '../util/deadline';
 import type { Attempt } from '../hold/ledger';
 import type { Holding } from '../hold/holding';
 import { recover } from './recover';
@@ -110,11 +110,6 @@ async function takeOrAbort(parts: TakeParts, timeout: number | null, attempt: At
   // registration ends: see Ledger.granted and BlockingWait.block), and close() waits for it.
   return attempt.signal ? raceAbort(ctx.track(trying), attempt.signal) : trying;
 }
-
-const identity = <T>(value: T): T => value;
-const rethrow = (error: unknown): never => {
-  throw error;
-};
 
 /**
  * tryLock, and what its answer says: a holding, a miss (the blocking wait, or null for lock(0)), or

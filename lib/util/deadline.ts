@@ -184,11 +184,12 @@ export class DeadlineQueue {
   }
 }
 
-const identity = <T>(value: T): T => value;
-const rethrow = (error: unknown): never => {
+/** Continuations that pass a value or an error on as they came, and one that drops a rejection. */
+export const identity = <T>(value: T): T => value;
+export const rethrow = (error: unknown): never => {
   throw error;
 };
-const ignore = (): void => undefined;
+export const ignore = (): void => undefined;
 
 /** Resolves with what `make(input)` returns, or rejects with what it throws; then tells `decision`. */
 function decide<A, R>(
@@ -198,17 +199,11 @@ function decide<A, R>(
   input: A,
   decision: Decision | undefined,
 ): void {
-  let plain = false;
   try {
-    const value = make(input);
-    plain = !isThenable(value);
-    resolve(value);
+    resolve(decided(() => make(input), decision));
   } catch (thrown) {
     reject(thrown);
   }
-  if (decision === undefined) return;
-  decision.settled = true;
-  decision.decided?.(plain);
 }
 
 /**

@@ -26,10 +26,11 @@ for _, registration in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, now, '+inf'
     end
   end
 end
+local collector = redis.call('HMGET', K_COLLECTING, 'registration', 'permits')
 local collection = {
   redis.call('LLEN', K_COLLECTED) + redis.call('LLEN', K_PENDING),
-  redis.call('HGET', K_COLLECTING, 'registration') or '',
-  tonumber(redis.call('HGET', K_COLLECTING, 'permits') or '0'),
+  collector[1] or '',
+  tonumber(collector[2] or '0'),
 }
 return {
   redis.call('EXISTS', K_EXISTS),
