@@ -194,6 +194,28 @@ describe('claim.lua', () => {
     ]);
   });
 
+  test('reports others whichever end of WAITING the served registration is at, and none when it is alone', async () => {
+    const { keys, run } = setup();
+    await run('create', ['1', '']);
+    // "late" registered last (rank 1): its rank tells; "early" (rank 0) needs the count.
+    await run('prepareWait', ['early', '', '10', '1', '', '']);
+    await run('prepareWait', ['late', '', '20', '1', '', '']);
+    for (const [served, others] of [
+      ['late', 1],
+      ['early', 1],
+    ] as const) {
+      await redis.lMove(keys.available, keys.inbox(served), 'LEFT', 'RIGHT');
+      const reply = (await run('claim', [served, '1', '', '25', 'me', `${served}-g`, '1'], [keys.inbox(served)])) as number[];
+      expect([reply[0], reply[1], reply[3]]).toEqual(['0', 1, others]); // kept: others wait
+      await run('release', ['0', `${served}-g`, '1', '']);
+    }
+    await redis.zRem(keys.waiting, 'late');
+    await redis.lMove(keys.available, keys.inbox('early'), 'LEFT', 'RIGHT');
+    const alone = (await run('claim', ['early', '1', '', '25', 'me', 'alone-g', '1'], [keys.inbox('early')])) as number[];
+    expect([alone[0], alone[1], alone[3]]).toEqual(['0', 0, 0]);
+    expect(await redis.zCard(keys.waiting)).toBe(0);
+  });
+
   test("keeps the registration for the caller's next wait when asked while others wait, and reclaims stale holders one grant in 16", async () => {
     const { keys, run } = setup();
     await run('create', ['2', '']);

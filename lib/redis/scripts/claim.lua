@@ -41,7 +41,8 @@ local local_time, expiration = ARGV[4] or '', settings.expiration
 -- ZRANK, not ZSCORE: Redis formats a score it replies with (a printf), and a rank is an integer.
 -- (ZREVRANK would also tell, nearly always, whether others wait, and save the ZCARD below, but it is
 -- not in the minimal ACL the README documents.)
-local registered = redis.call('ZRANK', K_WAITING, registration) ~= false
+local rank = redis.call('ZRANK', K_WAITING, registration)
+local registered = rank ~= false
 if not registered then
   redis.call('ZREM', K_WAITING, '~' .. registration)
 end
@@ -90,9 +91,10 @@ local renewed, others, fence, number = 'E', 'N', '0', 0
 if token then
   fence, number = record_grant(token, grant, clock_stamp(local_time), settings.lease, settings.label, leases)
   -- Others wait if no token is left free (a free token means nobody is blocked) and registrations
-  -- other than this one remain. ZCARD also counts abandoned '~' marks and lapsed registrations:
-  -- telling them apart costs a scan (ZRANGE) or float arguments (ZCOUNT).
-  if not free and redis.call('ZCARD', K_WAITING) > 1 then
+  -- other than this one remain: a rank above 0 says so already, else ZCARD counts them. Both count
+  -- abandoned '~' marks and lapsed registrations too: telling them apart costs a scan (ZRANGE) or
+  -- float arguments (ZCOUNT).
+  if not free and (rank > 0 or redis.call('ZCARD', K_WAITING) > 1) then
     others = 'W'
   end
   -- Then this caller's next lock would miss its tryLock: its registration stays for that next wait
