@@ -185,7 +185,6 @@ export class SemaphoreContext {
     answered: (reply: R) => T | PromiseLike<T>,
     failed: (error: unknown, late?: Promise<R>) => T | PromiseLike<T>,
   ): Promise<T> {
-    const startedAt = performance.now();
     const decision: Decision = { settled: false, decided: undefined };
     const answering = answers.settle(
       (sent: (raw: unknown) => void, refused: (error: unknown) => void) => sendStoredTo(client, call, sent, refused),
@@ -199,11 +198,11 @@ export class SemaphoreContext {
         }
         return answered(reply);
       },
-      (error) => {
+      (error, deadline) => {
         if (!needsText(client, call, error)) return failed(new SemaphoreRedisError(this.name, operation, error));
         // The server lacked the script: EVAL, within what is left of the same time limit.
         const evaluating = this.#run(client, operation, asText(call));
-        const left = Math.max(1, startedAt + answers.ms - performance.now());
+        const left = Math.max(1, deadline - performance.now());
         return withDeadline(evaluating, left, operation).then(answered, (next: unknown) =>
           next instanceof DeadlineExceeded ? failed(next, evaluating) : failed(next),
         );

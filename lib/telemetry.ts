@@ -336,10 +336,10 @@ export class Telemetry {
     if (this.#observed('acquired')) this.#report('acquired', { token, fence, waitedMs });
   }
 
-  /** A held token was released after `heldMs`: counted, and the `released` event. */
-  released(token: string, fence: number, heldMs: number): void {
+  /** A held token, got at `acquiredAt` (`performance.now()`), was released: counted, and the `released` event. */
+  released(token: string, fence: number, acquiredAt: number): void {
     this.#counters.releases++;
-    if (this.#observed('released')) this.#report('released', { token, fence, heldMs });
+    if (this.#observed('released')) this.#report('released', { token, fence, heldMs: performance.now() - acquiredAt });
   }
 
   /** A held token was lost: counted, and the `lost` event. */

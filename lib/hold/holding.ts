@@ -48,7 +48,7 @@ export class Holding {
   /** Taken by the callback form or `acquire()`, which release it themselves; `unlock` and `consume` never find it. */
   readonly scoped: boolean;
   /** When this process got it (`performance.now()`). */
-  readonly acquiredAt = performance.now();
+  readonly acquiredAt: number;
   /**
    * `lock()` (no callback) resolved it to its caller: only from then may `unlock(token)` end it, so a
    * call made before cannot be that caller's (see `Ledger.find`).
@@ -75,8 +75,10 @@ export class Holding {
     scoped: boolean,
     terms: LeaseTerms | null,
     sentAt: number,
+    acquiredAt: number,
   ) {
     this.#host = host;
+    this.acquiredAt = acquiredAt;
     this.token = grant.token;
     this.tokens = grant.tokens;
     this.id = grant.id;
@@ -142,8 +144,8 @@ export class Holding {
   }
 
   /** Ends the holding at once if its lease is already over (a slow grant): its caller must not start work. */
-  loseIfExpired(): void {
-    if (!this.#ended && this.remainingMs <= 0) this.lose('expired');
+  loseIfExpired(now = performance.now()): void {
+    if (!this.#ended && this.#leaseEnd <= now) this.lose('expired');
   }
 
   /**

@@ -108,14 +108,15 @@ export class Ledger {
     // to the next waiter. `via`: the waiter's connection, still ours until the wait returns it.
     if (this.#ctx.closing || attempt.signal?.aborted) return this.#decline(grant, attempt.signal, via);
     const terms = this.#terms;
+    const now = performance.now();
     // A grant whose lease is mostly spent (a long blocking wait counts from when the pipeline was
     // sent; see DESIGN "Leases") is refreshed once before it is handed out, which restarts its
     // lease from a known send time, or finds it already reclaimed.
-    if (terms !== null && mostlySpent(grant.anchor, terms.holderMs, performance.now())) {
+    if (terms !== null && mostlySpent(grant.anchor, terms.holderMs, now)) {
       return this.#renewThenHold(grant, attempt);
     }
     try {
-      return this.#hold(grant, attempt, grant.anchor, null);
+      return this.#hold(grant, attempt, grant.anchor, null, now);
     } catch (error) {
       return Promise.reject(error as Error);
     }
@@ -137,16 +138,19 @@ export class Ledger {
     const sentAt = performance.now();
     // Bounded: a main client that does not answer (stuck reconnecting) must not hold up the grant.
     const renewed = await withDeadline(this.refreshGrant(grant), RENEW_ANSWER_MS, 'refresh').catch(() => null);
-    return this.#hold(grant, attempt, renewed ? sentAt : grant.anchor, renewed);
+    return this.#hold(grant, attempt, renewed ? sentAt : grant.anchor, renewed, performance.now());
   }
 
-  /** The holding, its `acquired` event and `lock:granted` checkpoint; `renewed` false: the refresh found it ended. */
-  #hold(grant: Grant, attempt: Attempt, anchor: number, renewed: boolean | null): Holding | Promise<Holding> {
-    const holding = new Holding(this.#host, grant, attempt.scoped, this.#terms, anchor);
+  /**
+   * The holding, got at `now`, its `acquired` event and `lock:granted` checkpoint; `renewed` false:
+   * the refresh found it ended.
+   */
+  #hold(grant: Grant, attempt: Attempt, anchor: number, renewed: boolean | null, now: number): Holding | Promise<Holding> {
+    const holding = new Holding(this.#host, grant, attempt.scoped, this.#terms, anchor, now);
     this.#holdings.push(holding);
-    this.#ctx.telemetry.acquired(holding.token, holding.fence, holding.acquiredAt - attempt.startedAt);
+    this.#ctx.telemetry.acquired(holding.token, holding.fence, now - attempt.startedAt);
     if (renewed === false) holding.lose('reclaimed');
-    else holding.loseIfExpired();
+    else holding.loseIfExpired(now);
     const hook = checkpoint('lock:granted');
     return hook ? Promise.resolve(hook).then(() => holding) : holding;
   }
@@ -213,7 +217,7 @@ export class Ledger {
     holding.end();
     this.#forget(holding);
     if (available === false) return false;
-    ctx.telemetry.released(holding.token, holding.fence, performance.now() - holding.acquiredAt);
+    ctx.telemetry.released(holding.token, holding.fence, holding.acquiredAt);
     // waitReplicas: the release took effect on the primary either way; a shortfall is reported.
     if (acknowledged === null) return available;
     return checkReplicated(ctx, putBack ? 'unlock' : 'consume', acknowledged).then(() => available);

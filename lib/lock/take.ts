@@ -60,7 +60,9 @@ export function take<R>(
     const client = ctx.readyNow();
     if (client !== undefined && attempt.signal === undefined && !hasCheckpointHook()) {
       const { contention } = parts;
-      if (!contention.skipsTryLock(timeout)) return ctx.track(tryFirst(parts, client, timeout, attempt, taken, failed));
+      // (Sent in the same step as the attempt began: its start is the send time.)
+      if (!contention.skipsTryLock(timeout))
+        return ctx.track(tryFirst(parts, client, timeout, attempt, taken, failed, attempt.startedAt));
       // Contended: straight to the blocking wait (see Contention.skipsTryLock), which tracks itself.
       const deadline = waitDeadline(attempt.startedAt, timeout);
       const registration = contention.takeAdvanceRegistration();
@@ -122,10 +124,10 @@ function tryFirst<R>(
   attempt: Attempt,
   taken: (holding: Holding | null) => R,
   failed: (error: unknown) => never,
+  sent = performance.now(),
 ): Promise<R> {
   const { ctx, ledger, contention, reclaim } = parts;
   const id = newId();
-  const sent = performance.now();
   const lifetime = registrationLifetimeMs(ctx.options.waitSlice);
   const call = tryLock(ctx, id, timeout === 0 ? null : lifetime, attempt.permits);
   const replicas = ctx.options.waitReplicas;

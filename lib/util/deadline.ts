@@ -105,7 +105,8 @@ export class DeadlineQueue {
 
   /**
    * One promise for a call and what follows it: starts the call with `send`, and resolves what
-   * `answered(value)` or `failed(error)` return once it answers, or, once `ms` passed unanswered, what
+   * `answered(value)` or `failed(error, deadline)` return once it answers (`deadline`: when the time
+   * limit ends, on `performance.now()`), or, once `ms` passed unanswered, what
    * `expired` returns (by default `failed` with the `DeadlineExceeded`), given the answer still to
    * come as `late` (a rejection nobody handles is not reported); an answer after that goes to `late`
    * only. What they throw rejects it. `decision`, when given, hears when it is decided.
@@ -114,8 +115,8 @@ export class DeadlineQueue {
     send: Send<T>,
     what: string,
     answered: (value: T) => R | PromiseLike<R>,
-    failed: (error: unknown) => R | PromiseLike<R>,
-    expired: (error: DeadlineExceeded, late: Promise<T>) => R | PromiseLike<R> = failed,
+    failed: (error: unknown, deadline: number) => R | PromiseLike<R>,
+    expired?: (error: DeadlineExceeded, late: Promise<T>) => R | PromiseLike<R>,
     decision?: Decision,
   ): Promise<R> {
     return new Promise<R>((resolve, reject) => {
@@ -127,7 +128,10 @@ export class DeadlineQueue {
         expire: (error) => {
           const lateAnswer = new Promise<T>((answer, fail) => (late = { answered: answer, failed: fail }));
           lateAnswer.catch(ignore);
-          decide(resolve, reject, (exceeded) => expired(exceeded, lateAnswer), error, decision);
+          const make = expired
+            ? (exceeded: DeadlineExceeded) => expired(exceeded, lateAnswer)
+            : (exceeded: DeadlineExceeded) => failed(exceeded, watched.at);
+          decide(resolve, reject, make, error, decision);
         },
         settled: false,
       };
@@ -142,7 +146,7 @@ export class DeadlineQueue {
         (error: unknown) => {
           if (watched.settled) return late?.failed(error);
           this.#settle(watched);
-          decide(resolve, reject, failed, error, decision);
+          decide(resolve, reject, (reason: unknown) => failed(reason, watched.at), error, decision);
         },
       );
     });
