@@ -145,7 +145,13 @@ export class Ledger {
    * The holding, got at `now`, its `acquired` event and `lock:granted` checkpoint; `renewed` false:
    * the refresh found it ended.
    */
-  #hold(grant: Grant, attempt: Attempt, anchor: number, renewed: boolean | null, now: number): Holding | Promise<Holding> {
+  #hold(
+    grant: Grant,
+    attempt: Attempt,
+    anchor: number,
+    renewed: boolean | null,
+    now: number,
+  ): Holding | Promise<Holding> {
     const holding = new Holding(this.#host, grant, attempt.scoped, this.#terms, anchor, now);
     this.#holdings.push(holding);
     this.#ctx.telemetry.acquired(holding.token, holding.fence, now - attempt.startedAt);

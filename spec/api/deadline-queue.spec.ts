@@ -116,3 +116,26 @@ test('an `expired` that throws rejects its call with what it threw, and the call
   await expect(next).rejects.toThrow('wrapped: next: no answer');
   await expect(queue.watch(new Promise<never>(() => undefined), 'later', expired)).rejects.toThrow('later: no answer');
 });
+
+test("`settle` tells `failed` when the call's time limit ends, and `expired` defaults to `failed` with it", async () => {
+  const queue = new DeadlineQueue(MS);
+  const before = performance.now();
+  const deadlines: number[] = [];
+  const failed = (error: unknown, deadline: number) => {
+    deadlines.push(deadline);
+    return error instanceof DeadlineExceeded ? 'expired' : 'refused';
+  };
+  const refused = queue.settle<string, string>(
+    (_, fail) => setImmediate(() => fail(new Error('NOSCRIPT'))),
+    'unlock',
+    String,
+    failed,
+  );
+  const silent = queue.settle<string, string>(() => undefined, 'unlock', String, failed);
+  const after = performance.now();
+  expect(await Promise.all([refused, silent])).toEqual(['refused', 'expired']);
+  for (const deadline of deadlines) {
+    expect(deadline).toBeGreaterThanOrEqual(before + MS);
+    expect(deadline).toBeLessThanOrEqual(after + MS);
+  }
+});
