@@ -53,7 +53,7 @@ export class BlockingWait {
    * ends without a token (timed out, or failed) proves nothing about contention: the next lock tries first.
    * The usual wait (no signal, a connection free in the pool) sends its first slice from here, not
    * from an async frame: that slice's promise is the caller's, and the loop (`#wait`) takes over from
-   * what it ended with only when it did not grant.
+   * what it ended with only when it did not grant. `now`: `performance.now()`, if the caller has it.
    */
   block<R>(
     deadline: number,
@@ -61,11 +61,12 @@ export class BlockingWait {
     registration: Registration | null,
     taken: (holding: Holding | null) => R,
     failed: (error: unknown) => never,
+    now = performance.now(),
   ): Promise<R> {
     const { ctx } = this.#parts;
     const wait: Wait<R> = { deadline, attempt, taken, failed, registration, failures: 0, lastError: undefined };
     this.#watchClient();
-    const remaining = deadline - performance.now();
+    const remaining = deadline - now;
     const inline = attempt.signal === undefined && !ctx.closing && (remaining > 0 || registration !== null);
     const connection = inline ? ctx.pool.checkoutIdle() : undefined;
     if (connection === undefined) return ctx.track(this.#wait(wait));
@@ -76,7 +77,7 @@ export class BlockingWait {
         outcome.grant === null
           ? this.#wait(wait, { connection, outcome })
           : this.#deliver(wait, connection, outcome.grant, outcome.failure !== undefined);
-      return ctx.track(this.#slice(wait, connection, remaining, went, lost, decision), decision);
+      return ctx.track(this.#slice(wait, connection, remaining, went, lost, decision, now), decision);
     } catch (error) {
       return ctx.track(rejection(() => lost(error)));
     }
@@ -149,11 +150,12 @@ export class BlockingWait {
                 throw new SemaphoreClosedError(ctx.name);
               }
               this.#stopIfClosedOrAborted(attempt, wait.registration, connection);
-              const remaining = deadline - performance.now();
+              const now = performance.now();
+              const remaining = deadline - now;
               // Past the deadline, a live registration still gets a last slice, whose claim ends it.
               if (remaining <= 0 && wait.registration === null) return taken(null);
               broken = true; // until the slice says otherwise: a throw leaves the connection in doubt
-              const pending = this.#slice(wait, connection, remaining, identity<SliceOutcome>, rethrow);
+              const pending = this.#slice(wait, connection, remaining, identity<SliceOutcome>, rethrow, undefined, now);
               try {
                 outcome = await (signal ? raceAbort(pending, signal) : pending);
               } catch (error) {
@@ -203,6 +205,7 @@ export class BlockingWait {
     then: (outcome: SliceOutcome) => T | Promise<T>,
     failed: (error: unknown) => T | Promise<T>,
     decision?: Decision,
+    now?: number,
   ): Promise<T> {
     const { ctx } = this.#parts;
     const short = wait.registration?.advance === true || ctx.pool.crowded;
@@ -221,6 +224,7 @@ export class BlockingWait {
       then,
       failed,
       decision,
+      now,
     );
   }
 

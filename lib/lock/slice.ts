@@ -42,7 +42,7 @@ const guards = new Alarms();
  * make a new one) goes to `then`, or what kept it from settling to `failed`, and the promise resolves
  * what they return: the wait goes on from there without a promise more (`decision` hears when it is
  * decided). Its replies are joined by a count, not by a promise each: the usual slice is two
- * promises, the claim's answer (the slice's) and BLMOVE's.
+ * promises, the claim's answer (the slice's) and BLMOVE's. `sent`: now, if the caller has read it.
  */
 export function blockOnce<T>(
   parts: BlockingParts,
@@ -55,13 +55,13 @@ export function blockOnce<T>(
   then: (outcome: SliceOutcome) => T | Promise<T>,
   failed: (error: unknown) => T | Promise<T>,
   decision?: Decision,
+  sent = performance.now(),
 ): Promise<T> {
   const { ctx, interrupts } = parts;
   const { id } = registration;
   const { keys } = ctx;
   if (debugEnabled) debug('%s wait %s: BLMOVE for up to %d ms', ctx.name, id, sliceMs);
   const lifetime = registrationLifetimeMs(ctx.options.waitSlice);
-  const sent = performance.now();
   const prepared = coversSlice(registration.until - sent, sliceMs, ctx.options.waitSlice)
     ? undefined
     : ctx.call('lock', prepareWait(ctx, id, lifetime, permits), { via: connection, raw: true });
@@ -102,7 +102,11 @@ export function blockOnce<T>(
   hooked?.then(answered, answered);
   // A silent connection (black hole, half-open TCP) must not hold a waiter forever: `recover` then
   // settles what the pipeline may have done.
-  const guard = guards.set(sliceGuardMs(sliceMs, ctx.options.waitSlice), () => void disconnectQuietly(connection));
+  const guard = guards.set(
+    sliceGuardMs(sliceMs, ctx.options.waitSlice),
+    () => void disconnectQuietly(connection),
+    sent,
+  );
   // An abort or close() ends the slice early (Interrupts), keeping the connection.
   const disarm = interrupts.arm(connection, signal);
   const answer = (): T | Promise<T> => {

@@ -63,10 +63,11 @@ export function take<R>(
       // (Sent in the same step as the attempt began: its start is the send time.)
       if (!contention.skipsTryLock(timeout))
         return ctx.track(tryFirst(parts, client, timeout, attempt, taken, failed, attempt.startedAt));
-      // Contended: straight to the blocking wait (see Contention.skipsTryLock), which tracks itself.
+      // Contended: straight to the blocking wait (see Contention.skipsTryLock), which tracks itself
+      // (and sends its first slice in the step the attempt began).
       const deadline = waitDeadline(attempt.startedAt, timeout);
       const registration = contention.takeAdvanceRegistration();
-      return parts.blocking.block(deadline, attempt, registration, taken, failed);
+      return parts.blocking.block(deadline, attempt, registration, taken, failed, attempt.startedAt);
     }
     return ctx.track(takeOrAbort(parts, timeout, attempt).then(taken, failed));
   } catch (error) {

@@ -19,9 +19,9 @@ export class Alarms {
   /** When the armed timer fires (`performance.now()`). */
   #timerAt = Infinity;
 
-  /** Calls `ring` in `ms`, unless `cancel` came first. */
-  set(ms: number, ring: () => void): Alarm {
-    const alarm: Alarm = { at: performance.now() + ms, ring, index: this.#heap.length };
+  /** Calls `ring` in `ms` from `now`, unless `cancel` came first. */
+  set(ms: number, ring: () => void, now = performance.now()): Alarm {
+    const alarm: Alarm = { at: now + ms, ring, index: this.#heap.length };
     this.#heap.push(alarm);
     this.#up(alarm.index);
     if (alarm.at < this.#timerAt) this.#arm(alarm.at);
