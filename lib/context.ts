@@ -176,6 +176,7 @@ export class SemaphoreContext {
    * connection), its answer bounded by `answers`, then what `answered(reply)` or `failed(error)` make
    * of it. `failed` gets a SemaphoreRedisError naming `operation`, or the `DeadlineExceeded` of
    * `answers` and `late`, the reply still to come (for the caller to settle in the background).
+   * `now`: when the call is sent, if the caller has read the clock.
    */
   answer<R, T>(
     client: Connection,
@@ -184,6 +185,7 @@ export class SemaphoreContext {
     answers: DeadlineQueue,
     answered: (reply: R) => T | PromiseLike<T>,
     failed: (error: unknown, late?: Promise<R>) => T | PromiseLike<T>,
+    now?: number,
   ): Promise<T> {
     const decision: Decision = { settled: false, decided: undefined };
     const answering = answers.settle(
@@ -213,6 +215,7 @@ export class SemaphoreContext {
         return failed(error, reply);
       },
       decision,
+      now,
     );
     this.#answering = answering;
     this.#decision = decision;

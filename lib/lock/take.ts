@@ -185,7 +185,8 @@ function tryFirst<R>(
     return waitAfterMiss(parts, deadline, attempt, null, taken, failed);
   };
 
-  if (!replicas) return ctx.answer(client, 'lock', call, tryLockAnswers, (reply) => answered(reply, null), unanswered);
+  if (!replicas)
+    return ctx.answer(client, 'lock', call, tryLockAnswers, (reply) => answered(reply, null), unanswered, sent);
   const limit = TRY_ANSWER_MS + replicas.timeoutMs;
   let answers = replicatedAnswers.get(limit);
   if (answers === undefined) replicatedAnswers.set(limit, (answers = new DeadlineQueue(limit)));

@@ -109,7 +109,8 @@ export class DeadlineQueue {
    * limit ends, on `performance.now()`), or, once `ms` passed unanswered, what
    * `expired` returns (by default `failed` with the `DeadlineExceeded`), given the answer still to
    * come as `late` (a rejection nobody handles is not reported); an answer after that goes to `late`
-   * only. What they throw rejects it. `decision`, when given, hears when it is decided.
+   * only. What they throw rejects it. `decision`, when given, hears when it is decided. `now`: when
+   * the call starts, if the caller has read the clock.
    */
   settle<T, R>(
     send: Send<T>,
@@ -118,12 +119,13 @@ export class DeadlineQueue {
     failed: (error: unknown, deadline: number) => R | PromiseLike<R>,
     expired?: (error: DeadlineExceeded, late: Promise<T>) => R | PromiseLike<R>,
     decision?: Decision,
+    now = performance.now(),
   ): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       /** Where an answer after the deadline goes: set when the deadline passes. */
       let late: { answered: (value: T) => void; failed: (error: unknown) => void } | undefined;
       const watched: Watched = {
-        at: performance.now() + this.ms,
+        at: now + this.ms,
         what,
         expire: (error) => {
           const lateAnswer = new Promise<T>((answer, fail) => (late = { answered: answer, failed: fail }));
