@@ -205,13 +205,21 @@ describe('claim.lua', () => {
       ['early', 1],
     ] as const) {
       await redis.lMove(keys.available, keys.inbox(served), 'LEFT', 'RIGHT');
-      const reply = (await run('claim', [served, '1', '', '25', 'me', `${served}-g`, '1'], [keys.inbox(served)])) as number[];
+      const reply = (await run(
+        'claim',
+        [served, '1', '', '25', 'me', `${served}-g`, '1'],
+        [keys.inbox(served)],
+      )) as number[];
       expect([reply[0], reply[1], reply[3]]).toEqual(['0', 1, others]); // kept: others wait
       await run('release', ['0', `${served}-g`, '1', '']);
     }
     await redis.zRem(keys.waiting, 'late');
     await redis.lMove(keys.available, keys.inbox('early'), 'LEFT', 'RIGHT');
-    const alone = (await run('claim', ['early', '1', '', '25', 'me', 'alone-g', '1'], [keys.inbox('early')])) as number[];
+    const alone = (await run(
+      'claim',
+      ['early', '1', '', '25', 'me', 'alone-g', '1'],
+      [keys.inbox('early')],
+    )) as number[];
     expect([alone[0], alone[1], alone[3]]).toEqual(['0', 0, 0]);
     expect(await redis.zCard(keys.waiting)).toBe(0);
   });
