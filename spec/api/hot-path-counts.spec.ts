@@ -1,4 +1,5 @@
-// Promises and timers the library creates per lock + unlock cycle, counted with async_hooks (a count, not a timing).
+// Promises, timers and clock reads the library makes per lock + unlock cycle, counted with async_hooks
+// and by wrapping performance.now (a count, not a timing).
 
 import { createHook } from 'node:async_hooks';
 import { useFixture } from '../support/fixture';
@@ -18,13 +19,18 @@ function startedByLibrary(stack: string): boolean {
 interface Counts {
   promises: number;
   timers: number;
+  /** performance.now() calls the library makes. */
+  clock: number;
   /** How long the counted run took. */
   seconds: number;
 }
 
-/** What `run` creates, per cycle: promises, and timers (setTimeout/setInterval) the library itself starts. */
+/**
+ * What `run` creates, per cycle: promises, timers (setTimeout/setInterval) the library itself starts,
+ * and its reads of the clock.
+ */
 async function countPerCycle(cycles: number, run: () => Promise<void>): Promise<Counts> {
-  const counts = { promises: 0, timers: 0 };
+  const counts = { promises: 0, timers: 0, clock: 0 };
   const hook = createHook({
     init(_id, type) {
       if (type === 'PROMISE') counts.promises++;
@@ -32,14 +38,20 @@ async function countPerCycle(cycles: number, run: () => Promise<void>): Promise<
     },
   });
   const started = performance.now();
+  const now = performance.now.bind(performance);
+  performance.now = () => {
+    if (startedByLibrary(new Error().stack ?? '')) counts.clock++;
+    return now();
+  };
   hook.enable();
   try {
     await run();
   } finally {
     hook.disable();
+    delete (performance as { now?: unknown }).now; // the prototype's again
   }
   const seconds = (performance.now() - started) / 1000;
-  return { promises: counts.promises / cycles, timers: counts.timers / cycles, seconds };
+  return { promises: counts.promises / cycles, timers: counts.timers / cycles, clock: counts.clock / cycles, seconds };
 }
 
 /**
@@ -52,11 +64,13 @@ async function countPerCycle(cycles: number, run: () => Promise<void>): Promise<
  * a contended cycle's third command adds its client's promise (see docs/PERFORMANCE.md). A little
  * slack for timers (a process-wide deadline timer re-arms about once a second, the contended loop's
  * interval now and then). Measured at the commit that set these (node-redis v4, v5, v6, ioredis 5
- * and 6): 8.0 / 0 and 9.1 / 0 in all, so 4.0 and 5.1 beyond the bare round trips.
+ * and 6): 8.0 / 0 and 9.1 / 0 in all, so 4.0 and 5.1 beyond the bare round trips. Clock reads
+ * (`performance.now()`, the library's own, whole): 3 uncontended and 4 contended (one per advance
+ * registration kept), with slack for timers that ring meanwhile (more of them on a loaded machine).
  */
 const BOUNDS = {
-  uncontended: { promises: 4.2, timers: 0.02 },
-  contended: { promises: 5.4, timers: 0.1 },
+  uncontended: { promises: 4.2, timers: 0.02, clock: 3.5 },
+  contended: { promises: 5.4, timers: 0.1, clock: 5 },
 };
 
 const CYCLES = 200;
@@ -80,6 +94,7 @@ async function bare(): Promise<Counts> {
 const excess = (library: Counts, lean: Counts): Counts => ({
   promises: library.promises - lean.promises,
   timers: library.timers - lean.timers,
+  clock: library.clock,
   seconds: library.seconds,
 });
 
@@ -93,7 +108,7 @@ test.each([
   ['lock(0)', 0],
   ['lock()', undefined],
 ] as const)(
-  'an uncontended %s + unlock: promises and timers per cycle beyond two bare round trips',
+  'an uncontended %s + unlock: promises, timers and clock reads per cycle beyond two bare round trips',
   async (form, timeout) => {
     const sem = fixture.semaphore({ resources: 1 });
     for (let i = 0; i < 50; i++) {
@@ -114,10 +129,12 @@ test.each([
     const own = excess(library, lean);
     expect(own.timers).toBeLessThanOrEqual(timersAllowed(BOUNDS.uncontended.timers, own));
     expect(own.promises).toBeLessThanOrEqual(BOUNDS.uncontended.promises);
+    expect(own.clock).toBeGreaterThan(0);
+    expect(own.clock).toBeLessThanOrEqual(BOUNDS.uncontended.clock);
   },
 );
 
-test('a contended mutex, 8 instances looping lock + unlock: promises and timers per grant beyond two bare round trips', async () => {
+test('a contended mutex, 8 instances looping lock + unlock: promises, timers and clock reads per grant beyond two bare round trips', async () => {
   const name = uniqueName();
   const instances = Array.from({ length: 8 }, () => fixture.semaphore({ resources: 1 }, name));
   const loop = async (cycles: number) => {
@@ -139,4 +156,6 @@ test('a contended mutex, 8 instances looping lock + unlock: promises and timers 
   const own = excess(perGrant, lean);
   expect(own.timers).toBeLessThanOrEqual(timersAllowed(BOUNDS.contended.timers, own));
   expect(own.promises).toBeLessThanOrEqual(BOUNDS.contended.promises);
+  expect(own.clock).toBeGreaterThan(0);
+  expect(own.clock).toBeLessThanOrEqual(BOUNDS.contended.clock);
 });
