@@ -58,10 +58,11 @@ local available
 if ARGV[3] ~= '0' then
   -- To a weighted waiter collecting its permits (includes/give_back.lua), if one is.
   local target = K_AVAILABLE
-  if redis.call('HGET', K_COLLECTING, 'registration') then
+  local collector = redis.call('HGET', K_COLLECTING, 'registration')
+  if collector then
 --- @include present
 --- @include give_back
-    target = give_back_target()
+    target = give_back_target(collector)
   end
   available = redis.call('LPUSH', target, token)
   if target ~= K_AVAILABLE then

@@ -107,12 +107,13 @@ local function end_collection()
 end
 
 -- The list a freed token goes onto: PENDING while a live registration collects, else AVAILABLE.
-local function give_back_target()
+local function give_back_target(owner)
   if GIVE_BACK then
     return GIVE_BACK
   end
   GIVE_BACK = K_AVAILABLE
-  local owner = redis.call('HGET', K_COLLECTING, 'registration')
+  -- OWNER: COLLECTING's registration, when the caller has read it already.
+  owner = owner or redis.call('HGET', K_COLLECTING, 'registration')
   if owner then
     collection_keys()
     if redis.call('ZSCORE', K_WAITING, owner) then
