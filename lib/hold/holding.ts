@@ -106,11 +106,6 @@ export class Holding {
     return this.#lostReason?.reason;
   }
 
-  /** What is left of the lease, in ms (`Infinity` without `staleClientTimeout`). */
-  get remainingMs(): number {
-    return this.#leaseEnd - performance.now();
-  }
-
   /** Aborts (with a `LockLostError`) when the token is lost; never on a normal release. */
   get signal(): AbortSignal {
     if (!this.#controller) {

@@ -38,6 +38,7 @@ async function countPerCycle(cycles: number, run: () => Promise<void>): Promise<
     },
   });
   const started = performance.now();
+  const own = Object.getOwnPropertyDescriptor(performance, 'now');
   const now = performance.now.bind(performance);
   performance.now = () => {
     if (startedByLibrary(new Error().stack ?? '')) counts.clock++;
@@ -48,7 +49,8 @@ async function countPerCycle(cycles: number, run: () => Promise<void>): Promise<
     await run();
   } finally {
     hook.disable();
-    delete (performance as { now?: unknown }).now; // the prototype's again
+    if (own) Object.defineProperty(performance, 'now', own);
+    else delete (performance as { now?: unknown }).now; // the prototype's again
   }
   const seconds = (performance.now() - started) / 1000;
   return { promises: counts.promises / cycles, timers: counts.timers / cycles, clock: counts.clock / cycles, seconds };

@@ -38,9 +38,9 @@
 local registration, grant, settings = ARGV[1], ARGV[2], settings_of(ARGV[3])
 local inbox = K_PREFIX and K_PREFIX .. 'INBOX:' .. registration or KEYS[#KEYS]
 local local_time, expiration = ARGV[4] or '', settings.expiration
--- ZRANK, not ZSCORE: Redis formats a score it replies with (a printf), and a rank is an integer.
--- (ZREVRANK would also tell, nearly always, whether others wait, and save the ZCARD below, but it is
--- not in the minimal ACL the README documents.)
+-- ZRANK, not ZSCORE: Redis formats a score it replies with (a printf), and a rank is an integer; a
+-- rank above 0 also says others are registered (the ZCARD below runs only at rank 0; ZREVRANK would
+-- spare that too, but it is not in the minimal ACL the README documents).
 local rank = redis.call('ZRANK', K_WAITING, registration)
 local registered = rank ~= false
 if not registered then
